@@ -1,0 +1,50 @@
+"""scichains: scientific machine learning with small neural networks on the CPU."""
+
+from . import nn
+from .nn import (
+    AbsoluteLoss,
+    Activation,
+    Adam,
+    AdamW,
+    Dense,
+    Dropout,
+    Flatten,
+    FrontLastPenalty,
+    L1Penalty,
+    L2Penalty,
+    LogitCrossEntropyLoss,
+    SGD,
+    SimpleChain,
+    SquaredLoss,
+    accuracy_and_loss,
+    loss_and_grad,
+    train_batched,
+    train_unbatched,
+    valgrad,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbsoluteLoss",
+    "Activation",
+    "Adam",
+    "AdamW",
+    "Dense",
+    "Dropout",
+    "Flatten",
+    "FrontLastPenalty",
+    "L1Penalty",
+    "L2Penalty",
+    "LogitCrossEntropyLoss",
+    "SGD",
+    "SimpleChain",
+    "SquaredLoss",
+    "accuracy_and_loss",
+    "loss_and_grad",
+    "nn",
+    "train_batched",
+    "train_unbatched",
+    "valgrad",
+    "__version__",
+]

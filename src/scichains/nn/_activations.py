@@ -1,0 +1,180 @@
+"""Activation functions: named descriptors, and the compiled loop that applies them.
+
+An activation is data (an integer code) so that one cached kernel serves every chain. The loop
+for each activation is selected once per layer, never per element, so each loop vectorises.
+
+During the forward pass every activation stores its derivative ``f'(z)`` next to its output, so
+the vector-Jacobian product never recomputes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import kernel
+from . import _math
+
+IDENTITY, RELU, TANH, SIGMOID, SOFTPLUS, GELU, SWISH, ELU, ABS2, CUBE, RBF = range(11)
+
+
+class ActivationFunction:
+    """A named elementwise function ``y = f(z)`` understood by the compiled kernels.
+
+    Instances are the public objects ``scichains.nn.tanh``, ``scichains.nn.relu``, ...; anywhere
+    an activation is expected, its name (``"tanh"``) works as well.
+    """
+
+    __slots__ = ("name", "code", "formula")
+
+    def __init__(self, name: str, code: int, formula: str):
+        self.name = name
+        self.code = code
+        self.formula = formula
+
+    def __repr__(self) -> str:
+        return f"scichains.nn.{self.name}"
+
+    def __call__(self, z):
+        """Apply the activation to a numpy array (the exact float64 formula, for reference)."""
+        return _REFERENCE[self.code](np.asarray(z, dtype=np.float64))
+
+
+identity = ActivationFunction("identity", IDENTITY, "z")
+relu = ActivationFunction("relu", RELU, "max(z, 0)")
+tanh = ActivationFunction("tanh", TANH, "tanh(z)")
+sigmoid = ActivationFunction("sigmoid", SIGMOID, "1 / (1 + exp(-z))")
+softplus = ActivationFunction("softplus", SOFTPLUS, "log(1 + exp(z))")
+gelu = ActivationFunction(
+    "gelu", GELU, "z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))  (the tanh form, as NNlib)"
+)
+swish = ActivationFunction("swish", SWISH, "z sigmoid(z)")
+elu = ActivationFunction("elu", ELU, "z if z > 0 else exp(z) - 1")
+abs2 = ActivationFunction("abs2", ABS2, "z^2")
+cube = ActivationFunction("cube", CUBE, "z^3")
+rbf = ActivationFunction("rbf", RBF, "exp(-z^2)")
+
+ACTIVATIONS = {
+    a.name: a
+    for a in (identity, relu, tanh, sigmoid, softplus, gelu, swish, elu, abs2, cube, rbf)
+}
+_ALIASES = {"silu": "swish", "linear": "identity", "gaussian": "rbf"}
+BY_CODE = {a.code: a for a in ACTIVATIONS.values()}
+
+
+def get_activation(act) -> ActivationFunction:
+    """Resolve a name or an :class:`ActivationFunction`; unknown names raise ``ValueError``."""
+    if isinstance(act, ActivationFunction):
+        return act
+    if act is None:
+        return identity
+    if isinstance(act, str):
+        key = act.lower()
+        key = _ALIASES.get(key, key)
+        if key in ACTIVATIONS:
+            return ACTIVATIONS[key]
+        raise ValueError(
+            f"unknown activation {act!r}; known: {sorted(ACTIVATIONS) + sorted(_ALIASES)}"
+        )
+    raise TypeError(
+        f"activation must be a name or a scichains.nn activation object, got {type(act).__name__}"
+    )
+
+
+def _sig(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+_K0 = np.sqrt(2.0 / np.pi)
+_K1 = 0.044715
+_REFERENCE = {
+    IDENTITY: lambda z: z.copy(),
+    RELU: lambda z: np.maximum(z, 0.0),
+    TANH: np.tanh,
+    SIGMOID: _sig,
+    SOFTPLUS: lambda z: np.logaddexp(z, 0.0),
+    GELU: lambda z: 0.5 * z * (1.0 + np.tanh(_K0 * (z + _K1 * z**3))),
+    SWISH: lambda z: z * _sig(z),
+    ELU: lambda z: np.where(z > 0, z, np.expm1(np.minimum(z, 0.0))),
+    ABS2: lambda z: z * z,
+    CUBE: lambda z: z**3,
+    RBF: lambda z: np.exp(-z * z),
+}
+
+
+@kernel
+def apply_activation(code, z, d, n):
+    """Overwrite ``z[:n]`` with ``f(z[:n])`` and write ``f'(z)`` into ``d[:n]``.
+
+    ``d`` is not touched for the identity. Both are 1-D contiguous arrays of one float dtype.
+    """
+    one = z.dtype.type(1.0)
+    half = z.dtype.type(0.5)
+    zero = z.dtype.type(0.0)
+    if code == IDENTITY:
+        return
+    elif code == RELU:
+        for j in range(n):
+            x = z[j]
+            pos = x > zero
+            z[j] = x if pos else zero
+            d[j] = one if pos else zero
+    elif code == TANH:
+        for j in range(n):
+            t = _math.tanh(z[j])
+            z[j] = t
+            d[j] = one - t * t
+    elif code == SIGMOID:
+        for j in range(n):
+            s = half + half * _math.tanh(half * z[j])
+            z[j] = s
+            d[j] = s * (one - s)
+    elif code == SOFTPLUS:
+        for j in range(n):
+            x = z[j]
+            e = _math.exp(-abs(x))
+            inv = one / (one + e)
+            z[j] = max(x, zero) + _math.log1p_unit(e)
+            d[j] = inv if x >= zero else e * inv
+    elif code == GELU:
+        k0 = z.dtype.type(0.7978845608028654)
+        k1 = z.dtype.type(0.044715)
+        k3 = z.dtype.type(3.0 * 0.044715)
+        for j in range(n):
+            x = z[j]
+            x2 = x * x
+            t = _math.tanh(k0 * (x + k1 * x2 * x))
+            z[j] = half * x * (one + t)
+            d[j] = half * (one + t) + half * x * (one - t * t) * k0 * (one + k3 * x2)
+    elif code == SWISH:
+        for j in range(n):
+            x = z[j]
+            s = half + half * _math.tanh(half * x)
+            z[j] = x * s
+            d[j] = s + x * s * (one - s)
+    elif code == ELU:
+        for j in range(n):
+            x = z[j]
+            e = _math.exp(min(x, zero))
+            pos = x > zero
+            z[j] = x if pos else e - one
+            d[j] = one if pos else e
+    elif code == ABS2:
+        two = z.dtype.type(2.0)
+        for j in range(n):
+            x = z[j]
+            z[j] = x * x
+            d[j] = two * x
+    elif code == CUBE:
+        three = z.dtype.type(3.0)
+        for j in range(n):
+            x = z[j]
+            x2 = x * x
+            z[j] = x2 * x
+            d[j] = three * x2
+    elif code == RBF:
+        mtwo = z.dtype.type(-2.0)
+        for j in range(n):
+            x = z[j]
+            e = _math.exp(-x * x)
+            z[j] = e
+            d[j] = mtwo * x * e

@@ -1,0 +1,383 @@
+"""Compiled forward and vector-Jacobian-product kernels for a chain described as data.
+
+A chain is encoded as three small arrays (see ``_chain.py``):
+
+- ``spec`` (int64, one row per layer): kind, activation code, sizes, parameter offsets and the
+  rows of the work buffer that hold the layer's input, output and stored derivative;
+- ``fspec`` (float64, one row per layer): real-valued options (the dropout rate);
+- ``meta`` (int64): sizes of the whole chain (see the ``M_*`` constants).
+
+Activations are stored features-major in a work buffer of ``rows * T`` elements: row ``r`` of a
+tile of ``T`` samples starts at ``r * T`` and the batch index is the innermost, contiguous loop,
+which is what vectorises. Samples stay first in the user's arrays; the kernels gather a tile of
+samples (through an index array, so mini-batches are never copied) and transpose it on the fly.
+
+All kernels are module-level and cached; the same code serves every architecture.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._jit import kernel, parallel_kernel
+from ._activations import IDENTITY, apply_activation
+
+# layer kinds
+DENSE, ACTIVATION, DROPOUT, RESHAPE = 1, 2, 3, 4
+# spec columns
+S_KIND, S_ACT, S_NIN, S_NOUT, S_WOFF, S_BOFF, S_IN, S_OUT, S_D, S_INDEX = range(10)
+SPEC_WIDTH = 16
+# meta entries
+M_NIN, M_NOUT, M_ROWS, M_YROW, M_GA, M_GB, M_NPARAMS = range(7)
+META_WIDTH = 8
+# loss kinds
+LOSS_NONE, LOSS_SQUARED, LOSS_ABSOLUTE, LOSS_LOGITCE = 0, 1, 2, 3
+
+
+@kernel
+def _mix64(h):
+    # splitmix64 finaliser: a counter-based generator, so dropout masks depend only on
+    # (seed, step, layer, sample, feature) and not on threads or tile boundaries.
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+@kernel
+def dropout_uniform(seed, step, layer, sample, feature):
+    """A uniform number in [0, 1) determined by its five integer arguments."""
+    h = _mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
+    h = _mix64(h ^ np.uint64(step))
+    h = _mix64(h ^ (np.uint64(layer) << np.uint64(40)) ^ np.uint64(feature))
+    h = _mix64(h ^ np.uint64(sample))
+    return np.float64(h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@kernel
+def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
+    zero = z.dtype.type(0.0)
+    for o in range(n_out):
+        zo = z[o * T : o * T + T]
+        bo = bias[o] if has_bias else zero
+        for b in range(m):
+            zo[b] = bo
+        wo = W[o * n_in : o * n_in + n_in]
+        for i in range(n_in):
+            w = wo[i]
+            xi = x[i * T : i * T + T]
+            for b in range(m):
+                zo[b] += w * xi[b]
+
+
+@kernel
+def _dense_backward(W, gW, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m):
+    """Accumulate dL/dW, dL/db from dL/dz; write dL/dx into gx when ``want_gx``."""
+    zero = gz.dtype.type(0.0)
+    if want_gx:
+        for i in range(n_in):
+            gxi = gx[i * T : i * T + T]
+            for b in range(m):
+                gxi[b] = zero
+    for o in range(n_out):
+        go = gz[o * T : o * T + T]
+        if has_bias:
+            s = zero
+            for b in range(m):
+                s += go[b]
+            gb[o] += s
+        wo = W[o * n_in : o * n_in + n_in]
+        gwo = gW[o * n_in : o * n_in + n_in]
+        for i in range(n_in):
+            xi = x[i * T : i * T + T]
+            s = zero
+            for b in range(m):
+                s += go[b] * xi[b]
+            gwo[i] += s
+            if want_gx:
+                w = wo[i]
+                gxi = gx[i * T : i * T + T]
+                for b in range(m):
+                    gxi[b] += w * go[b]
+
+
+@kernel
+def tile_forward(spec, fspec, p, w, T, m, train, seed, step, samples, c0):
+    """Run every layer on a tile of ``m <= T`` samples whose inputs are already in ``w``.
+
+    ``samples[c0 + b]`` is the data index of column ``b`` (it seeds the dropout masks).
+    """
+    one = w.dtype.type(1.0)
+    zero = w.dtype.type(0.0)
+    for l in range(spec.shape[0]):
+        kind = spec[l, S_KIND]
+        n_in = spec[l, S_NIN]
+        n_out = spec[l, S_NOUT]
+        xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_in) * T]
+        out = w[spec[l, S_OUT] * T : (spec[l, S_OUT] + n_out) * T]
+        if kind == DENSE:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            W = p[woff : woff + n_in * n_out]
+            bias = p[boff : boff + n_out] if boff >= 0 else p[0:0]
+            _dense_forward(W, bias, boff >= 0, xin, out, n_in, n_out, T, m)
+        elif kind == ACTIVATION:
+            for j in range(n_out * T):
+                out[j] = xin[j]
+        elif kind == DROPOUT:
+            if train:
+                rate = fspec[l, 0]
+                scale = w.dtype.type(1.0 / (1.0 - rate))
+                d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T]
+                for f in range(n_out):
+                    for b in range(m):
+                        u = dropout_uniform(seed, step, spec[l, S_INDEX], samples[c0 + b], f)
+                        keep = scale if u >= rate else zero
+                        d[f * T + b] = keep
+                        out[f * T + b] = xin[f * T + b] * keep
+            else:
+                for j in range(n_out * T):
+                    out[j] = xin[j]
+            continue
+        else:  # RESHAPE: the output rows are the input rows
+            continue
+        act = spec[l, S_ACT]
+        if act != IDENTITY:
+            d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T]
+            apply_activation(act, out, d, n_out * T)
+    return one
+
+
+@kernel
+def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
+    """Back-propagate the output gradient held in rows ``meta[M_GA]`` of ``w``.
+
+    Accumulates dL/dp into ``g``. Returns the row where dL/d(input) ends up (valid when
+    ``want_gx``).
+    """
+    L = spec.shape[0]
+    # the two gradient buffers alternate; ``cur`` holds dL/d(output of layer l)
+    cur, other = meta[M_GA], meta[M_GB]
+    for l in range(L - 1, -1, -1):
+        kind = spec[l, S_KIND]
+        n_in = spec[l, S_NIN]
+        n_out = spec[l, S_NOUT]
+        gz = w[cur * T : (cur + n_out) * T]
+        need_in = want_gx or l > 0
+        if kind == RESHAPE:
+            continue
+        if kind == DROPOUT and not train:
+            continue
+        act = spec[l, S_ACT]
+        if kind == DROPOUT or act != IDENTITY:
+            d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T]
+            for f in range(n_out):
+                for b in range(m):
+                    gz[f * T + b] *= d[f * T + b]
+        if kind == DENSE:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            W = p[woff : woff + n_in * n_out]
+            gW = g[woff : woff + n_in * n_out]
+            gbias = g[boff : boff + n_out] if boff >= 0 else g[0:0]
+            xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_in) * T]
+            gx = w[other * T : (other + n_in) * T]
+            _dense_backward(W, gW, gbias, boff >= 0, xin, gz, gx, need_in, n_in, n_out, T, m)
+            cur, other = other, cur
+    return cur
+
+
+@kernel
+def tile_loss(loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale):
+    """Loss summed over the tile's samples; writes ``scale * dL/d(output)`` into row ``g_row``."""
+    total = 0.0
+    zero = w.dtype.type(0.0)
+    sc = w.dtype.type(scale)
+    if loss_kind == LOSS_SQUARED or loss_kind == LOSS_ABSOLUTE:
+        two = w.dtype.type(2.0)
+        for b in range(m):
+            s = samples[c0 + b]
+            for k in range(K):
+                w[(y_row + k) * T + b] = Y[s, k]
+        for k in range(K):
+            yh = w[(out_row + k) * T : (out_row + k + 1) * T]
+            yt = w[(y_row + k) * T : (y_row + k + 1) * T]
+            gk = w[(g_row + k) * T : (g_row + k + 1) * T]
+            acc = zero
+            if loss_kind == LOSS_SQUARED:
+                for b in range(m):
+                    r = yh[b] - yt[b]
+                    acc += r * r
+                    gk[b] = two * sc * r
+            else:
+                for b in range(m):
+                    r = yh[b] - yt[b]
+                    acc += abs(r)
+                    gk[b] = sc if r > zero else (-sc if r < zero else zero)
+            total += acc
+    elif loss_kind == LOSS_LOGITCE:
+        for b in range(m):
+            lab = labels[samples[c0 + b]]
+            zmax = w[out_row * T + b]
+            for k in range(1, K):
+                zmax = max(zmax, w[(out_row + k) * T + b])
+            ssum = 0.0
+            for k in range(K):
+                e = np.exp(np.float64(w[(out_row + k) * T + b] - zmax))
+                w[(g_row + k) * T + b] = e
+                ssum += e
+            total += np.log(ssum) + zmax - w[(out_row + lab) * T + b]
+            inv = 1.0 / ssum
+            for k in range(K):
+                pk = w[(g_row + k) * T + b] * inv
+                w[(g_row + k) * T + b] = sc * (pk - (1.0 if k == lab else 0.0))
+    return total
+
+
+@kernel
+def gather_tile(X, w, row, F, T, m, samples, c0):
+    """Copy samples ``samples[c0:c0+m]`` of ``X`` (N, F) into rows ``row..row+F`` of ``w``."""
+    for b in range(m):
+        s = samples[c0 + b]
+        for f in range(F):
+            w[(row + f) * T + b] = X[s, f]
+
+
+@kernel
+def scatter_tile(w, row, F, T, m, out, samples, c0):
+    """Copy rows ``row..row+F`` of ``w`` into ``out[samples[c0 + b], :]``."""
+    for b in range(m):
+        s = samples[c0 + b]
+        for f in range(F):
+            out[s, f] = w[(row + f) * T + b]
+
+
+@parallel_kernel
+def forward_batch(spec, fspec, meta, p, X, out, samples, nthreads, T, work):
+    """out[s] = chain(X[s]) for every s in ``samples`` (inference: dropout off).
+
+    ``work`` has shape (nthreads, rows * T); ``X`` is (N, n_in) and ``out`` (N, n_out).
+    """
+    n = samples.shape[0]
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    out_row = spec[spec.shape[0] - 1, S_OUT]
+    for t in prange(nthreads):
+        lo = (n * t) // nthreads
+        hi = (n * (t + 1)) // nthreads
+        w = work[t]
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            gather_tile(X, w, 0, F, T, m, samples, c0)
+            tile_forward(spec, fspec, p, w, T, m, False, 0, 0, samples, c0)
+            scatter_tile(w, out_row, K, T, m, out, samples, c0)
+
+
+@parallel_kernel
+def valgrad_batch(
+    spec, fspec, meta, loss_kind, p, X, Y, labels, samples, start, count, nthreads, T, work,
+    gbuf, lbuf, grad, gX, want_gx, train, seed, step,
+):
+    """Mean loss over ``samples[start:start+count]`` and its gradient.
+
+    Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
+    given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
+    ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
+    """
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    L = spec.shape[0]
+    out_row = spec[L - 1, S_OUT]
+    y_row = meta[M_YROW]
+    ga = meta[M_GA]
+    scale = 1.0 / count
+    P = p.shape[0]
+    for t in prange(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        w = work[t]
+        g = gbuf[t]
+        for j in range(P):
+            g[j] = 0
+        acc = 0.0
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            gather_tile(X, w, 0, F, T, m, samples, c0)
+            tile_forward(spec, fspec, p, w, T, m, train, seed, step, samples, c0)
+            acc += tile_loss(
+                loss_kind, w, out_row, y_row, ga, K, T, m, Y, labels, samples, c0, scale
+            )
+            r = tile_backward(spec, meta, p, g, w, T, m, want_gx, train)
+            if want_gx:
+                scatter_tile(w, r, F, T, m, gX, samples, c0)
+        lbuf[t] = acc
+    for j in range(P):
+        grad[j] = gbuf[0, j]
+    for t in range(1, nthreads):
+        gt = gbuf[t]
+        for j in range(P):
+            grad[j] += gt[j]
+    total = 0.0
+    for t in range(nthreads):
+        total += lbuf[t]
+    return total * scale
+
+
+@kernel
+def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
+    """Mean loss (no gradient, dropout off) over ``samples``, serial."""
+    n = samples.shape[0]
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    out_row = spec[spec.shape[0] - 1, S_OUT]
+    acc = 0.0
+    for c0 in range(0, n, T):
+        m = min(T, n - c0)
+        gather_tile(X, w, 0, F, T, m, samples, c0)
+        tile_forward(spec, fspec, p, w, T, m, False, 0, 0, samples, c0)
+        acc += tile_loss(
+            loss_kind, w, out_row, meta[M_YROW], meta[M_GA], K, T, m, Y, labels, samples, c0, 1.0
+        )
+    return acc / n
+
+
+@kernel
+def chain_forward(k, p, x, out):
+    """``out = chain(x, p)`` for one sample, from compiled code.
+
+    ``k`` is the :class:`~scichains.nn.ChainKernel` from ``chain.kernel(dtype)``; ``x`` has
+    shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector; all of the
+    kernel's dtype. Allocates nothing; uses ``k.work``, so one ``ChainKernel`` serves one thread.
+    """
+    w = k.work
+    meta = k.meta
+    for f in range(meta[M_NIN]):
+        w[f] = x[f]
+    tile_forward(k.spec, k.fspec, p, w, 1, 1, False, 0, 0, k.samples, 0)
+    r = k.spec[k.spec.shape[0] - 1, S_OUT]
+    for j in range(meta[M_NOUT]):
+        out[j] = w[r + j]
+
+
+@kernel
+def chain_vjp(k, p, x, v, x_bar, p_bar):
+    """Vector-Jacobian product of the chain at one sample, from compiled code.
+
+    Overwrites ``x_bar`` (shape ``(n_in,)``) with ``v^T d chain/dx`` and ``p_bar`` (shape
+    ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``. Runs the
+    forward pass itself (its output is in the work buffer). Allocates nothing.
+    """
+    w = k.work
+    meta = k.meta
+    for f in range(meta[M_NIN]):
+        w[f] = x[f]
+    tile_forward(k.spec, k.fspec, p, w, 1, 1, False, 0, 0, k.samples, 0)
+    zero = p_bar.dtype.type(0.0)
+    for j in range(p_bar.shape[0]):
+        p_bar[j] = zero
+    ga = meta[M_GA]
+    for j in range(meta[M_NOUT]):
+        w[ga + j] = v[j]
+    r = tile_backward(k.spec, meta, p, p_bar, w, 1, 1, True, False)
+    for f in range(meta[M_NIN]):
+        x_bar[f] = w[r + f]

@@ -1,0 +1,179 @@
+"""Layers: stateless descriptors (configuration only) that the chain composes.
+
+The protocol every layer implements (``Conv``, ``MaxPool`` and friends follow it too):
+
+- ``output_shape(in_shape)``: the per-sample output shape, raising ``ValueError`` when the input
+  shape does not fit the layer;
+- ``param_shapes(in_shape)``: ``[(name, shape), ...]`` in the order they sit in the flat vector;
+- ``init(views, in_shape, rng)``: fill this layer's named parameter views in place;
+- ``encode(in_shape)``: ``(kind, activation code, dropout rate, needs derivative rows)`` for the
+  compiled kernels;
+- ``config()``: a JSON-serialisable description, and ``LAYERS[name](**config)`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._activations import IDENTITY, ActivationFunction, get_activation
+from ._kernels import ACTIVATION, DENSE, DROPOUT, RESHAPE
+
+
+class Layer:
+    """Base class of the layer descriptors."""
+
+    name = "layer"
+
+    def output_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def param_shapes(self, in_shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+        return []
+
+    def init(self, views: dict, in_shape: tuple[int, ...], rng: np.random.Generator) -> None:
+        return None
+
+    def encode(self, in_shape: tuple[int, ...]) -> tuple[int, int, float, bool]:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {}
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self.config() == other.config()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(sorted(self.config().items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _flat_size(shape: tuple[int, ...]) -> int:
+    return int(math.prod(shape))
+
+
+class Dense(Layer):
+    """A fully connected layer ``y = f(W x + b)``.
+
+    Parameters
+    ----------
+    out : int
+        Number of output features.
+    activation : str or ActivationFunction
+        Applied elementwise, fused with the affine map (default ``"identity"``).
+    bias : bool
+        Whether to add a bias vector ``b`` of shape ``(out,)``.
+
+    Input is a vector of shape ``(in,)``; the parameters are ``W`` of shape ``(out, in)``
+    (row-major: ``W[o, i]`` sits at offset ``o * in + i`` of the layer's slice, as in
+    ``torch.nn.Linear.weight``), then ``b``. ``W`` is initialised Glorot-normal
+    (std ``sqrt(2 / (in + out))``), ``b`` with zeros.
+    """
+
+    name = "Dense"
+
+    def __init__(self, out: int, activation="identity", bias: bool = True):
+        if isinstance(out, bool) or not isinstance(out, (int, np.integer)) or out < 1:
+            raise ValueError(f"Dense: out must be a positive integer, got {out!r}")
+        self.out = int(out)
+        self.activation: ActivationFunction = get_activation(activation)
+        self.bias = bool(bias)
+
+    def output_shape(self, in_shape):
+        if len(in_shape) != 1:
+            raise ValueError(
+                f"Dense({self.out}) expects a vector input, got per-sample shape {in_shape}; "
+                "add Flatten() before it"
+            )
+        return (self.out,)
+
+    def param_shapes(self, in_shape):
+        shapes = [("W", (self.out, in_shape[0]))]
+        if self.bias:
+            shapes.append(("b", (self.out,)))
+        return shapes
+
+    def init(self, views, in_shape, rng):
+        fan_in, fan_out = in_shape[0], self.out
+        std = math.sqrt(2.0 / (fan_in + fan_out))
+        views["W"][...] = rng.standard_normal(views["W"].shape) * std
+        if self.bias:
+            views["b"][...] = 0
+
+    def encode(self, in_shape):
+        return DENSE, self.activation.code, 0.0, self.activation.code != IDENTITY
+
+    def config(self):
+        return {"out": self.out, "activation": self.activation.name, "bias": self.bias}
+
+
+class Activation(Layer):
+    """Apply an activation elementwise; the shape is unchanged and there are no parameters."""
+
+    name = "Activation"
+
+    def __init__(self, fn="identity"):
+        self.fn: ActivationFunction = get_activation(fn)
+
+    def output_shape(self, in_shape):
+        return tuple(in_shape)
+
+    def encode(self, in_shape):
+        return ACTIVATION, self.fn.code, 0.0, self.fn.code != IDENTITY
+
+    def config(self):
+        return {"fn": self.fn.name}
+
+
+class Dropout(Layer):
+    """Inverted dropout: in training each feature is zeroed with probability ``rate`` and the
+    rest scaled by ``1 / (1 - rate)``; in inference (``chain(X, p)``) it is the identity.
+
+    The masks come from a counter-based generator keyed on (``seed``, training step, layer,
+    sample index, feature), so a run is reproducible whatever the thread count.
+    """
+
+    name = "Dropout"
+
+    def __init__(self, rate: float, seed: int = 0):
+        rate = float(rate)
+        if not (0.0 <= rate < 1.0):
+            raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
+        self.rate = rate
+        self.seed = int(seed)
+
+    def output_shape(self, in_shape):
+        return tuple(in_shape)
+
+    def encode(self, in_shape):
+        return DROPOUT, IDENTITY, self.rate, True
+
+    def config(self):
+        return {"rate": self.rate, "seed": self.seed}
+
+
+class Flatten(Layer):
+    """Flatten the per-sample shape to a vector (free: the data is already contiguous)."""
+
+    name = "Flatten"
+
+    def output_shape(self, in_shape):
+        return (_flat_size(in_shape),)
+
+    def encode(self, in_shape):
+        return RESHAPE, IDENTITY, 0.0, False
+
+
+LAYERS: dict[str, type[Layer]] = {
+    cls.name: cls for cls in (Dense, Activation, Dropout, Flatten)
+}
+
+
+def register_layer(cls: type[Layer]) -> type[Layer]:
+    """Make a layer class known to :func:`scichains.nn.load` (used by ``Conv``, ``MaxPool``)."""
+    LAYERS[cls.name] = cls
+    return cls

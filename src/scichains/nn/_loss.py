@@ -1,0 +1,322 @@
+"""Losses, penalties, and the chain-with-loss that training works on.
+
+Scaling convention, used identically by the value, the gradient and training: the loss is the
+**mean over samples** of a per-sample loss, and penalties are added once (not divided by ``N``):
+
+- ``SquaredLoss``: per sample ``sum_k (yhat_k - y_k)^2``;
+- ``AbsoluteLoss``: per sample ``sum_k |yhat_k - y_k|``;
+- ``LogitCrossEntropyLoss``: per sample ``logsumexp(z) - z[label]`` (softmax cross-entropy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import kernel, resolve_threads
+from . import _kernels as K
+from ._chain import TILE, SimpleChain
+from ._validate import as_data, check_buffer, check_params
+
+
+class Loss:
+    """Base class: a loss with its targets attached."""
+
+    kind = K.LOSS_NONE
+
+    def targets(self, chain: SimpleChain, n: int, dtype):
+        """``(Y, labels)`` arrays for the kernels, validated against the chain and ``n``."""
+        raise NotImplementedError
+
+    def with_targets(self, targets) -> Loss:
+        """The same loss with other targets (e.g. for a test set)."""
+        return type(self)(targets)
+
+
+class _RegressionLoss(Loss):
+    def __init__(self, y):
+        y = np.asarray(y)
+        if y.dtype.kind not in "fiu":
+            raise TypeError(f"{type(self).__name__}: targets must be real numbers, got {y.dtype}")
+        if not np.isfinite(y).all():
+            raise ValueError(f"{type(self).__name__}: targets contain NaN or infinite values")
+        self.y = y
+
+    def targets(self, chain, n, dtype):
+        y = self.y
+        want = (n,) + tuple(chain.output_shape())
+        if y.shape != want and not (y.ndim == 1 and want[1:] == (1,) and y.shape == (n,)):
+            raise ValueError(
+                f"{type(self).__name__}: targets must have shape {want} for {n} samples, "
+                f"got {y.shape}"
+            )
+        Y = np.ascontiguousarray(y.reshape(n, -1), dtype=dtype)
+        return Y, np.zeros(1, dtype=np.int64)
+
+
+class SquaredLoss(_RegressionLoss):
+    """Mean over samples of the sum of squared errors; ``y`` has shape ``(N, n_out)``."""
+
+    kind = K.LOSS_SQUARED
+
+
+class AbsoluteLoss(_RegressionLoss):
+    """Mean over samples of the sum of absolute errors; ``y`` has shape ``(N, n_out)``."""
+
+    kind = K.LOSS_ABSOLUTE
+
+
+class LogitCrossEntropyLoss(Loss):
+    """Softmax cross-entropy on logits; ``labels`` are integers ``0..K-1`` of shape ``(N,)``."""
+
+    kind = K.LOSS_LOGITCE
+
+    def __init__(self, labels):
+        labels = np.asarray(labels)
+        if labels.dtype.kind not in "iu":
+            if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(
+                labels == np.round(labels)
+            ):
+                labels = labels.astype(np.int64)
+            else:
+                raise TypeError(
+                    f"LogitCrossEntropyLoss: labels must be integers, got dtype {labels.dtype}"
+                )
+        self.labels = np.ascontiguousarray(labels.reshape(-1), dtype=np.int64)
+
+    def targets(self, chain, n, dtype):
+        nclass = chain.n_out
+        if self.labels.shape != (n,):
+            raise ValueError(
+                f"LogitCrossEntropyLoss: labels must have shape ({n},), got {self.labels.shape}"
+            )
+        if n and (self.labels.min() < 0 or self.labels.max() >= nclass):
+            raise ValueError(
+                f"LogitCrossEntropyLoss: labels must lie in 0..{nclass - 1} "
+                f"(the chain has {nclass} outputs); got range "
+                f"{self.labels.min()}..{self.labels.max()}"
+            )
+        return np.zeros((1, 1), dtype=dtype), self.labels
+
+
+class Penalty:
+    """Base class of parameter penalties (added to the loss once, not averaged)."""
+
+    def encode(self, chain: SimpleChain) -> np.ndarray:
+        raise NotImplementedError
+
+
+class L1Penalty(Penalty):
+    """``lam * sum(|p|)`` over all parameters."""
+
+    def __init__(self, lam: float):
+        self.lam = float(lam)
+
+    def encode(self, chain):
+        return np.array([self.lam, 0.0, self.lam, 0.0, 0.0])
+
+
+class L2Penalty(Penalty):
+    """``lam * sum(p^2)`` over all parameters."""
+
+    def __init__(self, lam: float):
+        self.lam = float(lam)
+
+    def encode(self, chain):
+        return np.array([0.0, self.lam, 0.0, self.lam, 0.0])
+
+
+class FrontLastPenalty(Penalty):
+    """One penalty on every layer but the last one with parameters, another on that last layer.
+
+    ``front`` and ``last`` are :class:`L1Penalty`/:class:`L2Penalty` objects or ``None``.
+    """
+
+    def __init__(self, front: Penalty | None, last: Penalty | None):
+        self.front = front
+        self.last = last
+
+    def encode(self, chain):
+        f = self.front.encode(chain) if self.front is not None else np.zeros(5)
+        la = self.last.encode(chain) if self.last is not None else np.zeros(5)
+        last_layer = max((i for i, *_ in chain.offsets), default=0)
+        split = min((s for i, _, s, _ in chain.offsets if i == last_layer), default=0)
+        return np.array([f[0], f[1], la[2], la[3], float(split)])
+
+
+@kernel
+def penalty_grad(pen, p, g):
+    """Add the penalty's gradient to ``g`` and return its value."""
+    split = int(pen[4])
+    total = 0.0
+    for seg in range(2):
+        l1 = pen[2 * seg]
+        l2 = pen[2 * seg + 1]
+        if l1 == 0.0 and l2 == 0.0:
+            continue
+        lo = 0 if seg == 0 else split
+        hi = split if seg == 0 else p.shape[0]
+        a1 = p.dtype.type(l1)
+        a2 = p.dtype.type(2.0 * l2)
+        zero = p.dtype.type(0.0)
+        for j in range(lo, hi):
+            x = p[j]
+            total += l1 * abs(x) + l2 * x * x
+            g[j] += a2 * x + (a1 if x > zero else (-a1 if x < zero else zero))
+    return total
+
+
+class ChainWithLoss:
+    """A chain, a loss (with its targets) and an optional penalty; made by ``chain.add_loss``."""
+
+    def __init__(self, chain: SimpleChain, loss: Loss, penalty: Penalty | None = None):
+        if not isinstance(chain, SimpleChain):
+            raise TypeError("ChainWithLoss needs a SimpleChain")
+        if not isinstance(loss, Loss):
+            raise TypeError(f"loss must be a scichains loss, got {type(loss).__name__}")
+        if penalty is not None and not isinstance(penalty, Penalty):
+            raise TypeError(f"penalty must be a scichains penalty, got {type(penalty).__name__}")
+        self.chain = chain
+        self.loss = loss
+        self.penalty = penalty
+        self._pen = penalty.encode(chain) if penalty is not None else np.zeros(5)
+        self._buffers: dict = {}
+
+    def __repr__(self) -> str:
+        return f"{self.chain!r}.add_loss({type(self.loss).__name__}, penalty={self.penalty!r})"
+
+    @property
+    def num_params(self) -> int:
+        return self.chain.num_params
+
+    def init_params(self, seed: int = 0, dtype=np.float32) -> np.ndarray:
+        return self.chain.init_params(seed=seed, dtype=dtype)
+
+    def __call__(self, X, p, **kw):
+        return self.chain(X, p, **kw)
+
+    def prepare(self, X, p, targets=None):
+        """Validated ``(X, Y, labels)`` for kernels (converted once to ``p``'s dtype)."""
+        X, _ = as_data(self.chain, X, p.dtype, "X", allow_single=False)
+        loss = self.loss if targets is None else self.loss.with_targets(targets)
+        Y, labels = loss.targets(self.chain, X.shape[0], p.dtype)
+        return X, Y, labels
+
+    def buffers(self, dtype, nthreads: int):
+        """Per-thread work and gradient buffers, kept between calls (never returned to users)."""
+        key = (np.dtype(dtype), nthreads)
+        b = self._buffers.get(key)
+        if b is None:
+            b = (
+                self.chain.workspace(dtype, nthreads, TILE),
+                np.zeros((nthreads, self.chain.num_params), dtype=dtype),
+                np.zeros(nthreads, dtype=np.float64),
+            )
+            self._buffers[key] = b
+        return b
+
+
+def _run_valgrad(cwl, X, Y, labels, p, grad, gX, want_gx, samples, start, count, nthreads,
+                 train=True, seed=0, step=0):
+    chain = cwl.chain
+    work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads)
+    value = K.valgrad_batch(
+        chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, X, Y, labels, samples,
+        start, count, nthreads, TILE, work, gbuf, lbuf, grad, gX, want_gx, train, seed, step,
+    )
+    return value + penalty_grad(cwl._pen, p, grad)
+
+
+def valgrad(cwl: ChainWithLoss, X, p, grad, grad_x=None, *, targets=None,
+            threads: int | None = None, train: bool = True, step: int = 0) -> float:
+    """Loss at ``p`` and its gradient, written into caller buffers.
+
+    Parameters
+    ----------
+    cwl : ChainWithLoss
+    X : array of shape ``(N, *input_shape)``
+    p : array of shape ``(num_params,)``, float32 or float64
+    grad : array like ``p``; overwritten with dL/dp
+    grad_x : array of shape ``X.shape`` and ``p``'s dtype, optional; overwritten with dL/dX
+    targets : optional targets replacing those attached to the loss
+    threads : number of threads (default: all cores); a fixed number gives identical results
+    train : dropout active (default) or not; ``step`` seeds the dropout masks
+
+    Returns
+    -------
+    float
+        The loss (mean over samples plus penalty).
+    """
+    p = check_params(cwl.chain, p)
+    grad = check_buffer(grad, p.shape, p.dtype, "grad")
+    Xc, Y, labels = cwl.prepare(X, p, targets)
+    N = Xc.shape[0]
+    nthreads = resolve_threads(threads)
+    if grad_x is not None:
+        grad_x = check_buffer(grad_x, np.shape(X), p.dtype, "grad_x")
+        gX = grad_x.reshape(N, -1)
+    else:
+        gX = np.zeros((1, 1), dtype=p.dtype)
+    samples = np.arange(N, dtype=np.int64)
+    return float(_run_valgrad(cwl, Xc, Y, labels, p, grad, gX, grad_x is not None, samples, 0,
+                              N, nthreads, train=train, step=step))
+
+
+def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
+    """The loss (mean over samples plus penalty, dropout off) at ``p`` on ``X``."""
+    p = check_params(cwl.chain, p)
+    Xc, Y, labels = cwl.prepare(X, p, targets)
+    chain = cwl.chain
+    work = chain.workspace(p.dtype, 1, TILE)[0]
+    samples = np.arange(Xc.shape[0], dtype=np.int64)
+    value = K.loss_batch(chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, Xc, Y, labels,
+                         samples, TILE, work)
+    g = np.zeros_like(p)
+    return float(value + penalty_grad(cwl._pen, p, g))
+
+
+def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | None = None):
+    """``fun(p) -> (loss, grad)`` for ``scipy.optimize.minimize(fun, p0, jac=True)``.
+
+    The data is validated and converted once here. ``fun`` computes in ``dtype`` (float64 by
+    default, what scipy's line searches expect) and returns a fresh float64 gradient. Dropout
+    is off, so ``fun`` is deterministic.
+    """
+    dt = np.dtype(dtype)
+    p0 = np.zeros(cwl.chain.num_params, dtype=dt)
+    Xc, Y, labels = cwl.prepare(X, p0)
+    N = Xc.shape[0]
+    nthreads = resolve_threads(threads)
+    samples = np.arange(N, dtype=np.int64)
+    gX = np.zeros((1, 1), dtype=dt)
+
+    def fun(p):
+        p = np.ascontiguousarray(p, dtype=dt)
+        p = check_params(cwl.chain, p)
+        g = np.empty_like(p)
+        v = _run_valgrad(cwl, Xc, Y, labels, p, g, gX, False, samples, 0, N, nthreads,
+                         train=False)
+        return float(v), g.astype(np.float64)
+
+    return fun
+
+
+def accuracy_and_loss(cwl: ChainWithLoss, X, labels, p, *, threads: int | None = None):
+    """``(accuracy, loss)`` on ``(X, labels)``: accuracy of ``argmax`` of the output.
+
+    For a ``LogitCrossEntropyLoss`` the loss uses ``labels``; for regression losses it uses their
+    one-hot encoding.
+    """
+    labels = np.asarray(labels)
+    out = cwl.chain(X, p, threads=threads)
+    out = out.reshape(out.shape[0], -1)
+    if labels.shape != (out.shape[0],):
+        raise ValueError(f"labels must have shape ({out.shape[0]},), got {labels.shape}")
+    if isinstance(cwl.loss, LogitCrossEntropyLoss):
+        targets = labels
+    else:
+        lab = np.asarray(labels, dtype=np.int64)
+        if lab.min() < 0 or lab.max() >= out.shape[1]:
+            raise ValueError(f"labels must lie in 0..{out.shape[1] - 1}")
+        targets = np.eye(out.shape[1], dtype=p.dtype)[lab]
+    acc = float(np.mean(np.argmax(out, axis=1) == labels))
+    return acc, evaluate_loss(cwl, X, p, targets)

@@ -1,0 +1,200 @@
+"""Training loops: many optimizer steps per call into compiled code.
+
+Python only runs between chunks of steps (to call the user's callback or draw the progress
+bar); each chunk is one compiled loop of (forward, backward, penalty, optimizer update) that
+allocates nothing after warm-up.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from .._jit import kernel, resolve_threads
+from . import _kernels as K
+from ._chain import TILE
+from ._loss import ChainWithLoss, penalty_grad
+from ._optim import Optimizer, opt_update
+from ._validate import check_params
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training met a NaN or infinite loss; ``p`` holds the last parameters with a finite loss."""
+
+
+@kernel
+def train_steps(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, batch, nsteps,
+                nthreads, T, work, gbuf, lbuf, grad, gX, pen, okind, hyper, state, tcount,
+                pprev, losses, seed, step0):
+    """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
+
+    ``losses[k]`` receives the loss of step ``k``. Returns the number of steps completed: less
+    than ``nsteps`` when a loss was not finite, in which case ``p`` is restored to the last
+    parameters whose loss was finite.
+    """
+    N = samples.shape[0]
+    nb = (N + batch - 1) // batch
+    P = p.shape[0]
+    for k in range(nsteps):
+        j = k % nb
+        start = j * batch
+        count = min(batch, N - start)
+        value = K.valgrad_batch(
+            spec, fspec, meta, loss_kind, p, X, Y, labels, samples, start, count, nthreads, T,
+            work, gbuf, lbuf, grad, gX, False, True, seed, step0 + k,
+        )
+        value += penalty_grad(pen, p, grad)
+        losses[k] = value
+        if not math.isfinite(value):
+            # pprev holds the parameters of the previous step, whose loss was finite (or the
+            # starting point, unchanged, when the very first loss is not finite)
+            for i in range(P):
+                p[i] = pprev[i]
+            return k
+        for i in range(P):
+            pprev[i] = p[i]
+        opt_update(okind, hyper, state, tcount, p, grad)
+    return nsteps
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool, label: str):
+        self.total = total
+        self.enabled = enabled
+        self.label = label
+        self.t0 = time.perf_counter()
+
+    def update(self, done: int, loss: float):
+        if not self.enabled:
+            return
+        frac = done / max(self.total, 1)
+        bar = "#" * int(30 * frac)
+        el = time.perf_counter() - self.t0
+        sys.stderr.write(
+            f"\r{self.label} [{bar:<30}] {done}/{self.total}  loss {loss:.6g}  {el:.1f}s"
+        )
+        if done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+class _Trainer:
+    """Validated state shared by the two training entry points."""
+
+    def __init__(self, p, cwl, X, opt, threads, batch):
+        if not isinstance(cwl, ChainWithLoss):
+            raise TypeError("training needs a chain with a loss (chain.add_loss(...))")
+        if not isinstance(opt, Optimizer):
+            raise TypeError(f"opt must be a scichains optimizer, got {type(opt).__name__}")
+        self.p = check_params(cwl.chain, p)
+        if not self.p.flags.writeable:
+            raise ValueError("parameters must be writeable (they are updated in place)")
+        self.cwl = cwl
+        self.X, self.Y, self.labels = cwl.prepare(X, self.p)
+        self.N = self.X.shape[0]
+        batch = self.N if batch is None else int(batch)
+        if batch < 1:
+            raise ValueError(f"batch_size must be positive, got {batch}")
+        self.batch = min(batch, self.N)
+        nthreads = resolve_threads(threads)
+        self.nthreads = max(1, min(nthreads, -(-self.batch // 16)))
+        self.opt = opt
+        self.state = opt.bind(self.p)
+        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads)
+        self.grad = np.zeros_like(self.p)
+        self.pprev = self.p.copy()
+        self.gX = np.zeros((1, 1), dtype=self.p.dtype)
+        self.samples = np.arange(self.N, dtype=np.int64)
+
+    def run(self, nsteps: int, losses: np.ndarray) -> int:
+        c = self.cwl.chain
+        return train_steps(
+            c._spec, c._fspec, c._meta, self.cwl.loss.kind, self.p, self.X, self.Y, self.labels,
+            self.samples, self.batch, nsteps, self.nthreads, TILE, self.work, self.gbuf,
+            self.lbuf, self.grad, self.gX, self.cwl._pen, self.opt.kind, self.opt.hyper(), self.state,
+            self.opt.t, self.pprev, losses, 0, self.opt.steps,
+        )
+
+
+def _chunks(total: int, every: int):
+    done = 0
+    while done < total:
+        n = min(every, total - done)
+        yield done, n
+        done += n
+
+
+def train_unbatched(p, cwl: ChainWithLoss, X, opt: Optimizer, iters: int, *,
+                    threads: int | None = None, callback=None, callback_every: int = 100,
+                    progress: bool = False) -> np.ndarray:
+    """Train on the full batch for ``iters`` optimizer steps, updating ``p`` in place.
+
+    ``callback(iteration, loss, p)`` is called every ``callback_every`` steps (``iteration``
+    counts from 1, ``loss`` is that of the step's parameters before the update). A non-finite
+    loss raises :class:`NonFiniteLossError`, leaving ``p`` at its last value with a finite loss.
+    Returns the loss of every step (float64 array of length ``iters``).
+    """
+    tr = _Trainer(p, cwl, X, opt, threads, None)
+    iters = int(iters)
+    losses = np.zeros(iters, dtype=np.float64)
+    every = _every(iters, callback, callback_every, progress)
+    bar = _Progress(iters, progress, "train")
+    for done, n in _chunks(iters, every):
+        k = tr.run(n, losses[done : done + n])
+        _after_chunk(done, n, k, losses, tr.p, callback, bar)
+    return losses
+
+
+def train_batched(p, cwl: ChainWithLoss, X, opt: Optimizer, epochs: int, batch_size=None, *,
+                  seed: int = 0, threads: int | None = None, callback=None,
+                  callback_every: int = 100, progress: bool = False) -> np.ndarray:
+    """Train for ``epochs`` passes over reshuffled mini-batches, updating ``p`` in place.
+
+    ``batch_size`` defaults to ``min(N, 64 * threads)``. Each epoch shuffles an index
+    permutation with ``numpy.random.default_rng(seed)`` (the data is never copied); the last
+    batch of an epoch may be smaller. Returns the loss of every step.
+    """
+    threads_n = resolve_threads(threads)
+    N = np.shape(X)[0] if np.ndim(X) else 0
+    if batch_size is None:
+        batch_size = max(1, min(N, 64 * threads_n))
+    tr = _Trainer(p, cwl, X, opt, threads_n, batch_size)
+    rng = np.random.default_rng(seed)
+    per_epoch = -(-tr.N // tr.batch)
+    total = int(epochs) * per_epoch
+    losses = np.zeros(total, dtype=np.float64)
+    every = _every(total, callback, callback_every, progress)
+    bar = _Progress(total, progress, "train")
+    pos = 0
+    for _ in range(int(epochs)):
+        rng.shuffle(tr.samples)
+        for done, n in _chunks(per_epoch, every):
+            k = tr.run(n, losses[pos + done : pos + done + n])
+            _after_chunk(pos + done, n, k, losses, tr.p, callback, bar)
+        pos += per_epoch
+    return losses
+
+
+def _every(total, callback, callback_every, progress):
+    if callback is not None:
+        if int(callback_every) < 1:
+            raise ValueError("callback_every must be positive")
+        return int(callback_every)
+    if progress:
+        return max(1, total // 100)
+    return max(total, 1)
+
+
+def _after_chunk(done, n, k, losses, p, callback, bar):
+    if k < n:
+        raise NonFiniteLossError(
+            f"loss is {losses[done + k]} at step {done + k + 1}; training stopped and the "
+            "parameters were left at their last value with a finite loss"
+        )
+    last = float(losses[done + n - 1]) if n else float("nan")
+    bar.update(done + n, last)
+    if callback is not None:
+        callback(done + n, last, p)
