@@ -2,6 +2,7 @@
 
 from . import nn
 from .nn import (
+    SGD,
     AbsoluteLoss,
     Activation,
     Adam,
@@ -13,7 +14,6 @@ from .nn import (
     L1Penalty,
     L2Penalty,
     LogitCrossEntropyLoss,
-    SGD,
     SimpleChain,
     SquaredLoss,
     accuracy_and_loss,

@@ -7,8 +7,11 @@ the cache (numba issue #2956).
 
 Flags, and why:
 
-- ``fastmath=True``: lets LLVM reassociate reductions (dot products over the batch) and contract
-  multiply-adds into FMA; both are needed for the loops to vectorise.
+- ``fastmath`` without ``nnan``/``ninf``: ``reassoc`` lets LLVM vectorise reductions (dot
+  products over the batch), ``contract`` fuses multiply-adds into FMA. The no-NaN/no-inf flags
+  (and ``nsz``, which with ``reassoc`` also lets LLVM fold ``x - x`` to 0) are left out on
+  purpose: with them LLVM folds ``isfinite`` checks to true and a diverging
+  training run would go unnoticed.
 - ``error_model="numpy"``: with numba's default ("python") every division carries a zero check that
   stops the surrounding loop from vectorising.
 - ``boundscheck=False``: the Python API validates shapes before any kernel runs.
@@ -23,7 +26,8 @@ import os
 import numba
 
 _CACHE = os.environ.get("SCICHAINS_DISABLE_CACHE", "0") not in ("1", "true", "yes")
-FLAGS = dict(cache=_CACHE, fastmath=True, error_model="numpy", boundscheck=False, nogil=True)
+FASTMATH = {"reassoc", "contract", "arcp", "afn"}
+FLAGS = dict(cache=_CACHE, fastmath=FASTMATH, error_model="numpy", boundscheck=False, nogil=True)
 
 
 def kernel(fn):

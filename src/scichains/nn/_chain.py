@@ -89,7 +89,7 @@ class SimpleChain:
         cur = 0
         width = n_in0
         by_layer = {}
-        for i, name, start, shape in offsets:
+        for i, name, start, _shape in offsets:
             by_layer.setdefault(i, {})[name] = start
         for i, layer in enumerate(self.layers):
             n_in = int(np.prod(shapes[i]))
@@ -153,7 +153,7 @@ class SimpleChain:
 
     # ------------------------------------------------------------------ parameters
     def init_params(self, seed: int = 0, dtype=np.float32) -> np.ndarray:
-        """A fresh flat parameter vector of shape ``(num_params,)`` (Glorot weights, zero biases)."""
+        """A new flat parameter vector of shape ``(num_params,)``: Glorot weights, zero biases."""
         dt = float_dtype(dtype, "dtype")
         rng = np.random.default_rng(seed)
         p64 = np.zeros(self.num_params, dtype=np.float64)

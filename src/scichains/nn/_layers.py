@@ -168,9 +168,7 @@ class Flatten(Layer):
         return RESHAPE, IDENTITY, 0.0, False
 
 
-LAYERS: dict[str, type[Layer]] = {
-    cls.name: cls for cls in (Dense, Activation, Dropout, Flatten)
-}
+LAYERS: dict[str, type[Layer]] = {cls.name: cls for cls in (Dense, Activation, Dropout, Flatten)}
 
 
 def register_layer(cls: type[Layer]) -> type[Layer]:

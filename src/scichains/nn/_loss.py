@@ -73,8 +73,10 @@ class LogitCrossEntropyLoss(Loss):
     def __init__(self, labels):
         labels = np.asarray(labels)
         if labels.dtype.kind not in "iu":
-            if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(
-                labels == np.round(labels)
+            if (
+                labels.dtype.kind == "f"
+                and np.all(np.isfinite(labels))
+                and np.all(labels == np.round(labels))
             ):
                 labels = labels.astype(np.int64)
             else:
@@ -215,19 +217,64 @@ class ChainWithLoss:
         return b
 
 
-def _run_valgrad(cwl, X, Y, labels, p, grad, gX, want_gx, samples, start, count, nthreads,
-                 train=True, seed=0, step=0):
+def _run_valgrad(
+    cwl,
+    X,
+    Y,
+    labels,
+    p,
+    grad,
+    gX,
+    want_gx,
+    samples,
+    start,
+    count,
+    nthreads,
+    train=True,
+    seed=0,
+    step=0,
+):
     chain = cwl.chain
     work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads)
     value = K.valgrad_batch(
-        chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, X, Y, labels, samples,
-        start, count, nthreads, TILE, work, gbuf, lbuf, grad, gX, want_gx, train, seed, step,
+        chain._spec,
+        chain._fspec,
+        chain._meta,
+        cwl.loss.kind,
+        p,
+        X,
+        Y,
+        labels,
+        samples,
+        start,
+        count,
+        nthreads,
+        TILE,
+        work,
+        gbuf,
+        lbuf,
+        grad,
+        gX,
+        want_gx,
+        train,
+        seed,
+        step,
     )
     return value + penalty_grad(cwl._pen, p, grad)
 
 
-def valgrad(cwl: ChainWithLoss, X, p, grad, grad_x=None, *, targets=None,
-            threads: int | None = None, train: bool = True, step: int = 0) -> float:
+def valgrad(
+    cwl: ChainWithLoss,
+    X,
+    p,
+    grad,
+    grad_x=None,
+    *,
+    targets=None,
+    threads: int | None = None,
+    train: bool = True,
+    step: int = 0,
+) -> float:
     """Loss at ``p`` and its gradient, written into caller buffers.
 
     Parameters
@@ -257,8 +304,24 @@ def valgrad(cwl: ChainWithLoss, X, p, grad, grad_x=None, *, targets=None,
     else:
         gX = np.zeros((1, 1), dtype=p.dtype)
     samples = np.arange(N, dtype=np.int64)
-    return float(_run_valgrad(cwl, Xc, Y, labels, p, grad, gX, grad_x is not None, samples, 0,
-                              N, nthreads, train=train, step=step))
+    return float(
+        _run_valgrad(
+            cwl,
+            Xc,
+            Y,
+            labels,
+            p,
+            grad,
+            gX,
+            grad_x is not None,
+            samples,
+            0,
+            N,
+            nthreads,
+            train=train,
+            step=step,
+        )
+    )
 
 
 def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
@@ -268,8 +331,9 @@ def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
     chain = cwl.chain
     work = chain.workspace(p.dtype, 1, TILE)[0]
     samples = np.arange(Xc.shape[0], dtype=np.int64)
-    value = K.loss_batch(chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, Xc, Y, labels,
-                         samples, TILE, work)
+    value = K.loss_batch(
+        chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, Xc, Y, labels, samples, TILE, work
+    )
     g = np.zeros_like(p)
     return float(value + penalty_grad(cwl._pen, p, g))
 
@@ -293,8 +357,7 @@ def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | Non
         p = np.ascontiguousarray(p, dtype=dt)
         p = check_params(cwl.chain, p)
         g = np.empty_like(p)
-        v = _run_valgrad(cwl, Xc, Y, labels, p, g, gX, False, samples, 0, N, nthreads,
-                         train=False)
+        v = _run_valgrad(cwl, Xc, Y, labels, p, g, gX, False, samples, 0, N, nthreads, train=False)
         return float(v), g.astype(np.float64)
 
     return fun

@@ -18,7 +18,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-_JIT = {"fastmath": True, "error_model": "numpy"}
+from .._jit import FASTMATH
+
+_JIT = {"fastmath": FASTMATH, "error_model": "numpy"}
 
 
 @intrinsic
@@ -53,6 +55,7 @@ _F32_EXP_HI = np.float32(88.3762626647949)
 _F32_EXP_LO = np.float32(-87.3365478515625)
 _F32_LOG2E = np.float32(1.44269504088896341)
 _F32_HALF = np.float32(0.5)
+_F32_ZERO = np.float32(0.0)
 _F32_ONE = np.float32(1.0)
 _F32_TWO = np.float32(2.0)
 _F32_C1 = np.float32(0.693359375)
@@ -69,7 +72,10 @@ def _exp32(x):
     # Range reduction x = n ln2 + r, |r| <= ln2/2 (ln2 split in two for accuracy), a degree-7
     # minimax polynomial for e^r, and 2^n assembled from its exponent bits.
     x = min(max(x, _F32_EXP_LO), _F32_EXP_HI)
-    n = math.floor(x * _F32_LOG2E + _F32_HALF)
+    # round to nearest through int32: math.floor returns int64 in numba, whose conversion
+    # does not vectorise with AVX2
+    t = x * _F32_LOG2E
+    n = np.float32(np.int32(t + (_F32_HALF if t >= _F32_ZERO else -_F32_HALF)))
     r = x - n * _F32_C1 - n * _F32_C2
     r2 = r * r
     q = _F32_P0 * r + _F32_P1

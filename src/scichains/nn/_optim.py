@@ -80,8 +80,9 @@ class AdamW(Adam):
 
     kind = OPT_ADAMW
 
-    def __init__(self, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2):
+    def __init__(
+        self, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2
+    ):
         super().__init__(lr, betas, eps)
         self.weight_decay = float(weight_decay)
 

@@ -26,9 +26,35 @@ class NonFiniteLossError(FloatingPointError):
 
 
 @kernel
-def train_steps(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, batch, nsteps,
-                nthreads, T, work, gbuf, lbuf, grad, gX, pen, okind, hyper, state, tcount,
-                pprev, losses, seed, step0):
+def train_steps(
+    spec,
+    fspec,
+    meta,
+    loss_kind,
+    p,
+    X,
+    Y,
+    labels,
+    samples,
+    batch,
+    nsteps,
+    nthreads,
+    T,
+    work,
+    gbuf,
+    lbuf,
+    grad,
+    gX,
+    pen,
+    okind,
+    hyper,
+    state,
+    tcount,
+    pprev,
+    losses,
+    seed,
+    step0,
+):
     """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
 
     ``losses[k]`` receives the loss of step ``k``. Returns the number of steps completed: less
@@ -43,8 +69,28 @@ def train_steps(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, batch, n
         start = j * batch
         count = min(batch, N - start)
         value = K.valgrad_batch(
-            spec, fspec, meta, loss_kind, p, X, Y, labels, samples, start, count, nthreads, T,
-            work, gbuf, lbuf, grad, gX, False, True, seed, step0 + k,
+            spec,
+            fspec,
+            meta,
+            loss_kind,
+            p,
+            X,
+            Y,
+            labels,
+            samples,
+            start,
+            count,
+            nthreads,
+            T,
+            work,
+            gbuf,
+            lbuf,
+            grad,
+            gX,
+            False,
+            True,
+            seed,
+            step0 + k,
         )
         value += penalty_grad(pen, p, grad)
         losses[k] = value
@@ -112,10 +158,33 @@ class _Trainer:
     def run(self, nsteps: int, losses: np.ndarray) -> int:
         c = self.cwl.chain
         return train_steps(
-            c._spec, c._fspec, c._meta, self.cwl.loss.kind, self.p, self.X, self.Y, self.labels,
-            self.samples, self.batch, nsteps, self.nthreads, TILE, self.work, self.gbuf,
-            self.lbuf, self.grad, self.gX, self.cwl._pen, self.opt.kind, self.opt.hyper(), self.state,
-            self.opt.t, self.pprev, losses, 0, self.opt.steps,
+            c._spec,
+            c._fspec,
+            c._meta,
+            self.cwl.loss.kind,
+            self.p,
+            self.X,
+            self.Y,
+            self.labels,
+            self.samples,
+            self.batch,
+            nsteps,
+            self.nthreads,
+            TILE,
+            self.work,
+            self.gbuf,
+            self.lbuf,
+            self.grad,
+            self.gX,
+            self.cwl._pen,
+            self.opt.kind,
+            self.opt.hyper(),
+            self.state,
+            self.opt.t,
+            self.pprev,
+            losses,
+            0,
+            self.opt.steps,
         )
 
 
@@ -127,9 +196,18 @@ def _chunks(total: int, every: int):
         done += n
 
 
-def train_unbatched(p, cwl: ChainWithLoss, X, opt: Optimizer, iters: int, *,
-                    threads: int | None = None, callback=None, callback_every: int = 100,
-                    progress: bool = False) -> np.ndarray:
+def train_unbatched(
+    p,
+    cwl: ChainWithLoss,
+    X,
+    opt: Optimizer,
+    iters: int,
+    *,
+    threads: int | None = None,
+    callback=None,
+    callback_every: int = 100,
+    progress: bool = False,
+) -> np.ndarray:
     """Train on the full batch for ``iters`` optimizer steps, updating ``p`` in place.
 
     ``callback(iteration, loss, p)`` is called every ``callback_every`` steps (``iteration``
@@ -148,9 +226,20 @@ def train_unbatched(p, cwl: ChainWithLoss, X, opt: Optimizer, iters: int, *,
     return losses
 
 
-def train_batched(p, cwl: ChainWithLoss, X, opt: Optimizer, epochs: int, batch_size=None, *,
-                  seed: int = 0, threads: int | None = None, callback=None,
-                  callback_every: int = 100, progress: bool = False) -> np.ndarray:
+def train_batched(
+    p,
+    cwl: ChainWithLoss,
+    X,
+    opt: Optimizer,
+    epochs: int,
+    batch_size=None,
+    *,
+    seed: int = 0,
+    threads: int | None = None,
+    callback=None,
+    callback_every: int = 100,
+    progress: bool = False,
+) -> np.ndarray:
     """Train for ``epochs`` passes over reshuffled mini-batches, updating ``p`` in place.
 
     ``batch_size`` defaults to ``min(N, 64 * threads)``. Each epoch shuffles an index

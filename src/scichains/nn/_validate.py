@@ -35,7 +35,7 @@ def check_params(chain, p, copy: bool = False) -> np.ndarray:
 
 
 def as_data(chain, X, dtype, what: str, allow_single: bool = True):
-    """Return ``X`` as a C-contiguous ``(N, n_in)`` array of ``dtype`` and whether it was one sample.
+    """``X`` as a C-contiguous ``(N, n_in)`` array of ``dtype``, and whether it was one sample.
 
     Integer or other-precision float input is converted (once); NaN/inf raise ``ValueError``.
     """
@@ -48,9 +48,7 @@ def as_data(chain, X, dtype, what: str, allow_single: bool = True):
         single = True
         X = X.reshape((1,) + shape)
     if X.ndim != len(shape) + 1 or X.shape[1:] != shape:
-        raise ValueError(
-            f"{what} must have shape (N, {', '.join(map(str, shape))}), got {X.shape}"
-        )
+        raise ValueError(f"{what} must have shape (N, {', '.join(map(str, shape))}), got {X.shape}")
     if X.shape[0] == 0:
         raise ValueError(f"{what} holds no samples")
     X = np.ascontiguousarray(X.reshape(X.shape[0], -1), dtype=dtype)

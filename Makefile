@@ -1,0 +1,34 @@
+# The README's two commands. Both create .venv (Python 3.10+) and install from the package index.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench lint clean-cache
+
+$(VENV)/.base: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+## make demo: the matrix-exponential benchmark (about a minute)
+demo: $(VENV)/.base
+	$(PY) benchmarks/matexp.py --demo
+
+## make test: the fast test suite (slow tests: make test PYTEST_ARGS="-m slow")
+test: $(VENV)/.dev
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## make bench: the full benchmark with cold-cache compile times and the PyTorch/JAX peers
+bench: $(VENV)/.base
+	$(PY) benchmarks/matexp.py --compile-times --peers
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests benchmarks
+
+## numba's cache does not track edits across modules: clear it after changing kernels
+clean-cache:
+	find src tests benchmarks -name '*.nbi' -delete -o -name '*.nbc' -delete
