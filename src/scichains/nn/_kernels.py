@@ -543,18 +543,210 @@ def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
 
 
 @kernel
+def _vec_dense_forward(W, b, has_bias, x, z, n_in, n_out):
+    """z = W x + b for one sample. Inputs of width 1-4 (ODE states) get loops with a constant
+    stride, which LLVM vectorises over the outputs; wider inputs use contiguous dot products."""
+    zero = z.dtype.type(0.0)
+    if n_in == 1:
+        x0 = x[0]
+        for o in range(n_out):
+            z[o] = (b[o] if has_bias else zero) + W[o] * x0
+    elif n_in == 2:
+        x0, x1 = x[0], x[1]
+        for o in range(n_out):
+            z[o] = (b[o] if has_bias else zero) + W[2 * o] * x0 + W[2 * o + 1] * x1
+    elif n_in == 3:
+        x0, x1, x2 = x[0], x[1], x[2]
+        for o in range(n_out):
+            z[o] = (
+                (b[o] if has_bias else zero) + W[3 * o] * x0 + W[3 * o + 1] * x1 + W[3 * o + 2] * x2
+            )
+    elif n_in == 4:
+        x0, x1, x2, x3 = x[0], x[1], x[2], x[3]
+        for o in range(n_out):
+            z[o] = (
+                (b[o] if has_bias else zero)
+                + W[4 * o] * x0
+                + W[4 * o + 1] * x1
+                + W[4 * o + 2] * x2
+                + W[4 * o + 3] * x3
+            )
+    else:
+        for o in range(n_out):
+            s = b[o] if has_bias else zero
+            wo = W[o * n_in : o * n_in + n_in]
+            for i in range(n_in):
+                s += wo[i] * x[i]
+            z[o] = s
+
+
+@kernel
+def _vec_dense_backward(W, gW, x, gz, gx, n_in, n_out):
+    """gW = gz x^T (written, not accumulated) and gx = W^T gz for one sample."""
+    zero = gz.dtype.type(0.0)
+    if n_in == 1:
+        a0 = zero
+        x0 = x[0]
+        for o in range(n_out):
+            go = gz[o]
+            gW[o] = go * x0
+            a0 += W[o] * go
+        gx[0] = a0
+    elif n_in == 2:
+        a0 = zero
+        a1 = zero
+        x0, x1 = x[0], x[1]
+        for o in range(n_out):
+            go = gz[o]
+            gW[2 * o] = go * x0
+            gW[2 * o + 1] = go * x1
+            a0 += W[2 * o] * go
+            a1 += W[2 * o + 1] * go
+        gx[0] = a0
+        gx[1] = a1
+    elif n_in == 3:
+        a0 = zero
+        a1 = zero
+        a2 = zero
+        x0, x1, x2 = x[0], x[1], x[2]
+        for o in range(n_out):
+            go = gz[o]
+            gW[3 * o] = go * x0
+            gW[3 * o + 1] = go * x1
+            gW[3 * o + 2] = go * x2
+            a0 += W[3 * o] * go
+            a1 += W[3 * o + 1] * go
+            a2 += W[3 * o + 2] * go
+        gx[0] = a0
+        gx[1] = a1
+        gx[2] = a2
+    elif n_in == 4:
+        a0 = zero
+        a1 = zero
+        a2 = zero
+        a3 = zero
+        x0, x1, x2, x3 = x[0], x[1], x[2], x[3]
+        for o in range(n_out):
+            go = gz[o]
+            gW[4 * o] = go * x0
+            gW[4 * o + 1] = go * x1
+            gW[4 * o + 2] = go * x2
+            gW[4 * o + 3] = go * x3
+            a0 += W[4 * o] * go
+            a1 += W[4 * o + 1] * go
+            a2 += W[4 * o + 2] * go
+            a3 += W[4 * o + 3] * go
+        gx[0] = a0
+        gx[1] = a1
+        gx[2] = a2
+        gx[3] = a3
+    else:
+        for i in range(n_in):
+            gx[i] = zero
+        for o in range(n_out):
+            go = gz[o]
+            wo = W[o * n_in : o * n_in + n_in]
+            gwo = gW[o * n_in : o * n_in + n_in]
+            for i in range(n_in):
+                gwo[i] = go * x[i]
+                gx[i] += wo[i] * go
+
+
+@kernel
+def vec_forward(spec, fspec, meta, p, w):
+    """The forward pass for one sample whose input is in ``w[:n_in]`` (rows of length 1).
+
+    A lean twin of ``tile_forward`` for T = 1: dot products along contiguous rows of ``W``
+    instead of batch-innermost loops, which would run a single iteration each.
+    """
+    for l in range(spec.shape[0]):
+        kind = spec[l, S_KIND]
+        n_in = spec[l, S_NIN]
+        n_out = spec[l, S_NOUT]
+        i0 = spec[l, S_IN]
+        o0 = spec[l, S_OUT]
+        act = spec[l, S_ACT]
+        if kind == DENSE:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            z0 = o0 if act == IDENTITY else meta[M_GA]
+            _vec_dense_forward(
+                p[woff : woff + n_in * n_out],
+                p[boff : boff + n_out] if boff >= 0 else p[0:0],
+                boff >= 0,
+                w[i0 : i0 + n_in],
+                w[z0 : z0 + n_out],
+                n_in,
+                n_out,
+            )
+            if act != IDENTITY:
+                d0 = spec[l, S_D]
+                apply_activation(
+                    act, w[z0 : z0 + n_out], w[o0 : o0 + n_out], w[d0 : d0 + n_out], n_out
+                )
+        elif kind == ACTIVATION:
+            d0 = spec[l, S_D] if act != IDENTITY else o0
+            apply_activation(act, w[i0 : i0 + n_out], w[o0 : o0 + n_out], w[d0 : d0 + n_out], n_out)
+        elif kind == DROPOUT:
+            for j in range(n_out):
+                w[o0 + j] = w[i0 + j]
+
+
+@kernel
+def vec_backward(spec, meta, p, g, w):
+    """Back-propagate ``w[meta[M_GA]:]`` for one sample; *writes* dL/dp into ``g``.
+
+    Every parameter belongs to exactly one layer, so each entry of ``g`` is assigned once.
+    Returns the row where dL/d(input) ends up.
+    """
+    L = spec.shape[0]
+    cur, other = meta[M_GA], meta[M_GB]
+    for l in range(L - 1, -1, -1):
+        kind = spec[l, S_KIND]
+        n_in = spec[l, S_NIN]
+        n_out = spec[l, S_NOUT]
+        act = spec[l, S_ACT]
+        if kind == RESHAPE or kind == DROPOUT:
+            continue
+        if act != IDENTITY:
+            gz = w[cur : cur + n_out]
+            d = w[spec[l, S_D] : spec[l, S_D] + n_out]
+            for j in range(n_out):
+                gz[j] *= d[j]
+        if kind == DENSE:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            i0 = spec[l, S_IN]
+            if boff >= 0:
+                for o in range(n_out):
+                    g[boff + o] = w[cur + o]
+            _vec_dense_backward(
+                p[woff : woff + n_in * n_out],
+                g[woff : woff + n_in * n_out],
+                w[i0 : i0 + n_in],
+                w[cur : cur + n_out],
+                w[other : other + n_in],
+                n_in,
+                n_out,
+            )
+            cur, other = other, cur
+    return cur
+
+
+@kernel
 def chain_forward(k, p, x, out):
     """``out = chain(x, p)`` for one sample, from compiled code.
 
     ``k`` is the :class:`~scichains.nn.ChainKernel` from ``chain.kernel(dtype)``; ``x`` has
     shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector; all of the
     kernel's dtype. Allocates nothing; uses ``k.work``, so one ``ChainKernel`` serves one thread.
+    Dropout layers are the identity here (inference).
     """
     w = k.work
     meta = k.meta
     for f in range(meta[M_NIN]):
         w[f] = x[f]
-    tile_forward(k.spec, k.fspec, meta, p, w, 1, 1, False, 0, 0, k.samples, 0)
+    vec_forward(k.spec, k.fspec, meta, p, w)
     r = k.spec[k.spec.shape[0] - 1, S_OUT]
     for j in range(meta[M_NOUT]):
         out[j] = w[r + j]
@@ -566,19 +758,16 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
 
     Overwrites ``x_bar`` (shape ``(n_in,)``) with ``v^T d chain/dx`` and ``p_bar`` (shape
     ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``. Runs the
-    forward pass itself (its output is in the work buffer). Allocates nothing.
+    forward pass itself. Allocates nothing.
     """
     w = k.work
     meta = k.meta
     for f in range(meta[M_NIN]):
         w[f] = x[f]
-    tile_forward(k.spec, k.fspec, meta, p, w, 1, 1, False, 0, 0, k.samples, 0)
-    zero = p_bar.dtype.type(0.0)
-    for j in range(p_bar.shape[0]):
-        p_bar[j] = zero
+    vec_forward(k.spec, k.fspec, meta, p, w)
     ga = meta[M_GA]
     for j in range(meta[M_NOUT]):
         w[ga + j] = v[j]
-    r = tile_backward(k.spec, meta, p, p_bar, w, 1, 1, True, False)
+    r = vec_backward(k.spec, meta, p, p_bar, w)
     for f in range(meta[M_NIN]):
         x_bar[f] = w[r + f]
