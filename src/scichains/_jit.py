@@ -17,16 +17,51 @@ Flags, and why:
 - ``boundscheck=False``: the Python API validates shapes before any kernel runs.
 
 Set the environment variable ``SCICHAINS_DISABLE_CACHE=1`` to compile without the on-disk cache.
+
+numba keys a cached kernel on its own file only, but a kernel's cached machine code includes the
+kernels it calls from other files. After any source file of the package changes (an edit, an
+upgrade), :func:`_drop_stale_cache` therefore removes the package's cached kernels once, at
+import, so nothing stale is ever loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 import numba
 
 _CACHE = os.environ.get("SCICHAINS_DISABLE_CACHE", "0") not in ("1", "true", "yes")
 FASTMATH = {"reassoc", "contract", "arcp", "afn"}
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _drop_stale_cache() -> None:
+    """Delete cached kernels of this package when any of its sources changed since they were
+    written (best effort: a read-only install is left alone)."""
+    sources = sorted(_PACKAGE.rglob("*.py"))
+    digest = hashlib.sha256()
+    for path in sources:
+        digest.update(str(path.relative_to(_PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    stamp = _PACKAGE / "__pycache__" / "numba-sources.sha256"
+    want = digest.hexdigest()
+    try:
+        if stamp.exists() and stamp.read_text() == want:
+            return
+        for cache_dir in _PACKAGE.rglob("__pycache__"):
+            for f in list(cache_dir.glob("*.nbi")) + list(cache_dir.glob("*.nbc")):
+                f.unlink(missing_ok=True)
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(want)
+    except OSError:
+        pass
+
+
+if _CACHE:
+    _drop_stale_cache()
+
 FLAGS = dict(cache=_CACHE, fastmath=FASTMATH, error_model="numpy", boundscheck=False, nogil=True)
 
 

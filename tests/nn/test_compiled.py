@@ -8,7 +8,7 @@ import scichains as sc
 from scichains import nn
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=False)  # not cached: it would go stale when the kernels change
 def rk4_nn(k, p, u0, h, nsteps, traj):
     """Integrate du/dt = NN(u) with fixed-step RK4, calling the chain's compiled kernel."""
     n = u0.shape[0]
@@ -27,7 +27,7 @@ def rk4_nn(k, p, u0, h, nsteps, traj):
     return u
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=False)  # not cached: it would go stale when the kernels change
 def _rk4_stages(k, p, u, h, k1, k2, k3, k4, tmp):
     n = u.shape[0]
     nn.chain_forward(k, p, u, k1)
@@ -42,7 +42,7 @@ def _rk4_stages(k, p, u, h, k1, k2, k3, k4, tmp):
     nn.chain_forward(k, p, tmp, k4)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=False)  # not cached: it would go stale when the kernels change
 def rk4_adjoint(k, p, traj, h, abar, gp, ws):
     """Discrete adjoint of ``rk4_nn`` for L = abar . u_N: returns dL/du0, accumulates dL/dp.
 

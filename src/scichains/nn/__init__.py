@@ -17,7 +17,7 @@ from ._activations import (
 from ._chain import ChainKernel, SimpleChain
 from ._io import load, save
 from ._kernels import chain_forward, chain_vjp
-from ._layers import Activation, Dense, Dropout, Flatten, Layer
+from ._layers import Activation, Dense, Dropout, Flatten, Layer, LayerCode, register_layer
 from ._loss import (
     AbsoluteLoss,
     ChainWithLoss,
@@ -51,6 +51,7 @@ __all__ = [
     "L1Penalty",
     "L2Penalty",
     "Layer",
+    "LayerCode",
     "LogitCrossEntropyLoss",
     "NonFiniteLossError",
     "Optimizer",
@@ -69,6 +70,7 @@ __all__ = [
     "load",
     "loss_and_grad",
     "rbf",
+    "register_layer",
     "relu",
     "save",
     "sigmoid",

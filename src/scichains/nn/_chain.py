@@ -94,7 +94,11 @@ class SimpleChain:
         for i, layer in enumerate(self.layers):
             n_in = int(np.prod(shapes[i]))
             n_out = int(np.prod(shapes[i + 1]))
-            kind, act, rate, needs_d = layer.encode(shapes[i])
+            code = layer.encode(shapes[i])
+            kind, act, rate, needs_d = code.kind, code.act, code.rate, code.needs_derivative
+            if len(code.extra) > K.SPEC_WIDTH - K.S_X0:
+                raise ValueError(f"layer {i} ({layer!r}): too many layer-specific fields")
+            spec[i, K.S_X0 : K.S_X0 + len(code.extra)] = code.extra
             spec[i, K.S_KIND] = kind
             spec[i, K.S_ACT] = act
             spec[i, K.S_NIN] = n_in

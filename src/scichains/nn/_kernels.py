@@ -26,8 +26,8 @@ from ._activations import IDENTITY, apply_activation
 # layer kinds
 DENSE, ACTIVATION, DROPOUT, RESHAPE = 1, 2, 3, 4
 # spec columns
-S_KIND, S_ACT, S_NIN, S_NOUT, S_WOFF, S_BOFF, S_IN, S_OUT, S_D, S_INDEX = range(10)
-SPEC_WIDTH = 16
+S_KIND, S_ACT, S_NIN, S_NOUT, S_WOFF, S_BOFF, S_IN, S_OUT, S_D, S_INDEX, S_X0 = range(11)
+SPEC_WIDTH = 16  # columns S_X0.. hold layer-specific integers (LayerCode.extra)
 # meta entries
 M_NIN, M_NOUT, M_ROWS, M_YROW, M_GA, M_GB, M_NPARAMS = range(7)
 META_WIDTH = 8

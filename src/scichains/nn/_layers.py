@@ -6,19 +6,31 @@ The protocol every layer implements (``Conv``, ``MaxPool`` and friends follow it
   shape does not fit the layer;
 - ``param_shapes(in_shape)``: ``[(name, shape), ...]`` in the order they sit in the flat vector;
 - ``init(views, in_shape, rng)``: fill this layer's named parameter views in place;
-- ``encode(in_shape)``: ``(kind, activation code, dropout rate, needs derivative rows)`` for the
-  compiled kernels;
+- ``encode(in_shape)``: a :class:`LayerCode` telling the compiled kernels what to run (kind,
+  activation, a real option, whether derivative rows are stored, up to six layer-specific ints
+  such as a convolution's geometry);
 - ``config()``: a JSON-serialisable description, and ``LAYERS[name](**config)`` rebuilds it.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ._activations import IDENTITY, ActivationFunction, get_activation
 from ._kernels import ACTIVATION, DENSE, DROPOUT, RESHAPE
+
+
+class LayerCode(NamedTuple):
+    """A layer as the kernels see it (one row of the chain's ``spec``)."""
+
+    kind: int
+    act: int = IDENTITY
+    rate: float = 0.0
+    needs_derivative: bool = False
+    extra: tuple[int, ...] = ()
 
 
 class Layer:
@@ -35,7 +47,7 @@ class Layer:
     def init(self, views: dict, in_shape: tuple[int, ...], rng: np.random.Generator) -> None:
         return None
 
-    def encode(self, in_shape: tuple[int, ...]) -> tuple[int, int, float, bool]:
+    def encode(self, in_shape: tuple[int, ...]) -> LayerCode:
         raise NotImplementedError
 
     def config(self) -> dict:
@@ -105,7 +117,7 @@ class Dense(Layer):
             views["b"][...] = 0
 
     def encode(self, in_shape):
-        return DENSE, self.activation.code, 0.0, self.activation.code != IDENTITY
+        return LayerCode(DENSE, self.activation.code, 0.0, self.activation.code != IDENTITY)
 
     def config(self):
         return {"out": self.out, "activation": self.activation.name, "bias": self.bias}
@@ -123,7 +135,7 @@ class Activation(Layer):
         return tuple(in_shape)
 
     def encode(self, in_shape):
-        return ACTIVATION, self.fn.code, 0.0, self.fn.code != IDENTITY
+        return LayerCode(ACTIVATION, self.fn.code, 0.0, self.fn.code != IDENTITY)
 
     def config(self):
         return {"fn": self.fn.name}
@@ -150,7 +162,7 @@ class Dropout(Layer):
         return tuple(in_shape)
 
     def encode(self, in_shape):
-        return DROPOUT, IDENTITY, self.rate, True
+        return LayerCode(DROPOUT, IDENTITY, self.rate, True)
 
     def config(self):
         return {"rate": self.rate, "seed": self.seed}
@@ -165,7 +177,7 @@ class Flatten(Layer):
         return (_flat_size(in_shape),)
 
     def encode(self, in_shape):
-        return RESHAPE, IDENTITY, 0.0, False
+        return LayerCode(RESHAPE)
 
 
 LAYERS: dict[str, type[Layer]] = {cls.name: cls for cls in (Dense, Activation, Dropout, Flatten)}
