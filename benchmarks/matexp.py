@@ -114,7 +114,7 @@ def run_peer(script: str, iters: int, threads: int) -> list[tuple[str, float]]:
     results = []
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
-            _, name, sec = line.split()
+            _, name, sec = line.split()[:3]
             results.append((name, float(sec)))
         elif line.startswith("SKIP "):
             print(f"  {script}: {line[5:]}")
