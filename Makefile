@@ -16,7 +16,7 @@ $(VENV)/.dev: $(VENV)/.base
 
 ## make demo: the matrix-exponential benchmark (about a minute)
 demo: $(VENV)/.base
-	$(PY) benchmarks/matexp.py --demo
+	$(PY) benchmarks/matexp.py
 
 ## make test: the fast test suite (slow tests: make test PYTEST_ARGS="-m slow")
 test: $(VENV)/.dev

@@ -9,7 +9,7 @@ forward+vjp time of a 2 -> 50 (tanh) -> 2 chain, and with --peers the PyTorch/JA
 benchmarks/peers/ run side by side.
 
 Usage: python benchmarks/matexp.py [--iters 10000] [--rounds 3] [--threads 2] [--peers]
-       [--compile-times] [--demo]
+       [--compile-times]
 """
 
 from __future__ import annotations
@@ -131,7 +131,6 @@ def main(argv=None):
     ap.add_argument("--peers", action="store_true", help="also run PyTorch/JAX if installed")
     ap.add_argument("--peer-iters", type=int, default=2_000)
     ap.add_argument("--compile-times", action="store_true", help="measure a cold cache too")
-    ap.add_argument("--demo", action="store_true", help="the `make demo` configuration")
     args = ap.parse_args(argv)
 
     import numba
