@@ -70,6 +70,15 @@ def kernel(fn):
     return numba.njit(**FLAGS)(fn)
 
 
+def inline_kernel(fn):
+    """Compile ``fn`` as a kernel that numba inlines into its callers (at the IR level).
+
+    For small helpers that take array slices: a slice passed to a separately compiled function
+    costs calls into numba's reference counting, which dominate loops of a few dozen elements.
+    """
+    return numba.njit(inline="always", **FLAGS)(fn)
+
+
 def parallel_kernel(fn):
     """Compile ``fn`` as a cached kernel whose ``prange`` loops run on numba's thread pool."""
     return numba.njit(parallel=True, **FLAGS)(fn)

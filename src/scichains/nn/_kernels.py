@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .._jit import kernel, parallel_kernel
+from .._jit import inline_kernel, kernel, parallel_kernel
 from ._activations import IDENTITY, apply_activation
 
 # layer kinds
@@ -542,7 +542,7 @@ def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
     return acc / n
 
 
-@kernel
+@inline_kernel
 def _vec_dense_forward(W, b, has_bias, x, z, n_in, n_out):
     """z = W x + b for one sample. Inputs of width 1-4 (ODE states) get loops with a constant
     stride, which LLVM vectorises over the outputs; wider inputs use contiguous dot products."""
@@ -580,7 +580,7 @@ def _vec_dense_forward(W, b, has_bias, x, z, n_in, n_out):
             z[o] = s
 
 
-@kernel
+@inline_kernel
 def _vec_dense_backward(W, gW, x, gz, gx, n_in, n_out):
     """gW = gz x^T (written, not accumulated) and gx = W^T gz for one sample."""
     zero = gz.dtype.type(0.0)

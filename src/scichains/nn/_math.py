@@ -130,9 +130,8 @@ def _exp64(x):
     q = q * r + _D_INV_FACT[2]
     q = q * r + 1.0
     q = q * r + 1.0
-    # 2^n for n in [-1022, 1023]; below that exp underflows to ~1e-308, returned as such
-    nn = max(np.int64(ni), np.int64(-1022))
-    return q * _bits_to_f64((nn + np.int64(1023)) << np.int64(52))
+    # x is clamped to [-708, 709], so n lies in [-1021, 1023]: 2^n is a normal number
+    return q * _bits_to_f64((np.int64(ni) + np.int64(1023)) << np.int64(52))
 
 
 @overload(exp, jit_options=_JIT)
