@@ -1,0 +1,26 @@
+"""scichains.ode: explicit Runge-Kutta solvers whose stepping loop is compiled.
+
+``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``.
+"""
+
+from ._kernels import RHS_SIGNATURE
+from ._problem import ODEProblem
+from ._solution import ODESolveError, ReturnCode, Solution
+from ._solve import solve
+from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5
+
+__all__ = [
+    "BS3",
+    "DP5",
+    "RHS_SIGNATURE",
+    "RK4",
+    "SOLVERS",
+    "Euler",
+    "ExplicitRK",
+    "ODEProblem",
+    "ODESolveError",
+    "ReturnCode",
+    "Solution",
+    "Tsit5",
+    "solve",
+]

@@ -1,0 +1,281 @@
+"""The compiled stepping loop of the explicit Runge-Kutta solvers.
+
+One kernel, compiled once per machine (numba's cache), serves every problem: the right-hand
+side arrives as a first-class function value of the fixed type :data:`RHS_TYPE`, called
+indirectly (~1-3 ns per call), and the method as tableau arrays. The network kernels
+(``scichains.nn.ChainKernel``) travel with it, so a right-hand side can call
+``nn.chain_forward`` on them without Python in between.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import types
+
+from .._jit import FLAGS
+from ..nn._chain import SimpleChain
+
+# return codes of the stepper (see _solution.ReturnCode)
+SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE = 0, 1, 2, 3
+
+F64 = types.float64[::1]
+I64 = types.int64[::1]
+
+
+def _empty_chain_kernel():
+    from ..nn._layers import Flatten
+
+    return SimpleChain(1, Flatten()).kernel(np.float64)
+
+
+NO_NETWORK = _empty_chain_kernel()
+"""The ChainKernel handed to right-hand sides of problems without a network."""
+
+KERNEL_TYPE = numba.typeof(NO_NETWORK)
+RHS_SIGNATURE = types.void(F64, F64, F64, types.float64, KERNEL_TYPE)
+RHS_TYPE = types.FunctionType(RHS_SIGNATURE)
+
+_STEP_SIG = types.int64(
+    RHS_TYPE,  # f
+    KERNEL_TYPE,  # k: network kernels for f
+    F64,  # u0
+    F64,  # p
+    types.float64,  # t0
+    types.float64,  # t1
+    types.float64[:, ::1],  # A
+    F64,  # b
+    F64,  # c
+    F64,  # btilde
+    types.int64,  # control order (error_order + 1); 0 for fixed step
+    types.boolean,  # fsal
+    types.float64,  # rtol
+    types.float64,  # atol
+    types.float64,  # dt0 (0: automatic)
+    types.float64,  # dtmin
+    types.int64,  # max_steps
+    F64,  # stops: times to land on, in the direction of integration, ending with t1
+    I64,  # jump_index: for each stop, index into jump arrays of its first jump, or -1
+    I64,  # jump_count
+    I64,  # jump_state
+    F64,  # jump_amount
+    F64,  # ts: out, step times (capacity max_steps + 2 len(stops) + 1)
+    types.float64[:, ::1],  # us: out, states at step times
+    types.float64[:, ::1],  # fs: out, f at step times (right limits)
+    I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
+)
+
+
+@numba.njit(_STEP_SIG, **FLAGS)
+def integrate(
+    f,
+    k,
+    u0,
+    p,
+    t0,
+    t1,
+    A,
+    b,
+    c,
+    btilde,
+    ctrl_order,
+    fsal,
+    rtol,
+    atol,
+    dt0,
+    dtmin,
+    max_steps,
+    stops,
+    jump_index,
+    jump_count,
+    jump_state,
+    jump_amount,
+    ts,
+    us,
+    fs,
+    stats,
+):
+    """Integrate from ``t0`` to ``t1`` (either direction), storing every step.
+
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE). Jumps at a stop are applied
+    when the stepper lands on it; the stored state there is the value after the jumps.
+    """
+    n = u0.shape[0]
+    s = b.shape[0]
+    direction = 1.0 if t1 >= t0 else -1.0
+    K = np.empty((s, n))
+    u = u0.copy()
+    unew = np.empty(n)
+    tmp = np.empty(n)
+    err = np.empty(n)
+    nf = 0
+    naccept = 0
+    nreject = 0
+    t = t0
+    stop_i = 0
+    # jumps at t0 act on the initial state
+    while stop_i < stops.shape[0] and stops[stop_i] == t0:
+        j0 = jump_index[stop_i]
+        if j0 >= 0:
+            for j in range(j0, j0 + jump_count[stop_i]):
+                u[jump_state[j]] += jump_amount[j]
+        stop_i += 1
+    f(K[0], u, p, t, k)
+    nf += 1
+    nstore = 0
+    ts[0] = t
+    for i in range(n):
+        us[0, i] = u[i]
+        fs[0, i] = K[0, i]
+    nstore = 1
+    adaptive = ctrl_order > 0
+    # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
+    if dt0 > 0.0:
+        h = dt0
+    else:
+        d0 = 0.0
+        d1 = 0.0
+        for i in range(n):
+            sc = atol + abs(u[i]) * rtol
+            d0 += (u[i] / sc) ** 2
+            d1 += (K[0, i] / sc) ** 2
+        d0 = math.sqrt(d0 / n)
+        d1 = math.sqrt(d1 / n)
+        h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+        h0 = min(h0, abs(t1 - t0))
+        for i in range(n):
+            tmp[i] = u[i] + direction * h0 * K[0, i]
+        f(err, tmp, p, t + direction * h0, k)
+        nf += 1
+        d2 = 0.0
+        for i in range(n):
+            sc = atol + abs(u[i]) * rtol
+            d2 += ((err[i] - K[0, i]) / sc) ** 2
+        d2 = math.sqrt(d2 / n) / h0
+        dmax = max(d1, d2)
+        order = max(ctrl_order, 1)
+        h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
+        h = min(100.0 * h0, h1)
+    h = abs(h)
+    beta1 = 7.0 / (10.0 * max(ctrl_order, 1))
+    beta2 = 2.0 / (5.0 * max(ctrl_order, 1))
+    qold = 1e-4
+    gamma = 0.9
+    qmin = 0.2
+    qmax = 10.0
+    steps = 0
+    code = SUCCESS
+    last_nonfinite = False
+    while direction * (t1 - t) > 0.0:
+        if steps >= max_steps:
+            code = MAX_STEPS
+            break
+        # the next time we must land on (the last stop is t1)
+        target = stops[stop_i]
+        dist = direction * (target - t)
+        landing = False
+        if h >= dist * (1.0 - 1e-12):
+            h_try = dist
+            landing = True
+        else:
+            h_try = h
+        if not landing and h_try < dtmin:
+            code = NONFINITE if last_nonfinite else DT_UNDERFLOW
+            break
+        hs = direction * h_try
+        for st in range(1, s):
+            for i in range(n):
+                acc = 0.0
+                for j in range(st):
+                    acc += A[st, j] * K[j, i]
+                tmp[i] = u[i] + hs * acc
+            f(K[st], tmp, p, t + c[st] * hs, k)
+            nf += 1
+        for i in range(n):
+            acc = 0.0
+            for j in range(s):
+                acc += b[j] * K[j, i]
+            unew[i] = u[i] + hs * acc
+        steps += 1
+        if adaptive:
+            e = 0.0
+            for i in range(n):
+                acc = 0.0
+                for j in range(s):
+                    acc += btilde[j] * K[j, i]
+                sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
+                e += (hs * acc / sc) ** 2
+            e = math.sqrt(e / n)
+            if not math.isfinite(e):
+                # a non-finite stage: retry smaller, as a too-large step can overflow
+                h = h_try * qmin
+                nreject += 1
+                last_nonfinite = True
+                if landing and h_try < dtmin:
+                    code = NONFINITE
+                    break
+                continue
+            last_nonfinite = False
+            q11 = e**beta1
+            if e > 1.0:
+                h = h_try / min(1.0 / qmin, q11 / gamma)
+                nreject += 1
+                continue
+            q = q11 / qold**beta2
+            q = max(1.0 / qmax, min(1.0 / qmin, q / gamma))
+            qold = max(e, 1e-4)
+            h_next = h_try / q
+        else:
+            h_next = h
+            finite = True
+            for i in range(n):
+                if not math.isfinite(unew[i]):
+                    finite = False
+            if not finite:
+                code = NONFINITE
+                break
+        naccept += 1
+        t = target if landing else t + hs
+        for i in range(n):
+            u[i] = unew[i]
+        jumped = False
+        if landing:
+            j0 = jump_index[stop_i]
+            if j0 >= 0:
+                # keep the left limit too, so that dense output never interpolates across
+                # the discontinuity
+                if fsal:
+                    for i in range(n):
+                        K[0, i] = K[s - 1, i]
+                else:
+                    f(K[0], u, p, t, k)
+                    nf += 1
+                ts[nstore] = t
+                for i in range(n):
+                    us[nstore, i] = u[i]
+                    fs[nstore, i] = K[0, i]
+                nstore += 1
+                for j in range(j0, j0 + jump_count[stop_i]):
+                    u[jump_state[j]] += jump_amount[j]
+                jumped = True
+            stop_i += 1
+        if fsal and not jumped:
+            for i in range(n):
+                K[0, i] = K[s - 1, i]
+        else:
+            f(K[0], u, p, t, k)
+            nf += 1
+        ts[nstore] = t
+        for i in range(n):
+            us[nstore, i] = u[i]
+            fs[nstore, i] = K[0, i]
+        nstore += 1
+        # a landing step is short: keep the controller's proposal for the next one
+        h = h_next if not landing else max(h_next, h)
+    stats[0] = nstore
+    stats[1] = nf
+    stats[2] = naccept
+    stats[3] = nreject
+    return code

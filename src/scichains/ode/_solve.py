@@ -1,0 +1,179 @@
+"""solve(): validation, buffers, and the call into the compiled stepper."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._kernels import integrate
+from ._problem import ODEProblem
+from ._solution import ODESolveError, ReturnCode, Solution
+from ._tableaus import ExplicitRK, Tsit5
+
+
+def _times(name, x, t0, t1):
+    x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be a vector of times")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    lo, hi = min(t0, t1), max(t0, t1)
+    if np.any((x < lo) | (x > hi)):
+        raise ValueError(f"{name} has times outside tspan ({t0}, {t1})")
+    return x
+
+
+def solve(
+    prob: ODEProblem,
+    solver: ExplicitRK = Tsit5,
+    saveat=None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    tstops=None,
+    jumps=None,
+    dtmin: float | None = None,
+    throw: bool = False,
+    adaptive: bool | None = None,
+) -> Solution:
+    """Solve an :class:`ODEProblem`.
+
+    Parameters
+    ----------
+    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required)
+    saveat : times at which to save, sorted in the direction of integration; the stepper
+        lands on each of them exactly. ``None``: save every step.
+    rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
+    dt0 : first step size (adaptive, default: Hairer's estimate) or the step (fixed)
+    max_steps : limit on attempted steps
+    tstops : extra times the stepper must land on
+    jumps : ``[(t_i, state_index, amount), ...]`` added to ``u[state_index]`` exactly at
+        ``t_i`` (doses); the integration restarts there. Saved values and ``sol(t_i)`` are
+        the values after the jump; a jump at ``t0`` acts on ``u0``.
+    dtmin : smallest allowed step (default ``1e-14 * max(1, |t1 - t0|)``)
+    throw : raise :class:`ODESolveError` instead of returning a failed solution
+    adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
+        when the method has an error estimate)
+    """
+    if isinstance(solver, type):
+        raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
+    if not isinstance(solver, ExplicitRK):
+        raise TypeError(f"unknown solver {solver!r}")
+    if not isinstance(prob, ODEProblem):
+        raise TypeError("solve needs an ODEProblem")
+    t0, t1 = prob.tspan
+    direction = 1.0 if t1 > t0 else -1.0
+    if not (rtol > 0 and atol >= 0):
+        raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
+    adaptive = solver.adaptive if adaptive is None else bool(adaptive)
+    if adaptive and not solver.adaptive:
+        raise ValueError(f"{solver.name} has no error estimate: it cannot adapt its steps")
+    if adaptive:
+        dt = 0.0 if dt0 is None else abs(float(dt0))
+    else:
+        if dt0 is None or not dt0 > 0:
+            raise ValueError(f"{solver.name} with fixed steps (a fixed-step method): give dt0 > 0")
+        dt = abs(float(dt0))
+    if int(max_steps) < 1:
+        raise ValueError("max_steps must be positive")
+    dtmin = 1e-14 * max(1.0, abs(t1 - t0)) if dtmin is None else float(dtmin)
+
+    save = None
+    if saveat is not None:
+        save = _times("saveat", saveat, t0, t1)
+        if np.any(direction * np.diff(save) <= 0):
+            raise ValueError("saveat must be strictly increasing in the direction of integration")
+    stop_times = [np.array([t1])]
+    if save is not None:
+        stop_times.append(save)
+    if tstops is not None:
+        stop_times.append(_times("tstops", tstops, t0, t1))
+    jt = np.zeros(0)
+    js = np.zeros(0, dtype=np.int64)
+    ja = np.zeros(0)
+    if jumps is not None:
+        jumps = list(jumps)
+        if jumps:
+            try:
+                jt = np.array([float(j[0]) for j in jumps])
+                js = np.array([int(j[1]) for j in jumps], dtype=np.int64)
+                ja = np.array([float(j[2]) for j in jumps])
+            except (TypeError, ValueError, IndexError):
+                raise ValueError("jumps must be (time, state_index, amount) triples") from None
+            _times("jump times", jt, t0, t1)
+            if np.any((js < 0) | (js >= prob.u0.size)):
+                raise ValueError(f"jump state indices must lie in 0..{prob.u0.size - 1}")
+            if not np.all(np.isfinite(ja)):
+                raise ValueError("jump amounts must be finite")
+            stop_times.append(jt)
+    stops = np.unique(np.concatenate(stop_times))
+    if direction < 0:
+        stops = stops[::-1].copy()
+    # jumps grouped by stop
+    order = np.argsort(jt, kind="stable")
+    jt, js, ja = jt[order], js[order], ja[order]
+    jump_index = np.full(stops.size, -1, dtype=np.int64)
+    jump_count = np.zeros(stops.size, dtype=np.int64)
+    for i, ts_ in enumerate(stops):
+        hit = np.nonzero(jt == ts_)[0]
+        if hit.size:
+            jump_index[i] = hit[0]
+            jump_count[i] = hit.size
+    stops = np.ascontiguousarray(stops)
+
+    n = prob.u0.size
+    cap = int(max_steps) + 2 * stops.size + 2
+    ts = np.empty(cap)
+    us = np.empty((cap, n))
+    fs = np.empty((cap, n))
+    stats = np.zeros(4, dtype=np.int64)
+    A, b, c, bt = solver.arrays()
+    ctrl = solver.error_order + 1 if adaptive else 0
+    code = integrate(
+        prob.f,
+        prob.kernel,
+        prob.u0,
+        prob.p,
+        t0,
+        t1,
+        A,
+        b,
+        c,
+        bt,
+        ctrl,
+        solver.fsal,
+        float(rtol),
+        float(atol),
+        dt,
+        dtmin,
+        int(max_steps),
+        stops,
+        jump_index,
+        jump_count,
+        js,
+        ja,
+        ts,
+        us,
+        fs,
+        stats,
+    )
+    m = int(stats[0])
+    st, su, sf = ts[:m].copy(), us[:m].copy(), fs[:m].copy()
+    status = ReturnCode(int(code))
+    if save is not None:
+        reached = direction * (save - st[-1]) <= 0
+        sol_t = save[reached]
+        sol = Solution(sol_t, None, status, _stats(stats), st, su, sf, st[-1])
+        sol.u = sol(sol_t) if sol_t.size else np.zeros((0, n))
+    else:
+        # every step, right limits only (drop the left limits kept at jumps)
+        keep = np.ones(m, dtype=bool)
+        keep[:-1] = st[1:] != st[:-1]
+        sol = Solution(st[keep], su[keep], status, _stats(stats), st, su, sf, st[-1])
+    if throw and not sol.success:
+        raise ODESolveError(sol)
+    return sol
+
+
+def _stats(stats):
+    return {"nf": int(stats[1]), "naccept": int(stats[2]), "nreject": int(stats[3])}

@@ -1,0 +1,161 @@
+"""Explicit Runge-Kutta methods: a Butcher tableau, its order, and an embedded error estimate.
+
+Coefficients are the published ones (references in each docstring); their correctness is
+checked by the measured convergence orders in ``tests/ode``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ExplicitRK:
+    """An explicit Runge-Kutta method.
+
+    ``A`` (s, s) strictly lower triangular, ``b`` (s,), ``c`` (s,); ``btilde`` (s,) gives the
+    error estimate ``h * sum(btilde_i k_i)`` (the difference between the propagated solution
+    and the embedded one) for adaptive methods, ``None`` for fixed-step ones. ``order`` is the
+    order of the propagated solution; ``error_order`` that of the embedded one (step-size
+    control uses ``error_order + 1``). ``fsal``: the last stage is f at the new point.
+    """
+
+    name: str
+    A: np.ndarray = field(repr=False)
+    b: np.ndarray = field(repr=False)
+    c: np.ndarray = field(repr=False)
+    order: int
+    btilde: np.ndarray | None = field(default=None, repr=False)
+    error_order: int = 0
+    fsal: bool = False
+
+    @property
+    def adaptive(self) -> bool:
+        return self.btilde is not None
+
+    @property
+    def stages(self) -> int:
+        return len(self.b)
+
+    def arrays(self):
+        """Contiguous float64 arrays for the compiled stepper."""
+        bt = self.btilde if self.btilde is not None else np.zeros(self.stages)
+        return (
+            np.ascontiguousarray(self.A, dtype=np.float64),
+            np.ascontiguousarray(self.b, dtype=np.float64),
+            np.ascontiguousarray(self.c, dtype=np.float64),
+            np.ascontiguousarray(bt, dtype=np.float64),
+        )
+
+    def __call__(self):
+        # solvers are used as `solver=Tsit5()`; the instances are immutable, so return self
+        return self
+
+
+def _lower(rows, s):
+    A = np.zeros((s, s))
+    for i, row in enumerate(rows):
+        A[i + 1, : len(row)] = row
+    return A
+
+
+Euler = ExplicitRK("Euler", np.zeros((1, 1)), np.array([1.0]), np.array([0.0]), order=1)
+"""Forward Euler, fixed step (``dt0`` required)."""
+
+RK4 = ExplicitRK(
+    "RK4",
+    _lower([[0.5], [0.0, 0.5], [0.0, 0.0, 1.0]], 4),
+    np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+    np.array([0.0, 0.5, 0.5, 1.0]),
+    order=4,
+)
+"""The classical fourth-order Runge-Kutta method, fixed step (``dt0`` required)."""
+
+_bs3_b = np.array([2 / 9, 1 / 3, 4 / 9, 0.0])
+BS3 = ExplicitRK(
+    "BS3",
+    _lower([[0.5], [0.0, 0.75], list(_bs3_b[:3])], 4),
+    _bs3_b,
+    np.array([0.0, 0.5, 0.75, 1.0]),
+    order=3,
+    btilde=_bs3_b - np.array([7 / 24, 1 / 4, 1 / 3, 1 / 8]),
+    error_order=2,
+    fsal=True,
+)
+"""Bogacki-Shampine 3(2), FSAL (Bogacki & Shampine 1989)."""
+
+_dp5_b = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0.0])
+DP5 = ExplicitRK(
+    "DP5",
+    _lower(
+        [
+            [1 / 5],
+            [3 / 40, 9 / 40],
+            [44 / 45, -56 / 15, 32 / 9],
+            [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
+            [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
+            list(_dp5_b[:6]),
+        ],
+        7,
+    ),
+    _dp5_b,
+    np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0]),
+    order=5,
+    btilde=np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40]),
+    error_order=4,
+    fsal=True,
+)
+"""Dormand-Prince 5(4), FSAL (Dormand & Prince 1980); the method of MATLAB's ode45."""
+
+_ts_b = np.array(
+    [
+        0.09646076681806523,
+        0.01,
+        0.4798896504144996,
+        1.379008574103742,
+        -3.290069515436081,
+        2.324710524099774,
+        0.0,
+    ]
+)
+Tsit5 = ExplicitRK(
+    "Tsit5",
+    _lower(
+        [
+            [0.161],
+            [-0.008480655492356989, 0.335480655492357],
+            [2.8971530571054935, -6.359448489975075, 4.3622954328695815],
+            [5.325864828439257, -11.748883564062828, 7.4955393428898365, -0.09249506636175525],
+            [
+                5.86145544294642,
+                -12.92096931784711,
+                8.159367898576159,
+                -0.071584973281401,
+                -0.028269050394068383,
+            ],
+            list(_ts_b[:6]),
+        ],
+        7,
+    ),
+    _ts_b,
+    np.array([0.0, 0.161, 0.327, 0.9, 0.9800255409045097, 1.0, 1.0]),
+    order=5,
+    btilde=-np.array(
+        [
+            -0.00178001105222577714,
+            -0.0008164344596567469,
+            0.007880878010261995,
+            -0.1447110071732629,
+            0.5823571654525552,
+            -0.45808210592918697,
+            1 / 66,
+        ]
+    ),
+    error_order=4,
+    fsal=True,
+)
+"""Tsitouras 5(4), FSAL (Tsitouras 2011); the default, as in DifferentialEquations.jl."""
+
+SOLVERS = {m.name: m for m in (Euler, RK4, BS3, DP5, Tsit5)}

@@ -1,0 +1,170 @@
+"""Explicit RK solvers: measured convergence orders, accuracy against scipy's DOP853."""
+
+import numba
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+
+from scichains import ode
+
+M = np.array([[-0.5, 2.0, 0.0], [-2.0, -0.5, 0.3], [0.1, 0.0, -1.0]])
+
+
+@numba.njit
+def linear(du, u, p, t):
+    for i in range(3):
+        acc = 0.0
+        for j in range(3):
+            acc += p[3 * i + j] * u[j]
+        du[i] = acc
+
+
+@numba.njit
+def logistic_forced(du, u, p, t):
+    # u' = u (1 - u) + sin t u: nonlinear and time-dependent; exact solution below
+    du[0] = u[0] * (1.0 - u[0]) + np.sin(t) * u[0]
+
+
+def logistic_exact(t, u0=0.1):
+    # Bernoulli equation: v = 1/u satisfies v' = -(1 + sin t) v + 1
+    g = t - np.cos(t) + 1.0  # integral of (1 + sin s) from 0 to t
+    s = np.linspace(0, t, 20001)
+    integrand = np.exp(s - np.cos(s) + 1.0)
+    integral = np.trapezoid(integrand, s)
+    v = np.exp(-g) * (1.0 / u0 + integral)
+    return 1.0 / v
+
+
+@pytest.mark.parametrize("solver", [ode.Euler, ode.RK4, ode.BS3, ode.DP5, ode.Tsit5])
+def test_measured_convergence_order_linear(solver):
+    prob = ode.ODEProblem(linear, [1.0, 0.5, -0.3], (0.0, 2.0), M.ravel())
+    exact = expm(2.0 * M) @ prob.u0
+    dts = [0.1, 0.05, 0.025] if solver.order < 5 else [0.2, 0.1, 0.05]
+    errs = []
+    for dt in dts:
+        sol = ode.solve(prob, solver=solver(), dt0=dt, adaptive=False)
+        assert sol.stats["naccept"] == round(2.0 / dt)
+        errs.append(np.abs(sol.u[-1] - exact).max())
+    slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+    assert abs(slope - solver.order) < 0.5, (solver.name, slope, errs)
+
+
+@pytest.mark.parametrize("solver", [ode.Euler, ode.RK4, ode.BS3, ode.DP5, ode.Tsit5])
+def test_measured_convergence_order_nonlinear(solver):
+    prob = ode.ODEProblem(logistic_forced, [0.1], (0.0, 3.0))
+    exact = logistic_exact(3.0)
+    dts = [0.1, 0.05, 0.025] if solver.order < 5 else [0.3, 0.15, 0.075]
+    errs = [
+        abs(ode.solve(prob, solver=solver(), dt0=dt, adaptive=False).u[-1, 0] - exact) for dt in dts
+    ]
+    slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+    assert abs(slope - solver.order) < 0.5, (solver.name, slope, errs)
+
+
+@numba.njit
+def lotka_volterra(du, u, p, t):
+    du[0] = p[0] * u[0] - p[1] * u[0] * u[1]
+    du[1] = p[2] * u[0] * u[1] - p[3] * u[1]
+
+
+@numba.njit
+def van_der_pol(du, u, p, t):
+    du[0] = u[1]
+    du[1] = p[0] * (1.0 - u[0] * u[0]) * u[1] - u[0]
+
+
+@numba.njit
+def detest_a4(du, u, p, t):
+    # DETEST A4: u' = u/4 (1 - u/20)
+    du[0] = 0.25 * u[0] * (1.0 - u[0] / 20.0)
+
+
+@numba.njit
+def detest_b5(du, u, p, t):
+    # DETEST B5 (Euler's rigid body)
+    du[0] = u[1] * u[2]
+    du[1] = -u[0] * u[2]
+    du[2] = -0.51 * u[0] * u[1]
+
+
+CASES = {
+    "lotka_volterra": (
+        lotka_volterra,
+        [1.0, 1.0],
+        (0.0, 10.0),
+        [1.5, 1.0, 1.0, 3.0],
+        lambda t, u: [1.5 * u[0] - u[0] * u[1], u[0] * u[1] - 3 * u[1]],
+    ),
+    "van_der_pol": (
+        van_der_pol,
+        [2.0, 0.0],
+        (0.0, 10.0),
+        [2.0],
+        lambda t, u: [u[1], 2.0 * (1 - u[0] ** 2) * u[1] - u[0]],
+    ),
+    "detest_a4": (
+        detest_a4,
+        [1.0],
+        (0.0, 20.0),
+        None,
+        lambda t, u: [0.25 * u[0] * (1 - u[0] / 20)],
+    ),
+    "detest_b5": (
+        detest_b5,
+        [0.0, 1.0, 1.0],
+        (0.0, 12.0),
+        None,
+        lambda t, u: [u[1] * u[2], -u[0] * u[2], -0.51 * u[0] * u[1]],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5])
+def test_adaptive_against_dop853(case, solver):
+    f, u0, tspan, p, pyf = CASES[case]
+    ts = np.linspace(*tspan, 21)
+    ref = solve_ivp(pyf, tspan, u0, method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts).y.T
+    scale = np.abs(ref).max()
+    prob = ode.ODEProblem(f, u0, tspan, p)
+    errs = {}
+    for rtol in (1e-4, 1e-7):
+        sol = ode.solve(prob, solver=solver(), saveat=ts, rtol=rtol, atol=rtol * 1e-2)
+        assert sol.success
+        np.testing.assert_array_equal(sol.t, ts)
+        errs[rtol] = np.abs(sol.u - ref).max() / scale
+        # global error consistent with the tolerance (accumulated over the span)
+        assert errs[rtol] < 200 * rtol, (case, solver.name, rtol, errs[rtol])
+    assert errs[1e-7] < errs[1e-4]
+
+
+def test_backward_in_time_recovers_initial_value():
+    prob = ode.ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 5.0), [1.5, 1.0, 1.0, 3.0])
+    fwd = ode.solve(prob, rtol=1e-10, atol=1e-12)
+    back = ode.ODEProblem(lotka_volterra, fwd.u[-1], (5.0, 0.0), [1.5, 1.0, 1.0, 3.0])
+    sol = ode.solve(back, rtol=1e-10, atol=1e-12, saveat=[5.0, 2.5, 0.0])
+    np.testing.assert_allclose(sol.u[-1], [1.0, 1.0], rtol=1e-7)
+    np.testing.assert_allclose(sol.u[1], fwd(2.5), rtol=1e-6)
+    assert np.all(np.diff(sol.t) < 0)
+
+
+def test_dense_output_is_third_order_and_exact_at_steps():
+    prob = ode.ODEProblem(linear, [1.0, 0.5, -0.3], (0.0, 2.0), M.ravel())
+    sol = ode.solve(prob, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(sol(sol.t[5]), sol.u[5])
+    tq = np.linspace(0, 2, 57)
+    exact = np.array([expm(t * M) @ prob.u0 for t in tq])
+    assert np.abs(sol(tq) - exact).max() < 1e-6
+    with pytest.raises(ValueError, match="within the solved interval"):
+        sol(2.5)
+
+
+def test_statistics_and_fsal():
+    prob = ode.ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 10.0), [1.5, 1.0, 1.0, 3.0])
+    sol = ode.solve(prob)
+    s = sol.stats
+    # Tsit5 is FSAL: 6 new evaluations per attempted step, plus 2 at the start (f(u0) and
+    # the initial-step estimate)
+    assert s["nf"] == 6 * (s["naccept"] + s["nreject"]) + 2
+    assert sol.t[0] == 0.0 and sol.t[-1] == 10.0
