@@ -35,11 +35,12 @@ def _probe(f, u0, p, t0, kernel, five):
 
 
 def _as_rhs(f):
-    """A numba dispatcher compiled for the right-hand-side signature.
+    """Compile the user's right-hand side into a C-callable function of RHS_SIGNATURE.
 
     Accepted: an ``@njit`` function ``f(du, u, p, t, k)`` (``k``: the network kernels, see
-    ``scichains.nn.ChainKernel``) or ``f(du, u, p, t)``. The 4-argument form gets a tiny
-    adapter, compiled once per process (~0.2 s).
+    ``scichains.nn.ChainKernel``) or ``f(du, u, p, t)``. A small ``numba.cfunc`` adapter
+    calling it is compiled once per problem (~0.2 s); the solver kernel itself is compiled once
+    per machine. Returns ``(cfunc, takes_kernel)``.
     """
     if not isinstance(f, CPUDispatcher):
         raise TypeError(
@@ -49,23 +50,31 @@ def _as_rhs(f):
         )
     try:
         f.compile(RHS_SIGNATURE)
-        return f, True
+        five = True
     except Exception as e5:  # noqa: BLE001 - report both attempts below
         err5 = e5
-    try:
-        f.compile(RHS_SIGNATURE.args[:4])
-    except Exception as e4:  # noqa: BLE001
-        raise TypeError(
-            "the right-hand side could not be compiled as f(du, u, p, t) with du, u, p "
-            f"float64 arrays and t a float: {str(e4).splitlines()[0]}; nor as "
-            f"f(du, u, p, t, k): {str(err5).splitlines()[0]}"
-        ) from None
+        five = False
+    if not five:
+        try:
+            f.compile(RHS_SIGNATURE.args[:4])
+        except Exception as e4:  # noqa: BLE001
+            raise TypeError(
+                "the right-hand side could not be compiled as f(du, u, p, t) with du, u, p "
+                f"float64 arrays and t a float: {str(e4).splitlines()[0]}; nor as "
+                f"f(du, u, p, t, k): {str(err5).splitlines()[0]}"
+            ) from None
     user = f
+    if five:
 
-    def adapter(du, u, p, t, k):
-        user(du, u, p, t)
+        def adapter(du, u, p, t, k):
+            user(du, u, p, t, k)
 
-    return numba.njit(RHS_SIGNATURE, cache=False)(adapter), False
+    else:
+
+        def adapter(du, u, p, t, k):
+            user(du, u, p, t)
+
+    return numba.cfunc(RHS_SIGNATURE, cache=False)(adapter), five
 
 
 class ODEProblem:
@@ -87,7 +96,9 @@ class ODEProblem:
     """
 
     def __init__(self, f, u0, tspan, p=None, kernel=None):
-        self.f, five = _as_rhs(f)
+        self.f = f
+        self._cfunc, five = _as_rhs(f)
+        self.f_address = self._cfunc.address
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":
             raise TypeError(f"u0 must hold real numbers, got dtype {u0.dtype}")

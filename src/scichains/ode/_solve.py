@@ -130,7 +130,7 @@ def solve(
     A, b, c, bt = solver.arrays()
     ctrl = solver.error_order + 1 if adaptive else 0
     code = integrate(
-        prob.f,
+        prob.f_address,
         prob.kernel,
         prob.u0,
         prob.p,
