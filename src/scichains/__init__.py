@@ -1,4 +1,8 @@
-"""scichains: scientific machine learning with small neural networks on the CPU."""
+"""scichains: scientific machine learning with small neural networks on the CPU.
+
+Subpackages: ``scichains.nn`` (imported here), ``scichains.ode``, ``scichains.adjoint`` and
+``scichains.models`` (import them explicitly; they load compiled solver kernels).
+"""
 
 from . import nn
 from .nn import (

@@ -1,0 +1,98 @@
+"""Discrete adjoint through the explicit Runge-Kutta steps of a forward solve.
+
+The gradient of the *discretised* solution (what an optimiser actually sees): the forward
+solve keeps its accepted steps; the reverse sweep recomputes each step's stages and
+back-propagates through them with the network's in-place vjp (step sizes are treated as
+constants, as in diffrax's default adjoint). Jumps (doses) add constants, through which the
+adjoint passes unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import kernel
+from ..nn._kernels import chain_forward, chain_vjp
+
+
+@kernel
+def chain_discrete_adjoint(k, p, A, b, c, ts, us, nstore, save_pos, dl_du, pbar, ubar, ws, pb):
+    """Reverse sweep for du/dt = chain(u; p).
+
+    ``ts[:nstore]``, ``us[:nstore]``: the stored steps of the forward solve (duplicate times
+    mark jumps: left limit, then right limit). ``save_pos[i]``: the stored index of save point
+    ``i`` and ``dl_du[i]`` the loss gradient there. Writes dL/dp into ``pbar`` and dL/du0 into
+    ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like ``p``.
+    Allocates nothing.
+    """
+    s = b.shape[0]
+    n = us.shape[1]
+    K = ws[0:s]
+    Kbar = ws[s : 2 * s]
+    y = ws[2 * s]
+    ybar = ws[2 * s + 1]
+    for j in range(pbar.shape[0]):
+        pbar[j] = 0.0
+    for i in range(n):
+        ubar[i] = 0.0
+    sp = save_pos.shape[0] - 1
+    for m in range(nstore - 1, 0, -1):
+        while sp >= 0 and save_pos[sp] == m:
+            for i in range(n):
+                ubar[i] += dl_du[sp, i]
+            sp -= 1
+        if ts[m - 1] == ts[m]:
+            continue  # a jump: u_right = u_left + constant
+        h = ts[m] - ts[m - 1]
+        u = us[m - 1]
+        # recompute the stages of this step
+        for st in range(s):
+            for i in range(n):
+                acc = 0.0
+                for j in range(st):
+                    acc += A[st, j] * K[j, i]
+                y[i] = u[i] + h * acc
+            chain_forward(k, p, y, K[st])
+        for st in range(s):
+            for i in range(n):
+                Kbar[st, i] = h * b[st] * ubar[i]
+        for st in range(s - 1, -1, -1):
+            nz = False
+            for i in range(n):
+                if Kbar[st, i] != 0.0:
+                    nz = True
+                    break
+            if not nz:
+                continue
+            for i in range(n):
+                acc = 0.0
+                for j in range(st):
+                    acc += A[st, j] * K[j, i]
+                y[i] = u[i] + h * acc
+            chain_vjp(k, p, y, Kbar[st], ybar, pb)
+            for j in range(pbar.shape[0]):
+                pbar[j] += pb[j]
+            for i in range(n):
+                ubar[i] += ybar[i]
+            for j in range(st):
+                a = h * A[st, j]
+                if a != 0.0:
+                    for i in range(n):
+                        Kbar[j, i] += a * ybar[i]
+    while sp >= 0 and save_pos[sp] == 0:
+        for i in range(n):
+            ubar[i] += dl_du[sp, i]
+        sp -= 1
+    return 0
+
+
+def save_positions(step_t: np.ndarray, saveat: np.ndarray) -> np.ndarray:
+    """Index of each save time among the stored steps (the last entry with that time: the
+    right limit at a jump)."""
+    forward = step_t[-1] >= step_t[0]
+    key = step_t if forward else -step_t
+    q = saveat if forward else -saveat
+    pos = np.searchsorted(key, q, side="right") - 1
+    if np.any(pos < 0) or np.any(step_t[pos] != saveat):
+        raise RuntimeError("a save time is not among the stored steps")
+    return pos.astype(np.int64)
