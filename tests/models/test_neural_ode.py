@@ -74,7 +74,7 @@ def test_reverse_sweep_does_not_allocate():
         before = rtsys.get_allocation_stats()
         chain_discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()
-        return (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), args[7]
+        return (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), args[8]
 
     short, steps_short = count(0.1)
     long, steps_long = count(3.0)

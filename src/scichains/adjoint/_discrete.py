@@ -12,22 +12,25 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
-from ..nn._kernels import chain_forward, chain_vjp
+from ..nn._kernels import chain_vjp
 
 
 @kernel
-def chain_discrete_adjoint(k, p, A, b, c, ts, us, nstore, save_pos, dl_du, pbar, ubar, ws, pb):
+def chain_discrete_adjoint(
+    k, p, A, b, c, ts, us, kstore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
+):
     """Reverse sweep for du/dt = chain(u; p).
 
     ``ts[:nstore]``, ``us[:nstore]``: the stored steps of the forward solve (duplicate times
-    mark jumps: left limit, then right limit). ``save_pos[i]``: the stored index of save point
+    mark jumps: left limit, then right limit). ``kstore[m]``: the stages of the step ending at
+    entry ``m``, kept by the forward solve so they are not recomputed. ``save_pos[i]``: the
+    stored index of save point
     ``i`` and ``dl_du[i]`` the loss gradient there. Writes dL/dp into ``pbar`` and dL/du0 into
     ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like ``p``.
     Allocates nothing.
     """
     s = b.shape[0]
     n = us.shape[1]
-    K = ws[0:s]
     Kbar = ws[s : 2 * s]
     y = ws[2 * s]
     ybar = ws[2 * s + 1]
@@ -45,14 +48,7 @@ def chain_discrete_adjoint(k, p, A, b, c, ts, us, nstore, save_pos, dl_du, pbar,
             continue  # a jump: u_right = u_left + constant
         h = ts[m] - ts[m - 1]
         u = us[m - 1]
-        # recompute the stages of this step
-        for st in range(s):
-            for i in range(n):
-                acc = 0.0
-                for j in range(st):
-                    acc += A[st, j] * K[j, i]
-                y[i] = u[i] + h * acc
-            chain_forward(k, p, y, K[st])
+        K = kstore[m]
         for st in range(s):
             for i in range(n):
                 Kbar[st, i] = h * b[st] * ubar[i]

@@ -83,6 +83,7 @@ class NeuralODE:
         self._fs = np.empty((cap, self.n))
         self._stats = np.zeros(4, dtype=np.int64)
         s = solver.stages
+        self._kstore = np.empty((cap, s, self.n))
         self._ws = np.zeros((2 * s + 3, self.n))
 
     def _forward(self, u0, p):
@@ -125,6 +126,7 @@ class NeuralODE:
             self._us,
             self._fs,
             self._stats,
+            self._kstore,
         )
         if code != 0:
             raise ODESolveError(_Failed(ReturnCode(code), self._ts[self._stats[0] - 1]))
@@ -165,6 +167,7 @@ class NeuralODE:
             c,
             self._ts,
             self._us,
+            self._kstore,
             m,
             pos,
             dl_du,

@@ -91,6 +91,8 @@ _STEP_SIG = types.int64(
     types.float64[:, ::1],  # us: out, states at step times
     types.float64[:, ::1],  # fs: out, f at step times (right limits)
     I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
+    types.float64[:, :, ::1],  # kstore: out, the stages of the step ending at each stored
+    #                            entry (shape (capacity, s, n)), or shape (0, s, n) for none
 )
 
 
@@ -122,6 +124,7 @@ def integrate(
     us,
     fs,
     stats,
+    kstore,
 ):
     """Integrate from ``t0`` to ``t1`` (either direction), storing every step.
 
@@ -264,6 +267,10 @@ def integrate(
                 code = NONFINITE
                 break
         naccept += 1
+        if kstore.shape[0] > 0:
+            for st in range(s):
+                for i in range(n):
+                    kstore[nstore, st, i] = K[st, i]
         t = target if landing else t + hs
         for i in range(n):
             u[i] = unew[i]

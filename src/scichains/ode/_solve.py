@@ -156,6 +156,7 @@ def solve(
         us,
         fs,
         stats,
+        np.zeros((0, solver.stages, n)),
     )
     m = int(stats[0])
     st, su, sf = ts[:m].copy(), us[:m].copy(), fs[:m].copy()
