@@ -1,0 +1,147 @@
+"""The spiral neural ODE (SciMLSensitivity's docs, torchdiffeq's demo): loss + gradient timing.
+
+u0 = [2, 0]; the truth du/dt = (u^3) A with A = [[-0.1, 2.0], [-2.0, -0.1]] on [0, 1.5],
+30 evenly spaced save points. Model: SimpleChain(2, Activation("cube"), Dense(50, "tanh"),
+Dense(2)); loss: sum of squared differences over the save points; Tsit5, rtol 1e-6, atol 1e-8;
+float64; gradients by the discrete adjoint. Prints the median time of one loss + gradient,
+then 300 Adam steps (lr 0.05) with the final loss, then the time to the first gradient in a
+fresh process (warm cache, and with --compile-times a cold one). With --peers, runs
+peers/neural_ode_diffrax.py and peers/neural_ode_torchdiffeq.py when installed.
+
+Usage: python benchmarks/neural_ode.py [--reps 200] [--peers] [--compile-times]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+A_TRUE = np.array([[-0.1, 2.0], [-2.0, -0.1]])
+U0 = np.array([2.0, 0.0])
+TSPAN = (0.0, 1.5)
+SAVEAT = np.linspace(0.0, 1.5, 30)
+RTOL, ATOL = 1e-6, 1e-8
+
+
+def truth():
+    from scipy.integrate import solve_ivp
+
+    sol = solve_ivp(
+        lambda t, u: (u**3) @ A_TRUE,
+        TSPAN,
+        U0,
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=SAVEAT,
+    )
+    return sol.y.T
+
+
+def model():
+    import scichains as sc
+
+    return sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
+
+
+FIRST_GRADIENT = """
+import time; t0 = time.perf_counter()
+import numpy as np, scichains as sc
+from scichains.models import NeuralODE
+chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
+ts = np.linspace(0, 1.5, 30)
+node = NeuralODE(chain, (0.0, 1.5), ts, rtol=1e-6, atol=1e-8)
+p = chain.init_params(dtype=np.float64)
+node.loss_and_grad(np.array([2.0, 0.0]), p, np.zeros((30, 2)))
+print(time.perf_counter() - t0)
+"""
+
+
+def first_gradient(cache_dir):
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_GRADIENT], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--peers", action="store_true")
+    ap.add_argument("--compile-times", action="store_true")
+    args = ap.parse_args(argv)
+
+    import scichains as sc
+    from scichains.models import NeuralODE
+
+    data = truth()
+    chain = model()
+    p = chain.init_params(seed=0, dtype=np.float64)
+    node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL)
+    print(
+        f"spiral neural ODE: {chain.num_params} parameters, Tsit5, rtol {RTOL}, atol {ATOL}, "
+        f"{SAVEAT.size} save points, float64, discrete adjoint, 1 thread"
+    )
+    t0 = time.perf_counter()
+    node.loss_and_grad(U0, p, data)
+    print(f"first loss + gradient in this process: {time.perf_counter() - t0:.2f} s")
+    times = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        loss, g = node.loss_and_grad(U0, p, data)
+        times.append(time.perf_counter() - t0)
+    stats = node._stats
+    print(
+        f"loss + gradient: median {np.median(times) * 1e3:.3f} ms over {args.reps} calls "
+        f"({int(stats[2])} accepted steps, {int(stats[1])} network evaluations forward)"
+    )
+    t0 = time.perf_counter()
+    fwd = []
+    for _ in range(args.reps):
+        t1 = time.perf_counter()
+        node.predict(U0, p)
+        fwd.append(time.perf_counter() - t1)
+    print(f"forward solve alone: median {np.median(fwd) * 1e3:.3f} ms")
+
+    opt = sc.Adam(0.05)
+    q = p.copy()
+    t0 = time.perf_counter()
+    for _ in range(300):
+        loss, g = node.loss_and_grad(U0, q, data)
+        opt.step(q, g)
+    dt = time.perf_counter() - t0
+    print(
+        f"300 Adam(0.05) steps: {dt:.2f} s; loss {node.loss_and_grad(U0, p, data)[0]:.4f} -> "
+        f"{node.loss_and_grad(U0, q, data)[0]:.4f}"
+    )
+    print(f"time to first gradient, fresh process, warm cache: {first_gradient(None):.2f} s")
+    if args.compile_times:
+        with tempfile.TemporaryDirectory() as d:
+            print(f"time to first gradient, fresh process, cold cache: {first_gradient(d):.2f} s")
+    if args.peers:
+        for script in ("neural_ode_diffrax.py", "neural_ode_torchdiffeq.py"):
+            out = subprocess.run(
+                [sys.executable, str(HERE / "peers" / script)],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            for line in out.stdout.splitlines():
+                print(f"  {line}")
+            if out.returncode != 0:
+                print(f"  {script} failed: {out.stderr.strip().splitlines()[-1:]}")
+
+
+if __name__ == "__main__":
+    main()
