@@ -4,7 +4,12 @@ This version provides the discrete adjoint for neural ODEs (``DiscreteAdjoint``)
 :class:`scichains.models.NeuralODE`.
 """
 
-from ._discrete import chain_discrete_adjoint, save_positions
+from ._discrete import (
+    chain_discrete_adjoint,
+    find_save_positions,
+    save_positions,
+    squared_error,
+)
 
 
 class DiscreteAdjoint:
@@ -15,4 +20,10 @@ class DiscreteAdjoint:
         return "DiscreteAdjoint()"
 
 
-__all__ = ["DiscreteAdjoint", "chain_discrete_adjoint", "save_positions"]
+__all__ = [
+    "DiscreteAdjoint",
+    "chain_discrete_adjoint",
+    "find_save_positions",
+    "save_positions",
+    "squared_error",
+]

@@ -92,3 +92,34 @@ def save_positions(step_t: np.ndarray, saveat: np.ndarray) -> np.ndarray:
     if np.any(pos < 0) or np.any(step_t[pos] != saveat):
         raise RuntimeError("a save time is not among the stored steps")
     return pos.astype(np.int64)
+
+
+@kernel
+def find_save_positions(ts, m, saveat, pos):
+    """``pos[i]``: the last stored entry (of ``ts[:m]``) at time ``saveat[i]`` (the right limit at
+    a jump). Both are ordered in the direction of integration. Returns False if one is
+    missing."""
+    j = 0
+    for i in range(saveat.shape[0]):
+        t = saveat[i]
+        while j < m and ts[j] != t:
+            j += 1
+        if j == m:
+            return False
+        while j + 1 < m and ts[j + 1] == t:
+            j += 1
+        pos[i] = j
+    return True
+
+
+@kernel
+def squared_error(us, pos, data, dl_du):
+    """``sum_i |us[pos[i]] - data[i]|^2``; writes its gradient with respect to the saved states
+    into ``dl_du``."""
+    total = 0.0
+    for i in range(pos.shape[0]):
+        for k in range(data.shape[1]):
+            r = us[pos[i], k] - data[i, k]
+            total += r * r
+            dl_du[i, k] = 2.0 * r
+    return total

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..adjoint import DiscreteAdjoint, chain_discrete_adjoint, save_positions
+from ..adjoint import (
+    DiscreteAdjoint,
+    chain_discrete_adjoint,
+    find_save_positions,
+    squared_error,
+)
 from ..nn import chain_forward
 from ..nn._chain import SimpleChain
 from ..ode._kernels import RHS_SIGNATURE, integrate
@@ -85,6 +90,19 @@ class NeuralODE:
         s = solver.stages
         self._kstore = np.empty((cap, s, self.n))
         self._ws = np.zeros((2 * s + 3, self.n))
+        # everything the kernels need besides (u0, p, data), made once
+        ns = self._stops.size
+        self._no_jumps = (
+            np.full(ns, -1, dtype=np.int64),
+            np.zeros(ns, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0),
+        )
+        self._dtmin = 1e-14 * max(1.0, abs(t1 - t0))
+        self._ctrl = solver.error_order + 1 if solver.adaptive else 0
+        self._pos = np.zeros(self.saveat.size, dtype=np.int64)
+        self._dl_du = np.zeros((self.saveat.size, self.n))
+        self._pb = np.zeros(chain.num_params)
 
     def _forward(self, u0, p):
         u0 = np.ascontiguousarray(u0, dtype=np.float64)
@@ -96,9 +114,8 @@ class NeuralODE:
             raise ValueError(f"p must be a vector of {self.chain.num_params} parameters")
         p = np.ascontiguousarray(p, dtype=np.float64)
         A, b, c, bt = self._tab
-        adaptive = self.solver.adaptive
-        ctrl = self.solver.error_order + 1 if adaptive else 0
-        ns = self._stops.size
+        if not self.solver.adaptive:
+            self._fixed_dt()
         code = integrate(
             _neural_rhs.address,
             self._kernel,
@@ -110,18 +127,15 @@ class NeuralODE:
             b,
             c,
             bt,
-            ctrl,
+            self._ctrl,
             self.solver.fsal,
             self.rtol,
             self.atol,
-            0.0 if adaptive else self._fixed_dt(),
-            1e-14 * max(1.0, abs(self.tspan[1] - self.tspan[0])),
+            0.0,
+            self._dtmin,
             self.max_steps,
             self._stops,
-            np.full(ns, -1, dtype=np.int64),
-            np.zeros(ns, dtype=np.int64),
-            np.zeros(0, dtype=np.int64),
-            np.zeros(0),
+            *self._no_jumps,
             self._ts,
             self._us,
             self._fs,
@@ -131,7 +145,9 @@ class NeuralODE:
         if code != 0:
             raise ODESolveError(_Failed(ReturnCode(code), self._ts[self._stats[0] - 1]))
         m = int(self._stats[0])
-        pos = save_positions(self._ts[:m], self.saveat)
+        pos = self._pos
+        if not find_save_positions(self._ts, m, self.saveat, pos):
+            raise RuntimeError("a save time is not among the stored steps")
         return p, m, pos
 
     def _fixed_dt(self):
@@ -153,11 +169,10 @@ class NeuralODE:
         if not np.all(np.isfinite(data)):
             raise ValueError("data contains NaN or infinite values")
         p, m, pos = self._forward(u0, p)
-        r = self._us[pos] - data
-        loss = float(np.sum(r * r))
-        dl_du = np.ascontiguousarray(2.0 * r)
-        pbar = np.zeros_like(p)
-        ubar = np.zeros(self.n)
+        dl_du = self._dl_du
+        loss = float(squared_error(self._us, pos, data, dl_du))
+        pbar = np.empty_like(p)
+        ubar = np.empty(self.n)
         A, b, c, _ = self._tab
         args = (
             self._kernel,
@@ -174,7 +189,7 @@ class NeuralODE:
             pbar,
             ubar,
             self._ws,
-            np.zeros_like(p),
+            self._pb,
         )
         chain_discrete_adjoint(*args)
         self._last_adjoint_args = args
