@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import kernel
+from .._jit import inline_kernel, kernel
 from . import _math
 
 IDENTITY, RELU, TANH, SIGMOID, SOFTPLUS, GELU, SWISH, ELU, ABS2, CUBE, RBF = range(11)
@@ -100,7 +100,7 @@ _REFERENCE = {
 }
 
 
-@kernel
+@inline_kernel
 def apply_activation(code, z, y, d, n):
     """Write ``f(z[:n])`` into ``y[:n]`` and ``f'(z[:n])`` into ``d[:n]``.
 
@@ -181,3 +181,14 @@ def apply_activation(code, z, y, d, n):
             e = _math.exp(-x * x)
             y[j] = e
             d[j] = mtwo * x * e
+
+
+@kernel
+def activate(code, w, z0, y0, d0, n):
+    """:func:`apply_activation` on ``w[z0:z0+n]`` into ``w[y0:]`` and ``w[d0:]``.
+
+    The slices are made here, next to the loops (``apply_activation`` is inlined): handing
+    slices to another compiled function costs calls into numba's reference counting, which
+    outweigh a 50-element activation.
+    """
+    apply_activation(code, w[z0 : z0 + n], w[y0 : y0 + n], w[d0 : d0 + n], n)

@@ -21,7 +21,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import inline_kernel, kernel, parallel_kernel
-from ._activations import IDENTITY, apply_activation
+from ._activations import IDENTITY, activate
 
 # layer kinds
 DENSE, ACTIVATION, DROPOUT, RESHAPE = 1, 2, 3, 4
@@ -304,13 +304,12 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
                 # forward pass): z, f(z) and f'(z) in three disjoint places let every
                 # activation loop vectorise (aliasing makes LLVM fall back to scalar code)
                 z = w[meta[M_GA] * T : (meta[M_GA] + n_out) * T]
-                d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T]
                 _dense_forward(W, bias, boff >= 0, xin, z, n_in, n_out, T, m)
-                apply_activation(act, z, out, d, n_out * T)
+                activate(act, w, meta[M_GA] * T, spec[l, S_OUT] * T, spec[l, S_D] * T, n_out * T)
         elif kind == ACTIVATION:
             act = spec[l, S_ACT]
-            d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T] if act != IDENTITY else out
-            apply_activation(act, xin, out, d, n_out * T)
+            d_row = spec[l, S_D] if act != IDENTITY else spec[l, S_OUT]
+            activate(act, w, spec[l, S_IN] * T, spec[l, S_OUT] * T, d_row * T, n_out * T)
         elif kind == DROPOUT:
             if train:
                 rate = fspec[l, 0]
@@ -681,12 +680,10 @@ def vec_forward(spec, fspec, meta, p, w):
             )
             if act != IDENTITY:
                 d0 = spec[l, S_D]
-                apply_activation(
-                    act, w[z0 : z0 + n_out], w[o0 : o0 + n_out], w[d0 : d0 + n_out], n_out
-                )
+                activate(act, w, z0, o0, d0, n_out)
         elif kind == ACTIVATION:
             d0 = spec[l, S_D] if act != IDENTITY else o0
-            apply_activation(act, w[i0 : i0 + n_out], w[o0 : o0 + n_out], w[d0 : d0 + n_out], n_out)
+            activate(act, w, i0, o0, d0, n_out)
         elif kind == DROPOUT:
             for j in range(n_out):
                 w[o0 + j] = w[i0 + j]
