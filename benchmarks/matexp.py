@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _matexp_data as data  # noqa: E402
+from _fresh import seconds_in_fresh_process  # noqa: E402
 
 PEAK_FP32_PER_CORE = 100.0  # GFLOP/s, measured with a hand-written AVX2 FMA loop (NUMBA-NOTES)
 
@@ -43,14 +44,8 @@ print(time.perf_counter() - t0)
 """
 
 
-def first_step_seconds(cache_dir: str | None) -> float:
-    env = dict(os.environ)
-    if cache_dir is not None:
-        env["NUMBA_CACHE_DIR"] = cache_dir
-    out = subprocess.run(
-        [sys.executable, "-c", FIRST_STEP], env=env, capture_output=True, text=True, check=True
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+def first_step_seconds(cache_dir=None) -> float:
+    return seconds_in_fresh_process(FIRST_STEP, cache_dir)
 
 
 def single_vector_ns(reps: int = 200_000) -> dict:

@@ -14,7 +14,6 @@ Usage: python benchmarks/neural_ode.py [--reps 200] [--peers] [--compile-times]
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _fresh import seconds_in_fresh_process  # noqa: E402
+
 A_TRUE = np.array([[-0.1, 2.0], [-2.0, -0.1]])
 U0 = np.array([2.0, 0.0])
 TSPAN = (0.0, 1.5)
@@ -65,14 +68,8 @@ print(time.perf_counter() - t0)
 """
 
 
-def first_gradient(cache_dir):
-    env = dict(os.environ)
-    if cache_dir is not None:
-        env["NUMBA_CACHE_DIR"] = cache_dir
-    out = subprocess.run(
-        [sys.executable, "-c", FIRST_GRADIENT], env=env, capture_output=True, text=True, check=True
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+def first_gradient(cache_dir=None) -> float:
+    return seconds_in_fresh_process(FIRST_GRADIENT, cache_dir)
 
 
 def main(argv=None):

@@ -96,6 +96,15 @@ _STEP_SIG = types.int64(
 )
 
 
+@numba.njit(**FLAGS)
+def _store(ts, us, fs, m, t, u, du):
+    """Keep entry ``m`` of the dense output: time, state and derivative."""
+    ts[m] = t
+    for i in range(u.shape[0]):
+        us[m, i] = u[i]
+        fs[m, i] = du[i]
+
+
 @numba.njit(_STEP_SIG, **FLAGS)
 def integrate(
     faddr,
@@ -154,11 +163,7 @@ def integrate(
         stop_i += 1
     f(K[0], u, p, t, k)
     nf += 1
-    nstore = 0
-    ts[0] = t
-    for i in range(n):
-        us[0, i] = u[i]
-        fs[0, i] = K[0, i]
+    _store(ts, us, fs, 0, t, u, K[0])
     nstore = 1
     adaptive = ctrl_order > 0
     # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
@@ -286,10 +291,7 @@ def integrate(
                 else:
                     f(K[0], u, p, t, k)
                     nf += 1
-                ts[nstore] = t
-                for i in range(n):
-                    us[nstore, i] = u[i]
-                    fs[nstore, i] = K[0, i]
+                _store(ts, us, fs, nstore, t, u, K[0])
                 nstore += 1
                 for j in range(j0, j0 + jump_count[stop_i]):
                     u[jump_state[j]] += jump_amount[j]
@@ -301,10 +303,7 @@ def integrate(
         else:
             f(K[0], u, p, t, k)
             nf += 1
-        ts[nstore] = t
-        for i in range(n):
-            us[nstore, i] = u[i]
-            fs[nstore, i] = K[0, i]
+        _store(ts, us, fs, nstore, t, u, K[0])
         nstore += 1
         # a landing step is short: keep the controller's proposal for the next one
         h = h_next if not landing else max(h_next, h)
