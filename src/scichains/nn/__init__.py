@@ -17,7 +17,17 @@ from ._activations import (
 from ._chain import ChainKernel, SimpleChain
 from ._io import load, save
 from ._kernels import chain_forward, chain_vjp
-from ._layers import Activation, Dense, Dropout, Flatten, Layer, LayerCode, register_layer
+from ._layers import (
+    Activation,
+    Conv,
+    Dense,
+    Dropout,
+    Flatten,
+    Layer,
+    LayerCode,
+    MaxPool,
+    register_layer,
+)
 from ._loss import (
     AbsoluteLoss,
     ChainWithLoss,
@@ -44,6 +54,7 @@ __all__ = [
     "AdamW",
     "ChainKernel",
     "ChainWithLoss",
+    "Conv",
     "Dense",
     "Dropout",
     "Flatten",
@@ -53,6 +64,7 @@ __all__ = [
     "Layer",
     "LayerCode",
     "LogitCrossEntropyLoss",
+    "MaxPool",
     "NonFiniteLossError",
     "Optimizer",
     "SGD",

@@ -89,6 +89,8 @@ class SimpleChain:
         cur = 0
         width = n_in0
         by_layer = {}
+        tables = []
+        table_len = K.META_WIDTH
         for i, name, start, _shape in offsets:
             by_layer.setdefault(i, {})[name] = start
         for i, layer in enumerate(self.layers):
@@ -99,6 +101,10 @@ class SimpleChain:
             if len(code.extra) > K.SPEC_WIDTH - K.S_X0:
                 raise ValueError(f"layer {i} ({layer!r}): too many layer-specific fields")
             spec[i, K.S_X0 : K.S_X0 + len(code.extra)] = code.extra
+            if code.table is not None:
+                spec[i, K.S_X0] = table_len
+                tables.append(np.asarray(code.table, dtype=np.int64))
+                table_len += tables[-1].size
             spec[i, K.S_KIND] = kind
             spec[i, K.S_ACT] = act
             spec[i, K.S_NIN] = n_in
@@ -119,7 +125,9 @@ class SimpleChain:
                     row += n_out
             width = max(width, n_in, n_out)
         n_out_final = int(np.prod(shapes[-1]))
-        meta = np.zeros(K.META_WIDTH, dtype=np.int64)
+        meta = np.zeros(table_len, dtype=np.int64)
+        if tables:
+            meta[K.META_WIDTH :] = np.concatenate(tables)
         meta[K.M_NIN] = n_in0
         meta[K.M_NOUT] = n_out_final
         meta[K.M_YROW] = row
@@ -127,6 +135,8 @@ class SimpleChain:
         meta[K.M_GA] = row
         meta[K.M_GB] = row + width
         row += 2 * width
+        meta[K.M_ZERO] = row  # a row that stays zero: padding reads it
+        row += 1
         meta[K.M_ROWS] = row
         meta[K.M_NPARAMS] = self.num_params
         self._spec, self._fspec, self._meta = spec, fspec, meta

@@ -24,13 +24,13 @@ from .._jit import inline_kernel, kernel, parallel_kernel
 from ._activations import IDENTITY, activate
 
 # layer kinds
-DENSE, ACTIVATION, DROPOUT, RESHAPE = 1, 2, 3, 4
+DENSE, ACTIVATION, DROPOUT, RESHAPE, CONV, MAXPOOL = 1, 2, 3, 4, 5, 6
 # spec columns
 S_KIND, S_ACT, S_NIN, S_NOUT, S_WOFF, S_BOFF, S_IN, S_OUT, S_D, S_INDEX, S_X0 = range(11)
 SPEC_WIDTH = 16  # columns S_X0.. hold layer-specific integers (LayerCode.extra)
 # meta entries
-M_NIN, M_NOUT, M_ROWS, M_YROW, M_GA, M_GB, M_NPARAMS = range(7)
-META_WIDTH = 8
+M_NIN, M_NOUT, M_ROWS, M_YROW, M_GA, M_GB, M_NPARAMS, M_ZERO = range(8)
+META_WIDTH = 8  # then the layers' index tables (convolution and pooling windows)
 # loss kinds
 LOSS_NONE, LOSS_SQUARED, LOSS_ABSOLUTE, LOSS_LOGITCE = 0, 1, 2, 3
 
@@ -278,6 +278,140 @@ def _dense_backward(W, gW, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m):
 
 
 @kernel
+def _conv_forward(Wc, bias, has_bias, w, in_row, z_row, meta, toff, npos, nterms, OC, T, m):
+    """Convolution as a dense map per output position, its inputs gathered through a table.
+
+    ``meta[toff + pos * nterms + t]`` is the input row (relative to ``in_row``) of term ``t``
+    (channel, kernel row, kernel column) at output position ``pos``, or -1 for padding (read
+    from the zero row). Output row of (channel ``oc``, position ``pos``) is
+    ``z_row + oc * npos + pos``; weights ``Wc`` are ``(OC, nterms)`` row-major.
+    """
+    zero = w.dtype.type(0.0)
+    zr = meta[M_ZERO]
+    for pos in range(npos):
+        base = toff + pos * nterms
+        for oc in range(OC):
+            zo = w[(z_row + oc * npos + pos) * T : (z_row + oc * npos + pos) * T + T]
+            bo = bias[oc] if has_bias else zero
+            for b in range(m):
+                zo[b] = bo
+            wo = Wc[oc * nterms : oc * nterms + nterms]
+            t4 = nterms - nterms % 4
+            for t in range(0, t4, 4):
+                r0 = meta[base + t]
+                r1 = meta[base + t + 1]
+                r2 = meta[base + t + 2]
+                r3 = meta[base + t + 3]
+                r0 = in_row + r0 if r0 >= 0 else zr
+                r1 = in_row + r1 if r1 >= 0 else zr
+                r2 = in_row + r2 if r2 >= 0 else zr
+                r3 = in_row + r3 if r3 >= 0 else zr
+                x0 = w[r0 * T : r0 * T + T]
+                x1 = w[r1 * T : r1 * T + T]
+                x2 = w[r2 * T : r2 * T + T]
+                x3 = w[r3 * T : r3 * T + T]
+                w0, w1, w2, w3 = wo[t], wo[t + 1], wo[t + 2], wo[t + 3]
+                for b in range(m):
+                    zo[b] += w0 * x0[b] + w1 * x1[b] + w2 * x2[b] + w3 * x3[b]
+            for t in range(t4, nterms):
+                r = meta[base + t]
+                r = in_row + r if r >= 0 else zr
+                xr = w[r * T : r * T + T]
+                wt = wo[t]
+                for b in range(m):
+                    zo[b] += wt * xr[b]
+
+
+@kernel
+def _conv_backward(
+    Wc,
+    gW,
+    gb,
+    has_bias,
+    w,
+    in_row,
+    gz_row,
+    gx_row,
+    want_gx,
+    meta,
+    toff,
+    npos,
+    nterms,
+    OC,
+    n_in,
+    T,
+    m,
+):
+    """Accumulate dL/dW, dL/db; write dL/dx (rows ``gx_row..``) when ``want_gx``."""
+    zero = w.dtype.type(0.0)
+    if want_gx:
+        for j in range(n_in * T):
+            w[gx_row * T + j] = zero
+    for pos in range(npos):
+        base = toff + pos * nterms
+        for oc in range(OC):
+            go = w[(gz_row + oc * npos + pos) * T : (gz_row + oc * npos + pos) * T + T]
+            if has_bias:
+                s = zero
+                for b in range(m):
+                    s += go[b]
+                gb[oc] += s
+            for t in range(nterms):
+                r = meta[base + t]
+                if r < 0:
+                    continue
+                xr = w[(in_row + r) * T : (in_row + r) * T + T]
+                s = zero
+                for b in range(m):
+                    s += go[b] * xr[b]
+                gW[oc * nterms + t] += s
+                if want_gx:
+                    wt = Wc[oc * nterms + t]
+                    gxr = w[(gx_row + r) * T : (gx_row + r) * T + T]
+                    for b in range(m):
+                        gxr[b] += wt * go[b]
+
+
+@kernel
+def _maxpool_forward(w, in_row, out_row, d_row, meta, toff, nout, k, T, m):
+    """out = max over each window; the window index of the maximum (the first one on ties)
+    goes to the derivative rows. ``meta[toff + o * k + e]``: input row of element ``e`` of
+    output ``o``'s window."""
+    for o in range(nout):
+        base = toff + o * k
+        zo = w[(out_row + o) * T : (out_row + o) * T + T]
+        do = w[(d_row + o) * T : (d_row + o) * T + T]
+        r = in_row + meta[base]
+        x0 = w[r * T : r * T + T]
+        for b in range(m):
+            zo[b] = x0[b]
+            do[b] = 0
+        for e in range(1, k):
+            r = in_row + meta[base + e]
+            xe = w[r * T : r * T + T]
+            fe = w.dtype.type(e)
+            for b in range(m):
+                v = xe[b]
+                better = v > zo[b]
+                zo[b] = v if better else zo[b]
+                do[b] = fe if better else do[b]
+
+
+@kernel
+def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m):
+    """dL/dx: each output's gradient goes to the element that was the maximum."""
+    zero = w.dtype.type(0.0)
+    for j in range(n_in * T):
+        w[gx_row * T + j] = zero
+    for o in range(nout):
+        base = toff + o * k
+        for b in range(m):
+            e = int(w[(d_row + o) * T + b])
+            r = meta[base + e]
+            w[(gx_row + r) * T + b] += w[(gz_row + o) * T + b]
+
+
+@kernel
 def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """Run every layer on a tile of ``m <= T`` samples whose inputs are already in ``w``.
 
@@ -306,6 +440,45 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
                 z = w[meta[M_GA] * T : (meta[M_GA] + n_out) * T]
                 _dense_forward(W, bias, boff >= 0, xin, z, n_in, n_out, T, m)
                 activate(act, w, meta[M_GA] * T, spec[l, S_OUT] * T, spec[l, S_D] * T, n_out * T)
+        elif kind == CONV:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            nterms = spec[l, S_X0 + 2]
+            OC = spec[l, S_X0 + 3]
+            Wc = p[woff : woff + OC * nterms]
+            bias = p[boff : boff + OC] if boff >= 0 else p[0:0]
+            act = spec[l, S_ACT]
+            z_row = spec[l, S_OUT] if act == IDENTITY else meta[M_GA]
+            _conv_forward(
+                Wc,
+                bias,
+                boff >= 0,
+                w,
+                spec[l, S_IN],
+                z_row,
+                meta,
+                spec[l, S_X0],
+                spec[l, S_X0 + 1],
+                nterms,
+                OC,
+                T,
+                m,
+            )
+            if act != IDENTITY:
+                activate(act, w, z_row * T, spec[l, S_OUT] * T, spec[l, S_D] * T, n_out * T)
+        elif kind == MAXPOOL:
+            _maxpool_forward(
+                w,
+                spec[l, S_IN],
+                spec[l, S_OUT],
+                spec[l, S_D],
+                meta,
+                spec[l, S_X0],
+                n_out,
+                spec[l, S_X0 + 1],
+                T,
+                m,
+            )
         elif kind == ACTIVATION:
             act = spec[l, S_ACT]
             d_row = spec[l, S_D] if act != IDENTITY else spec[l, S_OUT]
@@ -363,6 +536,47 @@ def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
             xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_in) * T]
             gx = w[other * T : (other + n_in) * T]
             _dense_backward(W, gW, gbias, boff >= 0, xin, gz, gx, need_in, n_in, n_out, T, m)
+            cur, other = other, cur
+        elif kind == CONV:
+            woff = spec[l, S_WOFF]
+            boff = spec[l, S_BOFF]
+            nterms = spec[l, S_X0 + 2]
+            OC = spec[l, S_X0 + 3]
+            _conv_backward(
+                p[woff : woff + OC * nterms],
+                g[woff : woff + OC * nterms],
+                g[boff : boff + OC] if boff >= 0 else g[0:0],
+                boff >= 0,
+                w,
+                spec[l, S_IN],
+                cur,
+                other,
+                need_in,
+                meta,
+                spec[l, S_X0],
+                spec[l, S_X0 + 1],
+                nterms,
+                OC,
+                n_in,
+                T,
+                m,
+            )
+            cur, other = other, cur
+        elif kind == MAXPOOL:
+            if need_in:
+                _maxpool_backward(
+                    w,
+                    cur,
+                    other,
+                    spec[l, S_D],
+                    meta,
+                    spec[l, S_X0],
+                    n_out,
+                    spec[l, S_X0 + 1],
+                    n_in,
+                    T,
+                    m,
+                )
             cur, other = other, cur
     return cur
 
@@ -681,6 +895,11 @@ def vec_forward(spec, fspec, meta, p, w):
             if act != IDENTITY:
                 d0 = spec[l, S_D]
                 activate(act, w, z0, o0, d0, n_out)
+        elif kind == CONV or kind == MAXPOOL:
+            # the batched kernels with a tile of one sample
+            tile_forward(
+                spec[l : l + 1], fspec[l : l + 1], meta, p, w, 1, 1, False, 0, 0, meta[0:1], 0
+            )
         elif kind == ACTIVATION:
             d0 = spec[l, S_D] if act != IDENTITY else o0
             activate(act, w, i0, o0, d0, n_out)
@@ -704,6 +923,61 @@ def vec_backward(spec, meta, p, g, w):
         n_out = spec[l, S_NOUT]
         act = spec[l, S_ACT]
         if kind == RESHAPE or kind == DROPOUT:
+            continue
+        if kind == CONV or kind == MAXPOOL:
+            if kind == CONV:
+                woff = spec[l, S_WOFF]
+                size = spec[l, S_X0 + 2] * spec[l, S_X0 + 3]
+                for j in range(size):
+                    g[woff + j] = 0.0
+                boff = spec[l, S_BOFF]
+                if boff >= 0:
+                    for j in range(spec[l, S_X0 + 3]):
+                        g[boff + j] = 0.0
+            if act != IDENTITY:
+                for j in range(n_out):
+                    w[cur + j] *= w[spec[l, S_D] + j]
+            sub_meta = meta
+            # one layer through the batched backward kernels, T = 1; they use GA/GB as
+            # cur/other, so run them on this layer's buffers directly
+            if kind == CONV:
+                nterms = spec[l, S_X0 + 2]
+                OC = spec[l, S_X0 + 3]
+                boff = spec[l, S_BOFF]
+                _conv_backward(
+                    p[woff : woff + OC * nterms],
+                    g[woff : woff + OC * nterms],
+                    g[boff : boff + OC] if boff >= 0 else g[0:0],
+                    boff >= 0,
+                    w,
+                    spec[l, S_IN],
+                    cur,
+                    other,
+                    True,
+                    sub_meta,
+                    spec[l, S_X0],
+                    spec[l, S_X0 + 1],
+                    nterms,
+                    OC,
+                    n_in,
+                    1,
+                    1,
+                )
+            else:
+                _maxpool_backward(
+                    w,
+                    cur,
+                    other,
+                    spec[l, S_D],
+                    meta,
+                    spec[l, S_X0],
+                    n_out,
+                    spec[l, S_X0 + 1],
+                    n_in,
+                    1,
+                    1,
+                )
+            cur, other = other, cur
             continue
         if act != IDENTITY:
             gz = w[cur : cur + n_out]

@@ -47,6 +47,8 @@ def as_data(chain, X, dtype, what: str, allow_single: bool = True):
     if X.shape == shape and allow_single:
         single = True
         X = X.reshape((1,) + shape)
+    elif len(shape) == 3 and shape[0] == 1 and X.ndim == 3 and X.shape[1:] == shape[1:]:
+        X = X.reshape((X.shape[0],) + shape)  # (N, H, W) images of one channel
     if X.ndim != len(shape) + 1 or X.shape[1:] != shape:
         raise ValueError(f"{what} must have shape (N, {', '.join(map(str, shape))}), got {X.shape}")
     if X.shape[0] == 0:
