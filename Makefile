@@ -22,9 +22,12 @@ demo: $(VENV)/.base
 test: $(VENV)/.dev
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-## make bench: the full benchmark with cold-cache compile times and the PyTorch/JAX peers
+## make bench: every benchmark, with cold-cache compile times and the peers that are installed
+## (PyTorch: pip install torch==2.13.0; JAX, diffrax, torchdiffeq: pip install jax diffrax torchdiffeq)
 bench: $(VENV)/.base
 	$(PY) benchmarks/matexp.py --compile-times --peers
+	$(PY) benchmarks/neural_ode.py --compile-times --peers
+	$(PY) benchmarks/lenet5.py --peers
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks
