@@ -1122,7 +1122,6 @@ def vec_backward(spec, meta, p, g, w):
             if act != IDENTITY:
                 for j in range(n_out):
                     w[cur + j] *= w[spec[l, S_D] + j]
-            sub_meta = meta
             # one layer through the batched backward kernels, T = 1; they use GA/GB as
             # cur/other, so run them on this layer's buffers directly
             if kind == CONV:

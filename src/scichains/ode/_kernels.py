@@ -279,30 +279,25 @@ def integrate(
         t = target if landing else t + hs
         for i in range(n):
             u[i] = unew[i]
-        jumped = False
-        if landing:
-            j0 = jump_index[stop_i]
-            if j0 >= 0:
-                # keep the left limit too, so that dense output never interpolates across
-                # the discontinuity
-                if fsal:
-                    for i in range(n):
-                        K[0, i] = K[s - 1, i]
-                else:
-                    f(K[0], u, p, t, k)
-                    nf += 1
-                _store(ts, us, fs, nstore, t, u, K[0])
-                nstore += 1
-                for j in range(j0, j0 + jump_count[stop_i]):
-                    u[jump_state[j]] += jump_amount[j]
-                jumped = True
-            stop_i += 1
-        if fsal and not jumped:
+        # the derivative at the new point, for the next step and the dense output
+        if fsal:
             for i in range(n):
                 K[0, i] = K[s - 1, i]
         else:
             f(K[0], u, p, t, k)
             nf += 1
+        if landing:
+            j0 = jump_index[stop_i]
+            if j0 >= 0:
+                # keep the left limit too, so that dense output never interpolates across
+                # the discontinuity; then jump and restart from the right limit
+                _store(ts, us, fs, nstore, t, u, K[0])
+                nstore += 1
+                for j in range(j0, j0 + jump_count[stop_i]):
+                    u[jump_state[j]] += jump_amount[j]
+                f(K[0], u, p, t, k)
+                nf += 1
+            stop_i += 1
         _store(ts, us, fs, nstore, t, u, K[0])
         nstore += 1
         # a landing step is short: keep the controller's proposal for the next one
