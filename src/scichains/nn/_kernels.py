@@ -1138,7 +1138,7 @@ def vec_backward(spec, meta, p, g, w):
                     cur,
                     other,
                     True,
-                    sub_meta,
+                    meta,
                     spec[l, S_X0],
                     spec[l, S_X0 + 1],
                     nterms,
