@@ -116,20 +116,25 @@ def _exp64(x):
     ni = np.int32(t + (0.5 if t >= 0.0 else -0.5))
     n = np.float64(ni)
     r = x - n * _D_LN2_HI - n * _D_LN2_LO
-    q = _D_INV_FACT[13]
-    q = q * r + _D_INV_FACT[12]
-    q = q * r + _D_INV_FACT[11]
-    q = q * r + _D_INV_FACT[10]
-    q = q * r + _D_INV_FACT[9]
-    q = q * r + _D_INV_FACT[8]
-    q = q * r + _D_INV_FACT[7]
-    q = q * r + _D_INV_FACT[6]
-    q = q * r + _D_INV_FACT[5]
-    q = q * r + _D_INV_FACT[4]
-    q = q * r + _D_INV_FACT[3]
-    q = q * r + _D_INV_FACT[2]
-    q = q * r + 1.0
-    q = q * r + 1.0
+    # Estrin's scheme: the same degree-13 polynomial in pairs and powers of r, a dependency
+    # chain of ~5 operations instead of Horner's 13
+    c = _D_INV_FACT
+    r2 = r * r
+    r4 = r2 * r2
+    r8 = r4 * r4
+    p01 = 1.0 + r
+    p23 = c[2] + c[3] * r
+    p45 = c[4] + c[5] * r
+    p67 = c[6] + c[7] * r
+    p89 = c[8] + c[9] * r
+    pab = c[10] + c[11] * r
+    pcd = c[12] + c[13] * r
+    q03 = p01 + p23 * r2
+    q47 = p45 + p67 * r2
+    q8b = p89 + pab * r2
+    q07 = q03 + q47 * r4
+    q8d = q8b + pcd * r4
+    q = q07 + q8d * r8
     # x is clamped to [-708, 709], so n lies in [-1021, 1023]: 2^n is a normal number
     return q * _bits_to_f64((np.int64(ni) + np.int64(1023)) << np.int64(52))
 
