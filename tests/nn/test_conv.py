@@ -42,10 +42,15 @@ def _fd(f, x, eps=1e-6):
     return g
 
 
-@pytest.mark.parametrize("stride,pad", [((1, 1), (0, 0)), ((2, 1), (1, 2)), ((2, 2), (2, 2))])
-def test_conv_forward_and_gradients(stride, pad):
+@pytest.mark.parametrize(
+    "stride,pad,oc",
+    [((1, 1), (0, 0), 3), ((1, 1), (0, 0), 6), ((2, 1), (1, 2), 3), ((2, 2), (2, 2), 6)],
+)
+def test_conv_forward_and_gradients(stride, pad, oc):
+    # valgrad on 5 samples with 2 threads runs tiles of 3 and 2 samples, 3 wide: the full tile
+    # takes the row-wise kernels (unpadded, stride 1), the other the general ones
     rng = np.random.default_rng(0)
-    chain = sc.SimpleChain((2, 7, 6), sc.Conv(3, (3, 2), padding=pad, stride=stride), sc.Flatten())
+    chain = sc.SimpleChain((2, 7, 6), sc.Conv(oc, (3, 2), padding=pad, stride=stride), sc.Flatten())
     p = chain.init_params(seed=1, dtype=np.float64)
     p += 0.1 * rng.standard_normal(p.shape)
     v = chain.params(p)[0]
@@ -57,10 +62,15 @@ def test_conv_forward_and_gradients(stride, pad):
     cwl = chain.add_loss(sc.SquaredLoss(y))
     g = np.zeros_like(p)
     gx = np.zeros_like(X)
-    sc.valgrad(cwl, X, p, g, gx)
+    sc.valgrad(cwl, X, p, g, gx, threads=2)
     np.testing.assert_allclose(
         g, _fd(lambda q: nn.evaluate_loss(cwl, X, q), p), rtol=1e-6, atol=1e-8
     )
+    g1 = np.zeros_like(p)
+    gx1 = np.zeros_like(X)
+    sc.valgrad(cwl, X, p, g1, gx1, threads=1)  # one full tile of 5
+    np.testing.assert_allclose(g1, g, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(gx1, gx, rtol=1e-10, atol=1e-13)
     # dL/dX exactly: the conv is linear in X, so unit steps of <v, conv(X)> are exact
     v_out = 2 * (ref - y.reshape(ref.shape)) / X.shape[0]
     zero_b = np.zeros_like(v["b"])

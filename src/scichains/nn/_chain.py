@@ -15,6 +15,13 @@ from ._validate import as_data, check_params, float_dtype
 TILE = 256
 
 
+def tile_width(batch: int, nthreads: int) -> int:
+    """Tile width for ``batch`` samples over ``nthreads``: at most :data:`TILE`, and no wider
+    than one thread's share, so that small batches fill their tiles (the convolution kernels
+    then run along whole rows of the image)."""
+    return min(TILE, max(1, -(-int(batch) // int(nthreads))))
+
+
 class ChainKernel(NamedTuple):
     """What the compiled single-vector kernels need, as a tuple numba can take as an argument.
 

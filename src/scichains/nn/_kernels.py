@@ -27,7 +27,7 @@ from ._activations import IDENTITY, activate
 DENSE, ACTIVATION, DROPOUT, RESHAPE, CONV, MAXPOOL = 1, 2, 3, 4, 5, 6
 # spec columns
 S_KIND, S_ACT, S_NIN, S_NOUT, S_WOFF, S_BOFF, S_IN, S_OUT, S_D, S_INDEX, S_X0 = range(11)
-SPEC_WIDTH = 16  # columns S_X0.. hold layer-specific integers (LayerCode.extra)
+SPEC_WIDTH = 24  # columns S_X0.. hold layer-specific integers (LayerCode.extra)
 # meta entries
 M_NIN, M_NOUT, M_ROWS, M_YROW, M_GA, M_GB, M_NPARAMS, M_ZERO = range(8)
 META_WIDTH = 8  # then the layers' index tables (convolution and pooling windows)
@@ -558,6 +558,212 @@ def _conv_backward(
 
 
 @kernel
+def _conv_forward_rows(Wc, bias, has_bias, w, in_row, z_row, geo, T):
+    """Unpadded, stride-1 convolution on a full tile (``m == T``), along whole image rows.
+
+    Rows of consecutive output columns are contiguous, and so are the input rows a term reads
+    for them: one pass covers an output row (``OW * T`` elements) instead of one position.
+    ``geo`` = (OC, C, H, W, OH, OW, kh, kw).
+    """
+    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    npos = OH * OW
+    L = OW * T
+    zero = w.dtype.type(0.0)
+    o4 = OC - OC % 4
+    t4 = nterms - nterms % 4
+    for oh in range(OH):
+        for oc in range(OC):
+            q = (z_row + oc * npos + oh * OW) * T
+            bo = bias[oc] if has_bias else zero
+            for b in range(L):
+                w[q + b] = bo
+        for oc in range(0, o4, 4):
+            q0 = (z_row + oc * npos + oh * OW) * T
+            q1 = q0 + npos * T
+            q2 = q1 + npos * T
+            q3 = q2 + npos * T
+            z0 = w[q0 : q0 + L]
+            z1 = w[q1 : q1 + L]
+            z2 = w[q2 : q2 + L]
+            z3 = w[q3 : q3 + L]
+            for t in range(0, t4, 4):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
+                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
+                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
+                x0 = w[s0 : s0 + L]
+                x1 = w[s1 : s1 + L]
+                x2 = w[s2 : s2 + L]
+                x3 = w[s3 : s3 + L]
+                k = oc * nterms + t
+                a0, a1, a2, a3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                b0, b1, b2, b3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                c0, c1, c2, c3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                d0, d1, d2, d3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                for b in range(L):
+                    v0 = x0[b]
+                    v1 = x1[b]
+                    v2 = x2[b]
+                    v3 = x3[b]
+                    z0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
+                    z1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
+                    z2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
+                    z3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
+            for t in range(t4, nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                k = oc * nterms + t
+                a0, b0 = Wc[k], Wc[k + nterms]
+                c0, d0 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(L):
+                    v = xr[b]
+                    z0[b] += a0 * v
+                    z1[b] += b0 * v
+                    z2[b] += c0 * v
+                    z3[b] += d0 * v
+        for oc in range(o4, OC):
+            q0 = (z_row + oc * npos + oh * OW) * T
+            zo = w[q0 : q0 + L]
+            for t in range(nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                wt = Wc[oc * nterms + t]
+                for b in range(L):
+                    zo[b] += wt * xr[b]
+
+
+@kernel
+def _term_start(t, in_row, oh, H, W, kh, kw, T):
+    """Element offset of the input run read by term ``t`` for output row ``oh`` (column 0)."""
+    c = t // (kh * kw)
+    rem = t - c * kh * kw
+    i = rem // kw
+    j = rem - i * kw
+    return (in_row + (c * H + oh + i) * W + j) * T
+
+
+@kernel
+def _conv_backward_rows(Wc, gW, gb, has_bias, w, in_row, gz_row, gx_row, want_gx, geo, n_in, T):
+    """Backward of :func:`_conv_forward_rows`: reductions and updates along whole rows."""
+    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    npos = OH * OW
+    L = OW * T
+    zero = w.dtype.type(0.0)
+    if has_bias:
+        for oc in range(OC):
+            q = (gz_row + oc * npos) * T
+            s = zero
+            for b in range(npos * T):
+                s += w[q + b]
+            gb[oc] += s
+    o2 = OC - OC % 2
+    t4 = nterms - nterms % 4
+    for oh in range(OH):
+        for oc in range(0, o2, 2):
+            q0 = (gz_row + oc * npos + oh * OW) * T
+            q1 = q0 + npos * T
+            g0 = w[q0 : q0 + L]
+            g1 = w[q1 : q1 + L]
+            for t in range(0, t4, 4):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
+                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
+                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
+                x0 = w[s0 : s0 + L]
+                x1 = w[s1 : s1 + L]
+                x2 = w[s2 : s2 + L]
+                x3 = w[s3 : s3 + L]
+                a00 = zero
+                a01 = zero
+                a02 = zero
+                a03 = zero
+                a10 = zero
+                a11 = zero
+                a12 = zero
+                a13 = zero
+                for b in range(L):
+                    e0 = g0[b]
+                    e1 = g1[b]
+                    c0 = x0[b]
+                    c1 = x1[b]
+                    c2 = x2[b]
+                    c3 = x3[b]
+                    a00 += e0 * c0
+                    a01 += e0 * c1
+                    a02 += e0 * c2
+                    a03 += e0 * c3
+                    a10 += e1 * c0
+                    a11 += e1 * c1
+                    a12 += e1 * c2
+                    a13 += e1 * c3
+                k = oc * nterms + t
+                gW[k] += a00
+                gW[k + 1] += a01
+                gW[k + 2] += a02
+                gW[k + 3] += a03
+                k += nterms
+                gW[k] += a10
+                gW[k + 1] += a11
+                gW[k + 2] += a12
+                gW[k + 3] += a13
+            for t in range(t4, nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                a0 = zero
+                a1 = zero
+                for b in range(L):
+                    a0 += g0[b] * xr[b]
+                    a1 += g1[b] * xr[b]
+                gW[oc * nterms + t] += a0
+                gW[(oc + 1) * nterms + t] += a1
+        for oc in range(o2, OC):
+            q0 = (gz_row + oc * npos + oh * OW) * T
+            go = w[q0 : q0 + L]
+            for t in range(nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                a0 = zero
+                for b in range(L):
+                    a0 += go[b] * xr[b]
+                gW[oc * nterms + t] += a0
+    if not want_gx:
+        return
+    for j in range(n_in * T):
+        w[gx_row * T + j] = zero
+    o4 = OC - OC % 4
+    # one input run per pass: the runs of different terms overlap, so they are not blocked
+    for oh in range(OH):
+        for t in range(nterms):
+            s0 = _term_start(t, gx_row, oh, H, W, kh, kw, T)
+            h = w[s0 : s0 + L]
+            for oc in range(0, o4, 4):
+                q0 = (gz_row + oc * npos + oh * OW) * T
+                q1 = q0 + npos * T
+                q2 = q1 + npos * T
+                q3 = q2 + npos * T
+                g0 = w[q0 : q0 + L]
+                g1 = w[q1 : q1 + L]
+                g2 = w[q2 : q2 + L]
+                g3 = w[q3 : q3 + L]
+                k = oc * nterms + t
+                a0, a1 = Wc[k], Wc[k + nterms]
+                a2, a3 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(L):
+                    h[b] += a0 * g0[b] + a1 * g1[b] + a2 * g2[b] + a3 * g3[b]
+            for oc in range(o4, OC):
+                q0 = (gz_row + oc * npos + oh * OW) * T
+                go = w[q0 : q0 + L]
+                a0 = Wc[oc * nterms + t]
+                for b in range(L):
+                    h[b] += a0 * go[b]
+
+
+@kernel
 def _maxpool_forward(w, in_row, out_row, d_row, meta, toff, nout, k, T, m):
     """out = max over each window; the window index of the maximum (the first one on ties)
     goes to the derivative rows. ``meta[toff + o * k + e]``: input row of element ``e`` of
@@ -634,21 +840,27 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
             bias = p[boff : boff + OC] if boff >= 0 else p[0:0]
             act = spec[l, S_ACT]
             z_row = spec[l, S_OUT] if act == IDENTITY else meta[M_GA]
-            _conv_forward(
-                Wc,
-                bias,
-                boff >= 0,
-                w,
-                spec[l, S_IN],
-                z_row,
-                meta,
-                spec[l, S_X0],
-                spec[l, S_X0 + 1],
-                nterms,
-                OC,
-                T,
-                m,
-            )
+            if m == T and spec[l, S_X0 + 11] == 1:
+                # unpadded, stride 1, full tile: along whole image rows
+                _conv_forward_rows(
+                    Wc, bias, boff >= 0, w, spec[l, S_IN], z_row, spec[l, S_X0 + 3 : S_X0 + 11], T
+                )
+            else:
+                _conv_forward(
+                    Wc,
+                    bias,
+                    boff >= 0,
+                    w,
+                    spec[l, S_IN],
+                    z_row,
+                    meta,
+                    spec[l, S_X0],
+                    spec[l, S_X0 + 1],
+                    nterms,
+                    OC,
+                    T,
+                    m,
+                )
             if act != IDENTITY:
                 activate(act, w, z_row * T, spec[l, S_OUT] * T, spec[l, S_D] * T, n_out * T)
         elif kind == MAXPOOL:
@@ -727,25 +939,41 @@ def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
             boff = spec[l, S_BOFF]
             nterms = spec[l, S_X0 + 2]
             OC = spec[l, S_X0 + 3]
-            _conv_backward(
-                p[woff : woff + OC * nterms],
-                g[woff : woff + OC * nterms],
-                g[boff : boff + OC] if boff >= 0 else g[0:0],
-                boff >= 0,
-                w,
-                spec[l, S_IN],
-                cur,
-                other,
-                need_in,
-                meta,
-                spec[l, S_X0],
-                spec[l, S_X0 + 1],
-                nterms,
-                OC,
-                n_in,
-                T,
-                m,
-            )
+            if m == T and spec[l, S_X0 + 11] == 1:
+                _conv_backward_rows(
+                    p[woff : woff + OC * nterms],
+                    g[woff : woff + OC * nterms],
+                    g[boff : boff + OC] if boff >= 0 else g[0:0],
+                    boff >= 0,
+                    w,
+                    spec[l, S_IN],
+                    cur,
+                    other,
+                    need_in,
+                    spec[l, S_X0 + 3 : S_X0 + 11],
+                    n_in,
+                    T,
+                )
+            else:
+                _conv_backward(
+                    p[woff : woff + OC * nterms],
+                    g[woff : woff + OC * nterms],
+                    g[boff : boff + OC] if boff >= 0 else g[0:0],
+                    boff >= 0,
+                    w,
+                    spec[l, S_IN],
+                    cur,
+                    other,
+                    need_in,
+                    meta,
+                    spec[l, S_X0],
+                    spec[l, S_X0 + 1],
+                    nterms,
+                    OC,
+                    n_in,
+                    T,
+                    m,
+                )
             cur, other = other, cur
         elif kind == MAXPOOL:
             if need_in:

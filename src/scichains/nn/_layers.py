@@ -296,7 +296,20 @@ class Conv(Layer):
             self.activation.code,
             0.0,
             self.activation.code != IDENTITY,
-            extra=(0, OH * OW, C * kh * kw, self.out_channels),
+            extra=(
+                0,
+                OH * OW,
+                C * kh * kw,
+                self.out_channels,
+                C,
+                H,
+                W,
+                OH,
+                OW,
+                kh,
+                kw,
+                int(self.padding == (0, 0) and self.stride == (1, 1)),
+            ),
             table=rows.astype(np.int64).ravel(),
         )
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._jit import kernel, resolve_threads
 from . import _kernels as K
-from ._chain import TILE, SimpleChain
+from ._chain import TILE, SimpleChain, tile_width
 from ._validate import as_data, check_buffer, check_params
 
 
@@ -203,13 +203,13 @@ class ChainWithLoss:
         Y, labels = loss.targets(self.chain, X.shape[0], p.dtype)
         return X, Y, labels
 
-    def buffers(self, dtype, nthreads: int):
+    def buffers(self, dtype, nthreads: int, tile: int = TILE):
         """Per-thread work and gradient buffers, kept between calls (never returned to users)."""
-        key = (np.dtype(dtype), nthreads)
+        key = (np.dtype(dtype), nthreads, tile)
         b = self._buffers.get(key)
         if b is None:
             b = (
-                self.chain.workspace(dtype, nthreads, TILE),
+                self.chain.workspace(dtype, nthreads, tile),
                 np.zeros((nthreads, self.chain.num_params), dtype=dtype),
                 np.zeros(nthreads, dtype=np.float64),
             )
@@ -235,7 +235,8 @@ def _run_valgrad(
     step=0,
 ):
     chain = cwl.chain
-    work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads)
+    T = tile_width(count, nthreads)
+    work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T)
     value = K.valgrad_batch(
         chain._spec,
         chain._fspec,
@@ -249,7 +250,7 @@ def _run_valgrad(
         start,
         count,
         nthreads,
-        TILE,
+        T,
         work,
         gbuf,
         lbuf,

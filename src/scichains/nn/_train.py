@@ -15,7 +15,7 @@ import numpy as np
 
 from .._jit import kernel, resolve_threads
 from . import _kernels as K
-from ._chain import TILE
+from ._chain import tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._optim import Optimizer, opt_update
 from ._validate import check_params
@@ -149,7 +149,8 @@ class _Trainer:
         self.nthreads = max(1, min(nthreads, -(-self.batch // 16)))
         self.opt = opt
         self.state = opt.bind(self.p)
-        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads)
+        self.tile = tile_width(self.batch, self.nthreads)
+        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile)
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -170,7 +171,7 @@ class _Trainer:
             self.batch,
             nsteps,
             self.nthreads,
-            TILE,
+            self.tile,
             self.work,
             self.gbuf,
             self.lbuf,
