@@ -7,7 +7,6 @@ This version provides the discrete adjoint for neural ODEs (``DiscreteAdjoint``)
 from ._discrete import (
     chain_discrete_adjoint,
     find_save_positions,
-    save_positions,
     squared_error,
 )
 
@@ -24,6 +23,5 @@ __all__ = [
     "DiscreteAdjoint",
     "chain_discrete_adjoint",
     "find_save_positions",
-    "save_positions",
     "squared_error",
 ]

@@ -9,8 +9,6 @@ adjoint passes unchanged.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._jit import kernel
 from ..nn._kernels import chain_vjp
 
@@ -80,18 +78,6 @@ def chain_discrete_adjoint(
             ubar[i] += dl_du[sp, i]
         sp -= 1
     return 0
-
-
-def save_positions(step_t: np.ndarray, saveat: np.ndarray) -> np.ndarray:
-    """Index of each save time among the stored steps (the last entry with that time: the
-    right limit at a jump)."""
-    forward = step_t[-1] >= step_t[0]
-    key = step_t if forward else -step_t
-    q = saveat if forward else -saveat
-    pos = np.searchsorted(key, q, side="right") - 1
-    if np.any(pos < 0) or np.any(step_t[pos] != saveat):
-        raise RuntimeError("a save time is not among the stored steps")
-    return pos.astype(np.int64)
 
 
 @kernel

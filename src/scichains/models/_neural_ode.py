@@ -58,6 +58,10 @@ class NeuralODE:
             )
         if not isinstance(solver, ExplicitRK):
             raise TypeError(f"unknown solver {solver!r}")
+        if not solver.adaptive:
+            raise ValueError(
+                "NeuralODE uses adaptive solvers; fixed-step methods are not supported"
+            )
         self.sensealg = DiscreteAdjoint() if sensealg is None else sensealg
         if not isinstance(self.sensealg, DiscreteAdjoint):
             raise NotImplementedError(f"{self.sensealg!r} is not available yet")
@@ -114,8 +118,6 @@ class NeuralODE:
             raise ValueError(f"p must be a vector of {self.chain.num_params} parameters")
         p = np.ascontiguousarray(p, dtype=np.float64)
         A, b, c, bt = self._tab
-        if not self.solver.adaptive:
-            self._fixed_dt()
         code = integrate(
             _neural_rhs.address,
             self._kernel,
@@ -149,9 +151,6 @@ class NeuralODE:
         if not find_save_positions(self._ts, m, self.saveat, pos):
             raise RuntimeError("a save time is not among the stored steps")
         return p, m, pos
-
-    def _fixed_dt(self):
-        raise ValueError("NeuralODE uses adaptive solvers; fixed-step methods are not supported")
 
     def predict(self, u0, p) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``."""

@@ -808,7 +808,6 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 
     ``samples[c0 + b]`` is the data index of column ``b`` (it seeds the dropout masks).
     """
-    one = w.dtype.type(1.0)
     zero = w.dtype.type(0.0)
     for l in range(spec.shape[0]):
         kind = spec[l, S_KIND]
@@ -895,7 +894,6 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
                 for j in range(n_out * T):
                     out[j] = xin[j]
         # RESHAPE: nothing to do, its output rows are its input rows
-    return one
 
 
 @kernel
