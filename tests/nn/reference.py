@@ -43,6 +43,16 @@ def act(name, z):
     raise KeyError(name)
 
 
+def central_differences(f, x, h=1e-6):
+    """Central finite differences of the scalar ``f`` at ``x`` (any shape), in float64."""
+    g = np.zeros_like(x)
+    for j in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[j] = h
+        g.flat[j] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
 def unpack(p, sizes, bias=True):
     """Slice a flat vector by hand: per layer W (out, in) row-major then b."""
     out, off = [], 0
