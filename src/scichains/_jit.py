@@ -37,16 +37,25 @@ FASTMATH = {"reassoc", "contract", "arcp", "afn"}
 _PACKAGE = Path(__file__).resolve().parent
 
 
+def _source_digest() -> str:
+    """SHA-256 over the package's Python sources (names and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(str(path.relative_to(_PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+SOURCE_DIGEST = _source_digest()
+"""Digest of this package's sources: generated modules include it in their names, so that
+their cached machine code never outlives the package code it was linked against."""
+
+
 def _drop_stale_cache() -> None:
     """Delete cached kernels of this package when any of its sources changed since they were
     written (best effort: a read-only install is left alone)."""
-    sources = sorted(_PACKAGE.rglob("*.py"))
-    digest = hashlib.sha256()
-    for path in sources:
-        digest.update(str(path.relative_to(_PACKAGE)).encode())
-        digest.update(path.read_bytes())
     stamp = _PACKAGE / "__pycache__" / "numba-sources.sha256"
-    want = digest.hexdigest()
+    want = SOURCE_DIGEST
     try:
         if stamp.exists() and stamp.read_text() == want:
             return

@@ -1,27 +1,24 @@
 """scichains.adjoint: gradients of losses on ODE solutions.
 
-This version provides the discrete adjoint for neural ODEs (``DiscreteAdjoint``), used by
-:class:`scichains.models.NeuralODE`.
+``value, dp, du0 = gradient(prob, SquaredError(data), saveat=ts)``, or an :class:`Objective`
+built once and evaluated at new parameters. The problem needs a vjp of its right-hand side:
+generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand.
 """
 
-from ._discrete import (
-    chain_discrete_adjoint,
-    find_save_positions,
-    squared_error,
-)
-
-
-class DiscreteAdjoint:
-    """Back-propagate through the accepted Runge-Kutta steps: the exact gradient of the
-    discretised solution (step sizes held fixed)."""
-
-    def __repr__(self) -> str:
-        return "DiscreteAdjoint()"
-
+from ._discrete import discrete_adjoint, find_save_positions, squared_error
+from ._gradient import Objective, gradient
+from ._loss import PointwiseLoss, SolutionLoss, SquaredError
+from ._sensealg import DiscreteAdjoint, SensitivityAlgorithm
 
 __all__ = [
     "DiscreteAdjoint",
-    "chain_discrete_adjoint",
+    "Objective",
+    "PointwiseLoss",
+    "SensitivityAlgorithm",
+    "SolutionLoss",
+    "SquaredError",
+    "discrete_adjoint",
     "find_save_positions",
+    "gradient",
     "squared_error",
 ]

@@ -2,22 +2,25 @@
 
 The gradient of the *discretised* solution (what an optimiser actually sees): the forward
 solve keeps its accepted steps; the reverse sweep recomputes each step's stages and
-back-propagates through them with the network's in-place vjp (step sizes are treated as
-constants, as in diffrax's default adjoint). Jumps (doses) add constants, through which the
-adjoint passes unchanged.
+back-propagates through them with the problem's in-place vjp (for a network: the chain's
+compiled vjp; step sizes are treated as constants, as in diffrax's default adjoint). Jumps
+(doses) add constants, through which the adjoint passes unchanged.
 """
 
 from __future__ import annotations
 
 from .._jit import kernel
-from ..nn._kernels import chain_vjp
+from ..ode._kernels import vjp_from_address
 
 
 @kernel
-def chain_discrete_adjoint(
-    k, p, A, b, c, ts, us, kstore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
+def discrete_adjoint(
+    vaddr, k, p, A, b, c, ts, us, kstore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
 ):
-    """Reverse sweep for du/dt = chain(u; p).
+    """Reverse sweep through the stored steps of du/dt = f(u, p, t).
+
+    ``vaddr``: the address of the problem's vjp (a ``numba.cfunc`` of ``VJP_SIGNATURE``),
+    ``k`` the network kernels it receives.
 
     ``ts[:nstore]``, ``us[:nstore]``: the stored steps of the forward solve (duplicate times
     mark jumps: left limit, then right limit). ``kstore[m]``: the stages of the step ending at
@@ -27,6 +30,7 @@ def chain_discrete_adjoint(
     ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like ``p``.
     Allocates nothing.
     """
+    vjp = vjp_from_address(vaddr)
     s = b.shape[0]
     n = us.shape[1]
     Kbar = ws[s : 2 * s]
@@ -63,7 +67,7 @@ def chain_discrete_adjoint(
                 for j in range(st):
                     acc += A[st, j] * K[j, i]
                 y[i] = u[i] + h * acc
-            chain_vjp(k, p, y, Kbar[st], ybar, pb)
+            vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb)
             for j in range(pbar.shape[0]):
                 pbar[j] += pb[j]
             for i in range(n):

@@ -5,15 +5,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..adjoint import (
-    DiscreteAdjoint,
-    chain_discrete_adjoint,
-    find_save_positions,
-    squared_error,
-)
-from ..nn import chain_forward
+from ..adjoint._discrete import discrete_adjoint, find_save_positions, squared_error
+from ..adjoint._sensealg import DiscreteAdjoint
+from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
-from ..ode._kernels import RHS_SIGNATURE, integrate
+from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE, integrate
 from ..ode._solution import ODESolveError, ReturnCode
 from ..ode._tableaus import ExplicitRK, Tsit5
 
@@ -21,6 +17,11 @@ from ..ode._tableaus import ExplicitRK, Tsit5
 @numba.cfunc(RHS_SIGNATURE, cache=True)
 def _neural_rhs(du, u, p, t, k):
     chain_forward(k, p, u, du)
+
+
+@numba.cfunc(VJP_SIGNATURE, cache=True)
+def _neural_vjp(v, u, p, t, k, ubar, pbar):
+    chain_vjp(k, p, u, v, ubar, pbar)
 
 
 class NeuralODE:
@@ -174,6 +175,7 @@ class NeuralODE:
         ubar = np.empty(self.n)
         A, b, c, _ = self._tab
         args = (
+            _neural_vjp.address,
             self._kernel,
             p,
             A,
@@ -190,7 +192,7 @@ class NeuralODE:
             self._ws,
             self._pb,
         )
-        chain_discrete_adjoint(*args)
+        discrete_adjoint(*args)
         self._last_adjoint_args = args
         self.last_du0 = ubar
         return loss, pbar

@@ -3,10 +3,11 @@
 ``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``.
 """
 
-from ._kernels import RHS_SIGNATURE
+from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
+from ._symbolic import NetworkTerm, SymbolicModel
 from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5
 
 __all__ = [
@@ -16,11 +17,14 @@ __all__ = [
     "RK4",
     "SOLVERS",
     "Euler",
+    "NetworkTerm",
     "ExplicitRK",
     "ODEProblem",
     "ODESolveError",
     "ReturnCode",
     "Solution",
+    "SymbolicModel",
     "Tsit5",
+    "VJP_SIGNATURE",
     "solve",
 ]

@@ -41,27 +41,40 @@ RHS_SIGNATURE = types.void(F64, F64, F64, types.float64, KERNEL_TYPE)
 RHS_TYPE = types.FunctionType(RHS_SIGNATURE)
 
 
-@intrinsic
-def rhs_from_address(typingctx, addr):
-    """A first-class function value of :data:`RHS_TYPE` from the address of a C-callable
-    (``numba.cfunc``) right-hand side.
+VJP_SIGNATURE = types.void(F64, F64, F64, types.float64, KERNEL_TYPE, F64, F64)
+"""``vjp(v, u, p, t, k, ubar, pbar)``: *writes* ``ubar = v^T df/du`` and ``pbar = v^T df/dp``."""
+VJP_TYPE = types.FunctionType(VJP_SIGNATURE)
+
+
+def _from_address(fntype, name):
+    """An intrinsic turning the address of a C-callable (``numba.cfunc``) of type ``fntype``
+    into a first-class function value.
 
     Passing a dispatcher as a ``FunctionType`` argument costs ~60 us of unboxing per call from
     Python; an integer address costs nothing, which matters when a solve takes microseconds.
     Built on numba's data model for first-class functions (fields ``c_addr``, ``py_addr``,
     ``jit_addr``); the test suite exercises it on every solve.
     """
-    sig = RHS_TYPE(types.int64)
 
-    def codegen(context, builder, signature, args):
-        sfunc = cgutils.create_struct_proxy(signature.return_type)(context, builder)
-        llvoidptr = context.get_value_type(types.voidptr)
-        sfunc.c_addr = builder.inttoptr(args[0], llvoidptr)
-        sfunc.py_addr = cgutils.get_null_value(llvoidptr)
-        sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
-        return sfunc._getvalue()
+    def impl(typingctx, addr):
+        sig = fntype(types.int64)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            sfunc = cgutils.create_struct_proxy(signature.return_type)(context, builder)
+            llvoidptr = context.get_value_type(types.voidptr)
+            sfunc.c_addr = builder.inttoptr(args[0], llvoidptr)
+            sfunc.py_addr = cgutils.get_null_value(llvoidptr)
+            sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
+            return sfunc._getvalue()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = name
+    return intrinsic(impl)
+
+
+rhs_from_address = _from_address(RHS_TYPE, "rhs_from_address")
+vjp_from_address = _from_address(VJP_TYPE, "vjp_from_address")
 
 
 _STEP_SIG = types.int64(

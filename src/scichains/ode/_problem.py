@@ -8,7 +8,7 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-from ._kernels import NO_NETWORK, RHS_SIGNATURE
+from ._kernels import NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE
 
 
 def _probe(f, u0, p, t0, kernel, five):
@@ -34,47 +34,90 @@ def _probe(f, u0, p, t0, kernel, five):
         )
 
 
-def _as_rhs(f):
-    """Compile the user's right-hand side into a C-callable function of RHS_SIGNATURE.
+_ADAPTERS: dict[int, tuple] = {}
 
-    Accepted: an ``@njit`` function ``f(du, u, p, t, k)`` (``k``: the network kernels, see
-    ``scichains.nn.ChainKernel``) or ``f(du, u, p, t)``. A small ``numba.cfunc`` adapter
-    calling it is compiled once per problem (~0.2 s); the solver kernel itself is compiled once
-    per machine. Returns ``(cfunc, takes_kernel)``.
+
+def register_cfunc(f, cfunc, takes_kernel: bool) -> None:
+    """Use ``cfunc`` (compiled ahead, e.g. cached by a generated module) as the C-callable
+    of the dispatcher ``f`` instead of compiling an adapter per problem."""
+    _ADAPTERS[id(f)] = (f, cfunc, takes_kernel)
+
+
+def _as_cfunc(f, sig, k_at, what, form):
+    """Compile a user's function into a C-callable of signature ``sig`` (a ``numba.cfunc``).
+
+    Accepted: an ``@njit`` function taking all the arguments of ``sig``, or all but the network
+    kernels ``k`` (argument ``k_at``). A small adapter calling it is compiled once per problem
+    (~0.2 s); the solver kernels themselves are compiled once per machine. Returns
+    ``(cfunc, takes_kernel)``.
     """
     if not isinstance(f, CPUDispatcher):
         raise TypeError(
-            "the right-hand side must be compiled with numba (@numba.njit), with the "
-            "signature f(du, u, p, t) or f(du, u, p, t, k), writing du in place; got "
-            f"{type(f).__name__}"
+            f"the {what} must be compiled with numba (@numba.njit), with the signature "
+            f"{form}; got {type(f).__name__}"
         )
+    known = _ADAPTERS.get(id(f))
+    if known is not None and known[0] is f and known[1]._sig == sig:
+        return known[1], known[2]
+    short = sig.args[:k_at] + sig.args[k_at + 1 :]
     try:
-        f.compile(RHS_SIGNATURE)
+        f.compile(sig)
         five = True
     except Exception as e5:  # noqa: BLE001 - report both attempts below
         err5 = e5
         five = False
     if not five:
         try:
-            f.compile(RHS_SIGNATURE.args[:4])
+            f.compile(short)
         except Exception as e4:  # noqa: BLE001
             raise TypeError(
-                "the right-hand side could not be compiled as f(du, u, p, t) with du, u, p "
-                f"float64 arrays and t a float: {str(e4).splitlines()[0]}; nor as "
-                f"f(du, u, p, t, k): {str(err5).splitlines()[0]}"
+                f"the {what} could not be compiled as {form} with float64 arrays and t a "
+                f"float: {str(e4).splitlines()[0]}; nor with the network kernels k: "
+                f"{str(err5).splitlines()[0]}"
             ) from None
     user = f
-    if five:
+    if k_at == 4 and len(sig.args) == 5:
+        if five:
 
-        def adapter(du, u, p, t, k):
-            user(du, u, p, t, k)
+            def adapter(du, u, p, t, k):
+                user(du, u, p, t, k)
+
+        else:
+
+            def adapter(du, u, p, t, k):
+                user(du, u, p, t)
 
     else:
+        if five:
 
-        def adapter(du, u, p, t, k):
-            user(du, u, p, t)
+            def adapter(v, u, p, t, k, ubar, pbar):
+                user(v, u, p, t, k, ubar, pbar)
 
-    return numba.cfunc(RHS_SIGNATURE, cache=False)(adapter), five
+        else:
+
+            def adapter(v, u, p, t, k, ubar, pbar):
+                user(v, u, p, t, ubar, pbar)
+
+    cf = numba.cfunc(sig, cache=False)(adapter)
+    register_cfunc(f, cf, five)
+    return cf, five
+
+
+def _as_rhs(f):
+    """The right-hand side ``f(du, u, p, t[, k])`` as a C-callable of RHS_SIGNATURE."""
+    return _as_cfunc(f, RHS_SIGNATURE, 4, "right-hand side", "f(du, u, p, t) or f(du, u, p, t, k)")
+
+
+def _as_vjp(f):
+    """The vjp ``vjp(v, u, p, t[, k], ubar, pbar)`` as a C-callable of VJP_SIGNATURE."""
+    return _as_cfunc(
+        f,
+        VJP_SIGNATURE,
+        4,
+        "vjp",
+        "vjp(v, u, p, t, ubar, pbar) or vjp(v, u, p, t, k, ubar, pbar) writing "
+        "ubar = v^T df/du and pbar = v^T df/dp",
+    )
 
 
 class ODEProblem:
@@ -93,12 +136,20 @@ class ODEProblem:
         Parameters (float64 vector), passed to ``f`` unchanged.
     kernel : ChainKernel, optional
         The network kernels handed to ``f`` (float64: ``chain.kernel(np.float64)``).
+    vjp : numba-compiled function, optional
+        ``vjp(v, u, p, t, ubar, pbar)`` (or with ``k`` after ``t``) *writing*
+        ``ubar = v^T df/du`` (shape ``(n,)``) and ``pbar = v^T df/dp`` (shape ``p.shape``):
+        what the adjoint methods of :mod:`scichains.adjoint` need. Problems built by
+        :class:`scichains.ode.SymbolicModel` bring exact generated ones.
     """
 
-    def __init__(self, f, u0, tspan, p=None, kernel=None):
+    def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None):
         self.f = f
         self._cfunc, five = _as_rhs(f)
         self.f_address = self._cfunc.address
+        self.vjp = vjp
+        self._vjp_cfunc = None if vjp is None else _as_vjp(vjp)[0]
+        self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":
             raise TypeError(f"u0 must hold real numbers, got dtype {u0.dtype}")

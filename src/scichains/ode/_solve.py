@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._kernels import integrate
@@ -22,39 +24,83 @@ def _times(name, x, t0, t1):
     return x
 
 
-def solve(
-    prob: ODEProblem,
-    solver: ExplicitRK = Tsit5,
-    saveat=None,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
-    dt0: float | None = None,
-    max_steps: int = 100_000,
-    tstops=None,
-    jumps=None,
-    dtmin: float | None = None,
-    throw: bool = False,
-    adaptive: bool | None = None,
-) -> Solution:
-    """Solve an :class:`ODEProblem`.
+@dataclass
+class SolvePlan:
+    """Everything the compiled stepper needs besides ``(u0, p)``: validated options, the
+    stop/jump tables and the output buffers (reused by repeated solves, e.g. in adjoints)."""
 
-    Parameters
-    ----------
-    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required)
-    saveat : times at which to save, sorted in the direction of integration; the stepper
-        lands on each of them exactly. ``None``: save every step.
-    rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
-    dt0 : first step size (adaptive, default: Hairer's estimate) or the step (fixed)
-    max_steps : limit on attempted steps
-    tstops : extra times the stepper must land on
-    jumps : ``[(t_i, state_index, amount), ...]`` added to ``u[state_index]`` exactly at
-        ``t_i`` (doses); the integration restarts there. Saved values and ``sol(t_i)`` are
-        the values after the jump; a jump at ``t0`` acts on ``u0``.
-    dtmin : smallest allowed step (default ``1e-14 * max(1, |t1 - t0|)``)
-    throw : raise :class:`ODESolveError` instead of returning a failed solution
-    adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
-        when the method has an error estimate)
-    """
+    prob: ODEProblem
+    solver: ExplicitRK
+    save: np.ndarray | None
+    A: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    btilde: np.ndarray
+    ctrl: int
+    rtol: float
+    atol: float
+    dt0: float
+    dtmin: float
+    max_steps: int
+    stops: np.ndarray
+    jump_index: np.ndarray
+    jump_count: np.ndarray
+    jump_state: np.ndarray
+    jump_amount: np.ndarray
+    ts: np.ndarray
+    us: np.ndarray
+    fs: np.ndarray
+    stats: np.ndarray
+    kstore: np.ndarray
+
+    def keep_stages(self) -> None:
+        """Make the stepper store the stages of every step (for the discrete adjoint)."""
+        cap, n = self.us.shape
+        if self.kstore.shape[0] != cap:
+            self.kstore = np.empty((cap, self.solver.stages, n))
+
+
+def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray) -> int:
+    """One call of the compiled stepper; returns its code (see ReturnCode)."""
+    prob = plan.prob
+    t0, t1 = prob.tspan
+    return int(
+        integrate(
+            prob.f_address,
+            prob.kernel,
+            u0,
+            p,
+            t0,
+            t1,
+            plan.A,
+            plan.b,
+            plan.c,
+            plan.btilde,
+            plan.ctrl,
+            plan.solver.fsal,
+            plan.rtol,
+            plan.atol,
+            plan.dt0,
+            plan.dtmin,
+            plan.max_steps,
+            plan.stops,
+            plan.jump_index,
+            plan.jump_count,
+            plan.jump_state,
+            plan.jump_amount,
+            plan.ts,
+            plan.us,
+            plan.fs,
+            plan.stats,
+            plan.kstore,
+        )
+    )
+
+
+def plan_solve(
+    prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
+) -> SolvePlan:
+    """Validate the options of :func:`solve` and prepare the stepper's tables and buffers."""
     if isinstance(solver, type):
         raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
     if not isinstance(solver, ExplicitRK):
@@ -123,41 +169,74 @@ def solve(
 
     n = prob.u0.size
     cap = int(max_steps) + 2 * stops.size + 2
-    ts = np.empty(cap)
-    us = np.empty((cap, n))
-    fs = np.empty((cap, n))
-    stats = np.zeros(4, dtype=np.int64)
     A, b, c, bt = solver.arrays()
-    ctrl = solver.error_order + 1 if adaptive else 0
-    code = integrate(
-        prob.f_address,
-        prob.kernel,
-        prob.u0,
-        prob.p,
-        t0,
-        t1,
-        A,
-        b,
-        c,
-        bt,
-        ctrl,
-        solver.fsal,
-        float(rtol),
-        float(atol),
-        dt,
-        dtmin,
-        int(max_steps),
-        stops,
-        jump_index,
-        jump_count,
-        js,
-        ja,
-        ts,
-        us,
-        fs,
-        stats,
-        np.zeros((0, solver.stages, n)),
+    return SolvePlan(
+        prob=prob,
+        solver=solver,
+        save=save,
+        A=A,
+        b=b,
+        c=c,
+        btilde=bt,
+        ctrl=solver.error_order + 1 if adaptive else 0,
+        rtol=float(rtol),
+        atol=float(atol),
+        dt0=dt,
+        dtmin=dtmin,
+        max_steps=int(max_steps),
+        stops=stops,
+        jump_index=jump_index,
+        jump_count=jump_count,
+        jump_state=js,
+        jump_amount=ja,
+        ts=np.empty(cap),
+        us=np.empty((cap, n)),
+        fs=np.empty((cap, n)),
+        stats=np.zeros(4, dtype=np.int64),
+        kstore=np.zeros((0, solver.stages, n)),
     )
+
+
+def solve(
+    prob: ODEProblem,
+    solver: ExplicitRK = Tsit5,
+    saveat=None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    tstops=None,
+    jumps=None,
+    dtmin: float | None = None,
+    throw: bool = False,
+    adaptive: bool | None = None,
+) -> Solution:
+    """Solve an :class:`ODEProblem`.
+
+    Parameters
+    ----------
+    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required)
+    saveat : times at which to save, sorted in the direction of integration; the stepper
+        lands on each of them exactly. ``None``: save every step.
+    rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
+    dt0 : first step size (adaptive, default: Hairer's estimate) or the step (fixed)
+    max_steps : limit on attempted steps
+    tstops : extra times the stepper must land on
+    jumps : ``[(t_i, state_index, amount), ...]`` added to ``u[state_index]`` exactly at
+        ``t_i`` (doses); the integration restarts there. Saved values and ``sol(t_i)`` are
+        the values after the jump; a jump at ``t0`` acts on ``u0``.
+    dtmin : smallest allowed step (default ``1e-14 * max(1, |t1 - t0|)``)
+    throw : raise :class:`ODESolveError` instead of returning a failed solution
+    adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
+        when the method has an error estimate)
+    """
+    plan = plan_solve(
+        prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
+    )
+    code = run_plan(plan, prob.u0, prob.p)
+    t0, t1 = prob.tspan
+    direction = 1.0 if t1 > t0 else -1.0
+    save, ts, us, fs, stats, n = plan.save, plan.ts, plan.us, plan.fs, plan.stats, prob.u0.size
     m = int(stats[0])
     st, su, sf = ts[:m].copy(), us[:m].copy(), fs[:m].copy()
     status = ReturnCode(int(code))

@@ -1,0 +1,99 @@
+"""Losses on the saved points of a solution: a sum over save points of a per-point term."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.core.registry import CPUDispatcher
+
+
+class SolutionLoss:
+    """A loss ``L(u(t_1), ..., u(t_m))``; subclasses define :meth:`value_and_grad`."""
+
+    def value_and_grad(self, t: np.ndarray, u: np.ndarray, dl_du: np.ndarray) -> float:
+        """``L`` at the saved states ``u`` (shape ``(m, n)``) at times ``t`` (shape ``(m,)``);
+        writes dL/du (shape ``(m, n)``) into ``dl_du``."""
+        raise NotImplementedError
+
+    def check(self, m: int, n: int) -> None:
+        """Raise ``ValueError`` if the loss cannot apply to ``m`` saved states of size ``n``."""
+
+
+class SquaredError(SolutionLoss):
+    """``L = sum_i sum_k w_ik (u_k(t_i) - data_ik)^2``: the sum (not the mean) of squared
+    differences over the save points.
+
+    Parameters
+    ----------
+    data : array of shape ``(m, n)`` (``m`` save points, ``n`` states)
+    weights : array broadcastable to ``(m, n)``, optional (default 1). A weight of 0 drops a
+        component, e.g. an unobserved state (its data value is then ignored, and may be NaN).
+    """
+
+    def __init__(self, data, weights=None):
+        data = np.asarray(data, dtype=np.float64)
+        if data.ndim != 2:
+            raise ValueError(f"data must have shape (save points, states), got {data.shape}")
+        w = np.ones_like(data) if weights is None else np.asarray(weights, dtype=np.float64)
+        try:
+            w = np.ascontiguousarray(np.broadcast_to(w, data.shape))
+        except ValueError:
+            raise ValueError(
+                f"weights of shape {w.shape} do not broadcast to the data's {data.shape}"
+            ) from None
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError("weights must be finite and non-negative")
+        bad = ~np.isfinite(data) & (w != 0)
+        if bad.any():
+            i, k = np.argwhere(bad)[0]
+            raise ValueError(
+                f"data contains NaN or infinite values (first at [{i}, {k}]); give such "
+                "entries weight 0 to leave them out"
+            )
+        self.data = np.where(w != 0, data, 0.0)
+        self.weights = w
+
+    def check(self, m: int, n: int) -> None:
+        if self.data.shape != (m, n):
+            raise ValueError(
+                f"data has shape {self.data.shape}, but the solution has {m} save points of "
+                f"{n} states"
+            )
+
+    def value_and_grad(self, t, u, dl_du):
+        r = u - self.data
+        wr = self.weights * r
+        np.multiply(wr, 2.0, out=dl_du)
+        return float(np.sum(wr * r))
+
+    def __repr__(self) -> str:
+        return f"SquaredError(data of shape {self.data.shape})"
+
+
+class PointwiseLoss(SolutionLoss):
+    """A user-defined compiled per-point term: ``L = sum_i term(i, t_i, u_i, g_i)``.
+
+    ``term`` is an ``@numba.njit`` function ``term(i, t, u, g) -> float`` that returns the
+    term of save point ``i`` (time ``t``, state ``u`` of shape ``(n,)``) and *writes* its
+    gradient with respect to ``u`` into ``g`` (shape ``(n,)``). Data it needs can be read
+    from global arrays or bound with a closure.
+    """
+
+    def __init__(self, term):
+        if not isinstance(term, CPUDispatcher):
+            raise TypeError("PointwiseLoss needs an @numba.njit function term(i, t, u, g)")
+        self.term = term
+
+    def value_and_grad(self, t, u, dl_du):
+        return float(_sum_terms(self.term, t, u, dl_du))
+
+    def __repr__(self) -> str:
+        return f"PointwiseLoss({getattr(self.term, '__name__', self.term)!r})"
+
+
+@numba.njit(cache=False)  # specialised on each user's term: nothing to cache
+def _sum_terms(term, t, u, g):
+    total = 0.0
+    for i in range(t.shape[0]):
+        total += term(i, t[i], u[i], g[i])
+    return total

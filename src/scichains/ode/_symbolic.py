@@ -1,0 +1,342 @@
+"""SymbolicModel: a right-hand side written as SymPy expressions, compiled with its exact vjp.
+
+The user describes the physics (states, parameters, equations), with an optional network
+whose outputs are opaque symbols. SymPy differentiates the physics exactly; the network's
+derivatives come from the chain's compiled vjp (chain rule through its inputs and outputs).
+The generated source is written to a cache directory and imported, so numba caches its
+machine code like any module: one compilation per model per machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .._jit import SOURCE_DIGEST
+from ..nn._chain import ChainKernel, SimpleChain
+from ..nn._kernels import M_ROWS
+from ._kernels import NO_NETWORK
+from ._problem import register_cfunc
+
+
+def _sympy():
+    try:
+        import sympy
+    except ImportError:  # pragma: no cover - sympy is a dependency
+        raise ImportError("SymbolicModel needs SymPy: pip install sympy") from None
+    return sympy
+
+
+class NetworkTerm:
+    """A network inside a :class:`SymbolicModel`.
+
+    Parameters
+    ----------
+    chain : SimpleChain mapping a vector of ``len(inputs)`` to a vector
+    inputs : SymPy expressions of the states, parameters and time, one per network input
+    name : the outputs are the symbols ``name_0, name_1, ...`` (also ``term[j]``)
+    """
+
+    def __init__(self, chain: SimpleChain, inputs, name: str = "U"):
+        sp = _sympy()
+        if not isinstance(chain, SimpleChain):
+            raise TypeError("NetworkTerm needs a SimpleChain")
+        inputs = [sp.sympify(e) for e in inputs]
+        if chain.input_shape != (len(inputs),):
+            raise ValueError(
+                f"the chain takes input shape {chain.input_shape}, but {len(inputs)} input "
+                "expressions were given"
+            )
+        if len(chain.output_shape()) != 1:
+            raise ValueError("the chain must output a vector")
+        if not name.isidentifier():
+            raise ValueError(f"network name {name!r} is not an identifier")
+        self.chain = chain
+        self.inputs = inputs
+        self.name = name
+        self.outputs = [sp.Symbol(f"{name}_{j}", real=True) for j in range(chain.n_out)]
+
+    def __getitem__(self, j):
+        return self.outputs[j]
+
+    def __len__(self) -> int:
+        return len(self.outputs)
+
+
+class SymbolicModel:
+    """du/dt = f(u, p, t) from SymPy expressions, with exact generated derivatives.
+
+    Parameters
+    ----------
+    states : SymPy symbols, one per state (``n``)
+    params : SymPy symbols of the physical parameters
+    equations : SymPy expressions, ``equations[i]`` = du_i/dt, in the states, parameters,
+        the time symbol and the network's output symbols
+    network : NetworkTerm, optional: one network (several terms of a model are several
+        outputs of it)
+    t : the time symbol, if the equations depend on time
+
+    The parameter vector is flat: the physical parameters in the order given, then the
+    network's parameters (``chain.num_params`` of them). :meth:`pack` builds it and
+    :meth:`views` names its parts. :meth:`problem` returns an :class:`ODEProblem` with the
+    compiled right-hand side and its exact vjp, ready for :mod:`scichains.adjoint`.
+
+    Non-smooth functions: the derivative of ``Max``/``Min``/``Abs`` uses SymPy's Heaviside
+    and sign with ``Heaviside(0) = 1/2`` (the mean of the two one-sided slopes).
+    """
+
+    def __init__(self, states, params, equations, network: NetworkTerm | None = None, t=None):
+        sp = _sympy()
+        states = list(states)
+        params = list(params)
+        equations = [sp.sympify(e) for e in equations]
+        if len(equations) != len(states):
+            raise ValueError(f"{len(states)} states but {len(equations)} equations")
+        if not states:
+            raise ValueError("a model needs at least one state")
+        names = [str(s) for s in states + params] + ([str(t)] if t is not None else [])
+        if network is not None:
+            if not isinstance(network, NetworkTerm):
+                raise TypeError("network must be a NetworkTerm")
+            names += [str(o) for o in network.outputs]
+        dup = {x for x in names if names.count(x) > 1}
+        if dup:
+            raise ValueError(f"symbol names used twice: {sorted(dup)}")
+        for s in states + params + ([t] if t is not None else []):
+            if not isinstance(s, sp.Symbol):
+                raise TypeError(f"states, params and t must be SymPy symbols, got {s!r}")
+        self.states = states
+        self.params = params
+        self.t = t
+        self.network = network
+        self.n = len(states)
+        self.n_phys = len(params)
+        self.n_net = 0 if network is None else network.chain.num_params
+        self.num_params = self.n_phys + self.n_net
+        # every symbol becomes a real symbol with a safe name in the generated code
+        rename = {s: sp.Symbol(f"u_{i}", real=True) for i, s in enumerate(states)}
+        rename.update({s: sp.Symbol(f"p_{i}", real=True) for i, s in enumerate(params)})
+        if t is not None:
+            rename[t] = sp.Symbol("t", real=True)
+        if network is not None:
+            outs = network.outputs
+            rename.update({o: sp.Symbol(f"U_{j}", real=True) for j, o in enumerate(outs)})
+        allowed = set(rename)
+        for i, e in enumerate(equations):
+            extra = e.free_symbols - allowed
+            if extra:
+                raise ValueError(
+                    f"equation {i} uses symbols that are neither states, parameters, time nor "
+                    f"network outputs: {sorted(map(str, extra))}"
+                )
+        if network is not None:
+            for m, e in enumerate(network.inputs):
+                extra = e.free_symbols - (allowed - set(network.outputs))
+                if extra:
+                    raise ValueError(
+                        f"network input {m} uses unknown symbols: {sorted(map(str, extra))}"
+                    )
+        self._eqs = [e.xreplace(rename) for e in equations]
+        self._inputs = [] if network is None else [e.xreplace(rename) for e in network.inputs]
+        self.source = self._generate()
+        self._module = _load(self.source)
+        self.rhs = self._module.f
+        self.vjp = self._module.vjp
+        register_cfunc(self.rhs, self._module.f_cfunc, True)
+        register_cfunc(self.vjp, self._module.vjp_cfunc, True)
+
+    # ----------------------------------------------------------------- parameter layout
+    def pack(self, network=None, **values) -> np.ndarray:
+        """The flat float64 parameter vector from named physical values (all required) and the
+        network's flat parameters (``network=``, required when the model has one)."""
+        p = np.zeros(self.num_params)
+        names = [str(s) for s in self.params]
+        unknown = set(values) - set(names)
+        if unknown:
+            raise ValueError(f"unknown parameters: {sorted(unknown)}; the model has {names}")
+        missing = [x for x in names if x not in values]
+        if missing:
+            raise ValueError(f"missing parameter values: {missing}")
+        for i, x in enumerate(names):
+            p[i] = float(values[x])
+        if self.network is not None:
+            if network is None:
+                raise ValueError("give the network's parameters: network=chain.init_params(...)")
+            w = np.asarray(network, dtype=np.float64)
+            if w.shape != (self.n_net,):
+                raise ValueError(
+                    f"network parameters must have shape ({self.n_net},), got {w.shape}"
+                )
+            p[self.n_phys :] = w
+        elif network is not None:
+            raise ValueError("this model has no network")
+        return p
+
+    def views(self, p: np.ndarray) -> dict:
+        """Named views into ``p``: each physical parameter as a length-1 view, and the
+        network's slice under the network's name. They alias ``p``."""
+        if p.shape != (self.num_params,):
+            raise ValueError(f"p must have shape ({self.num_params},), got {p.shape}")
+        out = {str(s): p[i : i + 1] for i, s in enumerate(self.params)}
+        if self.network is not None:
+            out[self.network.name] = p[self.n_phys :]
+        return out
+
+    def kernel(self) -> ChainKernel:
+        """Fresh network kernels (with the model's scratch space) for the generated code."""
+        if self.network is None:
+            return NO_NETWORK
+        k = self.network.chain.kernel(np.float64)
+        rows = int(k.meta[M_ROWS])
+        nin, nout = len(self._inputs), len(self.network.outputs)
+        return k._replace(work=np.zeros(rows + 2 * (nin + nout)))
+
+    def problem(self, u0, tspan, p):
+        """An :class:`ODEProblem` with this model's compiled right-hand side and vjp."""
+        from ._problem import ODEProblem
+
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        if p.shape != (self.num_params,):
+            raise ValueError(
+                f"p must have shape ({self.num_params},) ({self.n_phys} physical + "
+                f"{self.n_net} network parameters), got {p.shape}"
+            )
+        u0 = np.asarray(u0, dtype=np.float64)
+        if u0.shape != (self.n,):
+            raise ValueError(f"u0 must have shape ({self.n},) for this model, got {u0.shape}")
+        return ODEProblem(self.rhs, u0, tspan, p, kernel=self.kernel(), vjp=self.vjp)
+
+    # ----------------------------------------------------------------- code generation
+    def _generate(self) -> str:
+        sp = _sympy()
+        n, nphys = self.n, self.n_phys
+        u = [sp.Symbol(f"u_{i}", real=True) for i in range(n)]
+        pp = [sp.Symbol(f"p_{i}", real=True) for i in range(nphys)]
+        v = [sp.Symbol(f"v_{i}", real=True) for i in range(n)]
+        net = self.network
+        nin = len(self._inputs)
+        nout = 0 if net is None else len(net.outputs)
+        U = [sp.Symbol(f"U_{j}", real=True) for j in range(nout)]
+        zb = [sp.Symbol(f"zb_{m}", real=True) for m in range(nin)]
+        rows = 0 if net is None else int(self.kernel().meta[M_ROWS])
+        head = ["    " + f"u_{i} = u[{i}]" for i in range(n)]
+        head += ["    " + f"p_{i} = p[{i}]" for i in range(nphys)]
+        netfwd = []
+        if net is not None:
+            o = nphys
+            e = o + self.n_net
+            zi, zo, vu, zbar = rows, rows + nin, rows + nin + nout, rows + nin + 2 * nout
+            netfwd += [
+                "    w = k.work",
+                f"    zin = w[{zi}:{zi + nin}]",
+                f"    zout = w[{zo}:{zo + nout}]",
+            ]
+            netfwd += _assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
+            netfwd += [f"    chain_forward(k, p[{o}:{e}], zin, zout)"]
+            netfwd += ["    " + f"U_{j} = zout[{j}]" for j in range(nout)]
+        f_body = head + netfwd + _assign([f"du[{i}]" for i in range(n)], self._eqs, "x")
+        # vjp: the physics' part of v^T df/d(u, p, U), then the network's vjp, then the chain
+        # rule through the network's inputs
+        vf = sum((v[i] * self._eqs[i] for i in range(n)), sp.Integer(0))
+        vjp_body = head + ["    " + f"v_{i} = v[{i}]" for i in range(n)]
+        total = vf
+        if net is not None:
+            vU_exprs = [vf.diff(x) for x in U]
+            total = vf + sum((zb[m] * self._inputs[m] for m in range(nin)), sp.Integer(0))
+            grads = [total.diff(x) for x in u] + [total.diff(x) for x in pp]
+            needs_U = any(set(U) & g.free_symbols for g in vU_exprs + grads)
+            if needs_U:
+                vjp_body += netfwd
+            else:  # chain_vjp runs the network's forward pass itself
+                vjp_body += netfwd[:2]
+                vjp_body += _assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
+            vjp_body += [f"    vU = w[{vu}:{vu + nout}]", f"    zbar = w[{zbar}:{zbar + nin}]"]
+            vjp_body += _assign([f"vU[{j}]" for j in range(nout)], vU_exprs, "y")
+            vjp_body += [f"    chain_vjp(k, p[{o}:{e}], zin, vU, zbar, pbar[{o}:{e}])"]
+            vjp_body += ["    " + f"zb_{m} = zbar[{m}]" for m in range(nin)]
+        else:
+            grads = [total.diff(x) for x in u] + [total.diff(x) for x in pp]
+        targets = [f"ubar[{i}]" for i in range(n)] + [f"pbar[{i}]" for i in range(nphys)]
+        vjp_body += _assign(targets, grads, "z")
+        lines = [
+            "# generated by scichains.ode.SymbolicModel: do not edit",
+            "import math",
+            "",
+            "import numba",
+            "",
+            "from scichains._jit import FLAGS",
+            "from scichains.nn import chain_forward, chain_vjp",
+            "from scichains.ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE",
+            "",
+            "",
+            "def _f(du, u, p, t, k):",
+            *f_body,
+            "",
+            "",
+            "def _vjp(v, u, p, t, k, ubar, pbar):",
+            *vjp_body,
+            "",
+            "",
+            "f = numba.njit(**FLAGS)(_f)",
+            "vjp = numba.njit(**FLAGS)(_vjp)",
+            "_CF = {k: v for k, v in FLAGS.items() if k != 'nogil'}",
+            "f_cfunc = numba.cfunc(RHS_SIGNATURE, **_CF)(_f)",
+            "vjp_cfunc = numba.cfunc(VJP_SIGNATURE, **_CF)(_vjp)",
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def _assign(targets, exprs, prefix):
+    """Lines computing ``targets[i] = exprs[i]`` with common subexpressions shared."""
+    sp = _sympy()
+    from sympy.printing.pycode import PythonCodePrinter
+
+    printer = PythonCodePrinter({"fully_qualified_modules": True, "standard": "python3"})
+    temps, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols(f"_{prefix}"))
+    out = [f"    {sym} = {printer.doprint(e)}" for sym, e in temps]
+    for tgt, e in zip(targets, reduced):
+        val = printer.doprint(e)
+        if e.is_number:
+            val = repr(float(e))
+        out.append(f"    {tgt} = {val}")
+    return out
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("SCICHAINS_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "scichains"
+    return root / "generated"
+
+
+def _load(source: str):
+    """Write ``source`` to the cache directory (named by its hash and the package's) and
+    import it, so that numba's cache serves its compiled functions in later processes."""
+    digest = hashlib.sha256((SOURCE_DIGEST + source).encode()).hexdigest()[:20]
+    name = f"scichains_model_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    for directory in (_cache_dir(), Path(tempfile.gettempdir()) / "scichains-generated"):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{name}.py"
+            if not path.exists() or path.read_text() != source:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(source)
+                os.replace(tmp, path)
+            break
+        except OSError:
+            continue
+    else:  # pragma: no cover
+        raise OSError("no writable directory for generated model code (set SCICHAINS_CACHE)")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

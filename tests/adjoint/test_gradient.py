@@ -1,0 +1,230 @@
+"""adjoint.gradient / Objective against independent references: closed-form solutions with
+doses, float64 central differences, hand-written vjps."""
+
+import numba
+import numpy as np
+import pytest
+import sympy as sp
+from numba.core.runtime import rtsys
+
+from scichains import Dense, SimpleChain
+from scichains.adjoint import Objective, PointwiseLoss, SquaredError, gradient
+from scichains.ode import NetworkTerm, ODEProblem, SymbolicModel, solve
+
+x, y = sp.symbols("x y")
+alpha, beta, gamma, delta = sp.symbols("alpha beta gamma delta")
+TS = np.linspace(0.0, 3.0, 31)
+U0 = np.array([0.44249296, 4.6280594])
+TIGHT = dict(rtol=1e-10, atol=1e-12)
+
+
+def _lv_model():
+    return SymbolicModel(
+        [x, y], [alpha, beta, gamma, delta], [alpha * x - beta * x * y, gamma * x * y - delta * y]
+    )
+
+
+def _loss_by_solving(model, p, u0, data, ts, tspan, jumps=None):
+    prob = model.problem(u0, tspan, p)
+    sol = solve(prob, saveat=ts, rtol=1e-12, atol=1e-14, jumps=jumps)
+    return float(np.sum((sol.u - data) ** 2))
+
+
+def _fd(fun, z, h=1e-6):
+    g = np.zeros(z.size)
+    for j in range(z.size):
+        e = np.zeros(z.size)
+        e[j] = h
+        g[j] = (fun(z + e) - fun(z - e)) / (2 * h)
+    return g
+
+
+def test_lotka_volterra_parameters_and_initial_condition_against_differences():
+    model = _lv_model()
+    p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    rng = np.random.default_rng(0)
+    data = solve(prob, saveat=TS, **TIGHT).u + 0.1 * rng.standard_normal((31, 2))
+    value, dp, du0 = gradient(prob, SquaredError(data), TS, **TIGHT)
+    assert value == pytest.approx(_loss_by_solving(model, p, U0, data, TS, (0, 3)), rel=1e-8)
+    fd_p = _fd(lambda q: _loss_by_solving(model, q, U0, data, TS, (0, 3)), p)
+    fd_u = _fd(lambda u: _loss_by_solving(model, p, u, data, TS, (0, 3)), U0)
+    np.testing.assert_allclose(dp, fd_p, rtol=1e-5)
+    np.testing.assert_allclose(du0, fd_u, rtol=1e-5)
+
+
+def test_a_hand_written_vjp_gives_the_same_gradient():
+    @numba.njit
+    def f(du, u, p, t):
+        du[0] = p[0] * u[0] - p[1] * u[0] * u[1]
+        du[1] = p[2] * u[0] * u[1] - p[3] * u[1]
+
+    @numba.njit
+    def vjp(v, u, p, t, ubar, pbar):
+        ubar[0] = v[0] * (p[0] - p[1] * u[1]) + v[1] * p[2] * u[1]
+        ubar[1] = -v[0] * p[1] * u[0] + v[1] * (p[2] * u[0] - p[3])
+        pbar[0] = v[0] * u[0]
+        pbar[1] = -v[0] * u[0] * u[1]
+        pbar[2] = v[1] * u[0] * u[1]
+        pbar[3] = -v[1] * u[1]
+
+    p = np.array([1.3, 0.9, 0.8, 1.8])
+    data = np.ones((31, 2))
+    hand = gradient(ODEProblem(f, U0, (0, 3), p, vjp=vjp), SquaredError(data), TS)
+    model = _lv_model()
+    sym = gradient(model.problem(U0, (0, 3), p), SquaredError(data), TS)
+    assert hand[0] == pytest.approx(sym[0], rel=1e-13)
+    np.testing.assert_allclose(hand[1], sym[1], rtol=1e-12)
+    np.testing.assert_allclose(hand[2], sym[2], rtol=1e-12)
+
+
+def _one_compartment():
+    ad, ac, ka, ke = sp.symbols("ad ac ka ke")
+    return SymbolicModel([ad, ac], [ka, ke], [-ka * ad, ka * ad - ke * ac])
+
+
+def test_doses_against_the_closed_form_one_compartment_model():
+    """Doses into the depot at t = 0 and t = 5; the central amount has a closed form, whose
+    exact derivatives (SymPy) are the reference for dL/d(ka, ke) and dL/du0."""
+    model = _one_compartment()
+    p = model.pack(ka=0.9, ke=0.25)
+    ts = np.linspace(0.5, 12.0, 24)
+    doses = [(0.0, 0, 1.0), (5.0, 0, 2.0)]
+    ka, ke, t, a0, c0 = sp.symbols("ka ke t a0 c0")
+
+    def central(tau, amount):  # amount in the depot at tau, nothing in the central
+        return sp.Piecewise(
+            (
+                amount * ka / (ka - ke) * (sp.exp(-ke * (t - tau)) - sp.exp(-ka * (t - tau))),
+                t >= tau,
+            ),
+            (0, True),
+        )
+
+    # initial depot a0 and central c0 add to the first dose
+    ac = central(0, 1.0 + a0) + central(5, 2.0) + c0 * sp.exp(-ke * t)
+    rng = np.random.default_rng(1)
+    data = rng.uniform(0.2, 1.5, ts.size)
+    syms = (ka, ke, a0, c0)
+    L = sum((ac.subs(t, ti) - di) ** 2 for ti, di in zip(ts, data))
+    at = {ka: 0.9, ke: 0.25, a0: 0.0, c0: 0.0}
+    grads = [float(sp.diff(L, s).subs(at)) for s in syms]
+    value_ref = float(L.subs(at))
+    prob = model.problem([0.0, 0.0], (0.0, 12.0), p)
+    weights = np.array([0.0, 1.0])  # only the central amount is observed
+    data2 = np.stack([np.zeros(ts.size), data], axis=1)
+    value, dp, du0 = gradient(prob, SquaredError(data2, weights), ts, jumps=doses, **TIGHT)
+    assert value == pytest.approx(value_ref, rel=1e-8)
+    np.testing.assert_allclose(dp, grads[:2], rtol=1e-6)
+    np.testing.assert_allclose(du0, grads[2:], rtol=1e-6)
+
+
+def test_ude_with_network_and_doses_against_differences():
+    chain = SimpleChain(1, Dense(6, "tanh"), Dense(1))
+    ad, ac, ka, ke, vc = sp.symbols("ad ac ka ke vc")
+    cp = sp.Max(ac / vc, 0)
+    U = NetworkTerm(chain, [cp])
+    model = SymbolicModel(
+        [ad, ac], [ka, ke, vc], [-ka * ad, ka * ad - ke * ac * (1 + U[0] ** 2)], network=U
+    )
+    w = chain.init_params(seed=2, dtype=np.float64) * 0.5
+    p = model.pack(ka=0.5, ke=0.3, vc=1.2, network=w)
+    ts = np.linspace(0.5, 10.0, 20)
+    doses = [(0.0, 0, 1.0), (4.0, 0, 1.0)]
+    prob = model.problem([0.0, 0.0], (0.0, 10.0), p)
+    data = np.full((ts.size, 2), 0.3)
+    obj = Objective(prob, SquaredError(data), ts, jumps=doses, **TIGHT)
+    value, dp, du0 = obj.value_and_grad(p)
+    fd_p = _fd(lambda q: _loss_by_solving(model, q, [0.0, 0.0], data, ts, (0, 10), doses), p)
+    np.testing.assert_allclose(dp, fd_p, rtol=1e-5, atol=1e-8 * np.abs(fd_p).max())
+    assert obj.value(p) == pytest.approx(value, rel=1e-14)
+
+
+def test_pointwise_loss_equals_squared_error():
+    model = _lv_model()
+    p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    data = np.full((31, 2), 2.0)
+
+    @numba.njit
+    def term(i, t, u, g):
+        total = 0.0
+        for j in range(u.shape[0]):
+            r = u[j] - 2.0
+            g[j] = 2.0 * r
+            total += r * r
+        return total
+
+    a = gradient(prob, SquaredError(data), TS)
+    b = gradient(prob, PointwiseLoss(term), TS)
+    assert a[0] == pytest.approx(b[0], rel=1e-14)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-14)
+
+
+def test_adjoint_sweep_does_not_allocate():
+    from scichains.adjoint import discrete_adjoint
+
+    chain = SimpleChain(2, Dense(5, "rbf"), Dense(2))
+    U = NetworkTerm(chain, [x, y])
+    model = SymbolicModel([x, y], [alpha, delta], [alpha * x + U[0], -delta * y + U[1]], network=U)
+    p = model.pack(alpha=1.3, delta=1.8, network=chain.init_params(seed=0, dtype=np.float64))
+
+    def count(t1, rtol):
+        ts = np.linspace(0, t1, 5)
+        obj = Objective(
+            model.problem(U0, (0, t1), p), SquaredError(np.zeros((5, 2))), ts, rtol=rtol
+        )
+        obj.value_and_grad(p)
+        m = int(obj.plan.stats[0])
+        pl = obj.plan
+        dp, du0 = np.zeros(p.size), np.zeros(2)
+        args = (
+            obj.prob.vjp_address,
+            obj.prob.kernel,
+            p,
+            pl.A,
+            pl.b,
+            pl.c,
+            pl.ts,
+            pl.us,
+            pl.kstore,
+            m,
+            obj._pos,
+            obj._dl_du,
+            dp,
+            du0,
+            obj._ws,
+            obj._pb,
+        )
+        before = rtsys.get_allocation_stats()
+        discrete_adjoint(*args)
+        after = rtsys.get_allocation_stats()
+        return (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), m
+
+    short, m_short = count(0.3, 1e-4)
+    long, m_long = count(3.0, 1e-10)
+    assert m_long > 5 * m_short
+    assert short == long
+
+
+def test_bad_input():
+    @numba.njit
+    def f(du, u, p, t):
+        du[0] = -p[0] * u[0]
+
+    prob = ODEProblem(f, [1.0], (0, 1), [1.0])
+    with pytest.raises(ValueError, match="no vjp"):
+        gradient(prob, SquaredError(np.zeros((2, 1))), [0.5, 1.0])
+    model = _lv_model()
+    prob = model.problem(U0, (0.0, 3.0), model.pack(alpha=1, beta=1, gamma=1, delta=1))
+    with pytest.raises(ValueError, match="data has shape"):
+        gradient(prob, SquaredError(np.zeros((3, 2))), TS)
+    bad = np.zeros((31, 2))
+    bad[4, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SquaredError(bad)
+    SquaredError(bad, weights=np.where(np.isnan(bad), 0.0, 1.0))  # left out: fine
+    with pytest.raises(ValueError, match="outside tspan"):
+        gradient(prob, SquaredError(np.zeros((2, 2))), [1.0, 4.0])
+    with pytest.raises(ValueError, match="p must have shape"):
+        Objective(prob, SquaredError(np.zeros((31, 2))), TS).value_and_grad(np.zeros(3))
