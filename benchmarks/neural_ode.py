@@ -85,24 +85,32 @@ def main(argv=None):
     data = truth()
     chain = model()
     p = chain.init_params(seed=0, dtype=np.float64)
-    node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL)
+    from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint
+
     print(
         f"spiral neural ODE: {chain.num_params} parameters, Tsit5, rtol {RTOL}, atol {ATOL}, "
-        f"{SAVEAT.size} save points, float64, discrete adjoint, 1 thread"
+        f"{SAVEAT.size} save points, float64, 1 thread"
     )
-    t0 = time.perf_counter()
-    node.loss_and_grad(U0, p, data)
-    print(f"first loss + gradient in this process: {time.perf_counter() - t0:.2f} s")
-    times = []
-    for _ in range(args.reps):
+    for sensealg in (DiscreteAdjoint(), InterpolatingAdjoint()):
+        node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL, sensealg=sensealg)
         t0 = time.perf_counter()
-        loss, g = node.loss_and_grad(U0, p, data)
-        times.append(time.perf_counter() - t0)
-    stats = node._stats
-    print(
-        f"loss + gradient: median {np.median(times) * 1e3:.3f} ms over {args.reps} calls "
-        f"({int(stats[2])} accepted steps, {int(stats[1])} network evaluations forward)"
-    )
+        node.loss_and_grad(U0, p, data)
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            loss, g = node.loss_and_grad(U0, p, data)
+            times.append(time.perf_counter() - t0)
+        stats = node._obj.plan.stats
+        extra = ""
+        if isinstance(sensealg, InterpolatingAdjoint):
+            a = node._obj.adjoint_stats
+            extra = f", adjoint: {int(a[0])} steps, {int(a[2])} vjps"
+        print(
+            f"{type(sensealg).__name__}: loss + gradient median {np.median(times) * 1e3:.3f} ms "
+            f"over {args.reps} calls ({int(stats[2])} accepted steps forward{extra}); "
+            f"first call in this process {first:.2f} s"
+        )
     t0 = time.perf_counter()
     fwd = []
     for _ in range(args.reps):

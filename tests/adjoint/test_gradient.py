@@ -8,7 +8,14 @@ import sympy as sp
 from numba.core.runtime import rtsys
 
 from scichains import Dense, SimpleChain
-from scichains.adjoint import Objective, PointwiseLoss, SquaredError, gradient
+from scichains.adjoint import (
+    DiscreteAdjoint,
+    InterpolatingAdjoint,
+    Objective,
+    PointwiseLoss,
+    SquaredError,
+    gradient,
+)
 from scichains.ode import NetworkTerm, ODEProblem, SymbolicModel, solve
 
 x, y = sp.symbols("x y")
@@ -16,6 +23,9 @@ alpha, beta, gamma, delta = sp.symbols("alpha beta gamma delta")
 TS = np.linspace(0.0, 3.0, 31)
 U0 = np.array([0.44249296, 4.6280594])
 TIGHT = dict(rtol=1e-10, atol=1e-12)
+METHODS = pytest.mark.parametrize(
+    "sensealg", [DiscreteAdjoint(), InterpolatingAdjoint()], ids=["discrete", "interpolating"]
+)
 
 
 def _lv_model():
@@ -39,13 +49,14 @@ def _fd(fun, z, h=1e-6):
     return g
 
 
-def test_lotka_volterra_parameters_and_initial_condition_against_differences():
+@METHODS
+def test_lotka_volterra_parameters_and_initial_condition_against_differences(sensealg):
     model = _lv_model()
     p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
     prob = model.problem(U0, (0.0, 3.0), p)
     rng = np.random.default_rng(0)
     data = solve(prob, saveat=TS, **TIGHT).u + 0.1 * rng.standard_normal((31, 2))
-    value, dp, du0 = gradient(prob, SquaredError(data), TS, **TIGHT)
+    value, dp, du0 = gradient(prob, SquaredError(data), TS, sensealg=sensealg, **TIGHT)
     assert value == pytest.approx(_loss_by_solving(model, p, U0, data, TS, (0, 3)), rel=1e-8)
     fd_p = _fd(lambda q: _loss_by_solving(model, q, U0, data, TS, (0, 3)), p)
     fd_u = _fd(lambda u: _loss_by_solving(model, p, u, data, TS, (0, 3)), U0)
@@ -83,7 +94,8 @@ def _one_compartment():
     return SymbolicModel([ad, ac], [ka, ke], [-ka * ad, ka * ad - ke * ac])
 
 
-def test_doses_against_the_closed_form_one_compartment_model():
+@METHODS
+def test_doses_against_the_closed_form_one_compartment_model(sensealg):
     """Doses into the depot at t = 0 and t = 5; the central amount has a closed form, whose
     exact derivatives (SymPy) are the reference for dL/d(ka, ke) and dL/du0."""
     model = _one_compartment()
@@ -113,13 +125,16 @@ def test_doses_against_the_closed_form_one_compartment_model():
     prob = model.problem([0.0, 0.0], (0.0, 12.0), p)
     weights = np.array([0.0, 1.0])  # only the central amount is observed
     data2 = np.stack([np.zeros(ts.size), data], axis=1)
-    value, dp, du0 = gradient(prob, SquaredError(data2, weights), ts, jumps=doses, **TIGHT)
+    value, dp, du0 = gradient(
+        prob, SquaredError(data2, weights), ts, jumps=doses, sensealg=sensealg, **TIGHT
+    )
     assert value == pytest.approx(value_ref, rel=1e-8)
     np.testing.assert_allclose(dp, grads[:2], rtol=1e-6)
     np.testing.assert_allclose(du0, grads[2:], rtol=1e-6)
 
 
-def test_ude_with_network_and_doses_against_differences():
+@METHODS
+def test_ude_with_network_and_doses_against_differences(sensealg):
     chain = SimpleChain(1, Dense(6, "tanh"), Dense(1))
     ad, ac, ka, ke, vc = sp.symbols("ad ac ka ke vc")
     cp = sp.Max(ac / vc, 0)
@@ -133,7 +148,7 @@ def test_ude_with_network_and_doses_against_differences():
     doses = [(0.0, 0, 1.0), (4.0, 0, 1.0)]
     prob = model.problem([0.0, 0.0], (0.0, 10.0), p)
     data = np.full((ts.size, 2), 0.3)
-    obj = Objective(prob, SquaredError(data), ts, jumps=doses, **TIGHT)
+    obj = Objective(prob, SquaredError(data), ts, jumps=doses, sensealg=sensealg, **TIGHT)
     value, dp, du0 = obj.value_and_grad(p)
     fd_p = _fd(lambda q: _loss_by_solving(model, q, [0.0, 0.0], data, ts, (0, 10), doses), p)
     np.testing.assert_allclose(dp, fd_p, rtol=1e-5, atol=1e-8 * np.abs(fd_p).max())
@@ -172,7 +187,11 @@ def test_adjoint_sweep_does_not_allocate():
     def count(t1, rtol):
         ts = np.linspace(0, t1, 5)
         obj = Objective(
-            model.problem(U0, (0, t1), p), SquaredError(np.zeros((5, 2))), ts, rtol=rtol
+            model.problem(U0, (0, t1), p),
+            SquaredError(np.zeros((5, 2))),
+            ts,
+            rtol=rtol,
+            sensealg=DiscreteAdjoint(),
         )
         obj.value_and_grad(p)
         m = int(obj.plan.stats[0])
@@ -205,6 +224,62 @@ def test_adjoint_sweep_does_not_allocate():
     long, m_long = count(3.0, 1e-10)
     assert m_long > 5 * m_short
     assert short == long
+
+
+def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
+    from scichains.adjoint import interpolating_adjoint
+
+    chain = SimpleChain(2, Dense(5, "rbf"), Dense(2))
+    U = NetworkTerm(chain, [x, y])
+    model = SymbolicModel([x, y], [alpha, delta], [alpha * x + U[0], -delta * y + U[1]], network=U)
+    p = model.pack(alpha=1.3, delta=1.8, network=chain.init_params(seed=0, dtype=np.float64))
+    data = np.ones((31, 2))
+    counts = []
+    for t1, rtol in [(0.3, 1e-4), (3.0, 1e-10)]:
+        ts = np.linspace(0, t1, 31)
+        prob = model.problem(U0, (0, t1), p)
+        obj = Objective(prob, SquaredError(data), ts, rtol=rtol, atol=rtol * 1e-2)
+        _, dp, du0 = obj.value_and_grad(p)
+        ref = Objective(
+            prob, SquaredError(data), ts, rtol=rtol, atol=rtol * 1e-2, sensealg=DiscreteAdjoint()
+        ).value_and_grad(p)
+        np.testing.assert_allclose(dp, ref[1], rtol=1e-3 if rtol > 1e-6 else 1e-7, atol=1e-12)
+        pl = obj.plan
+        args = (
+            obj.prob.vjp_address,
+            obj.prob.kernel,
+            p,
+            pl.A,
+            pl.b,
+            pl.c,
+            pl.btilde,
+            pl.ctrl,
+            rtol,
+            rtol * 1e-2,
+            pl.max_steps,
+            pl.ts,
+            pl.us,
+            pl.fs,
+            int(pl.stats[0]),
+            obj._pos,
+            obj._dl_du,
+            dp,
+            du0,
+            obj._ws,
+            obj._K,
+            obj.adjoint_stats,
+        )
+        before = rtsys.get_allocation_stats()
+        interpolating_adjoint(*args)
+        after = rtsys.get_allocation_stats()
+        counts.append(
+            (
+                (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc),
+                int(obj.adjoint_stats[0]),
+            )
+        )
+    assert counts[1][1] > 5 * counts[0][1]  # many more steps...
+    assert counts[0][0] == counts[1][0]  # ...and not one allocation more
 
 
 def test_bad_input():

@@ -8,6 +8,7 @@ from scipy.integrate import solve_ivp
 
 import scichains as sc
 from scichains import ode
+from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint
 from scichains.models import NeuralODE
 
 
@@ -34,11 +35,12 @@ def _fd(f, x, eps=1e-6):
     return np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(x.size)])
 
 
-def test_discrete_adjoint_matches_finite_differences():
+@pytest.mark.parametrize("sensealg", [DiscreteAdjoint(), InterpolatingAdjoint()])
+def test_adjoints_match_finite_differences(sensealg):
     chain, p = _spiral_model(seed=1)
     ts = np.linspace(0, 1.5, 30)
     # tight tolerances: the finite differences then see (almost) the same step sequence
-    node = NeuralODE(chain, (0.0, 1.5), ts, rtol=1e-9, atol=1e-11)
+    node = NeuralODE(chain, (0.0, 1.5), ts, rtol=1e-9, atol=1e-11, sensealg=sensealg)
     u0 = np.array([2.0, 0.0])
     data = node.predict(u0, p) * 0.9 + 0.05
     loss, g = node.loss_and_grad(u0, p, data)
@@ -68,13 +70,40 @@ def test_reverse_sweep_does_not_allocate():
     u0 = np.array([2.0, 0.0])
 
     def count(t1):
-        node = NeuralODE(chain, (0.0, t1), np.linspace(0, t1, 3), rtol=1e-9, atol=1e-11)
+        node = NeuralODE(
+            chain,
+            (0.0, t1),
+            np.linspace(0, t1, 3),
+            rtol=1e-9,
+            atol=1e-11,
+            sensealg=DiscreteAdjoint(),
+        )
         node.loss_and_grad(u0, p, np.zeros((3, 2)))
-        args = node._last_adjoint_args
+        o, pl = node._obj, node._obj.plan
+        m = int(pl.stats[0])
+        dp, du0 = np.zeros(p.size), np.zeros(2)
+        args = (
+            o.prob.vjp_address,
+            o.prob.kernel,
+            p,
+            pl.A,
+            pl.b,
+            pl.c,
+            pl.ts,
+            pl.us,
+            pl.kstore,
+            m,
+            o._pos,
+            o._dl_du,
+            dp,
+            du0,
+            o._ws,
+            o._pb,
+        )
         before = rtsys.get_allocation_stats()
         discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()
-        return (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), args[9]
+        return (after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), m
 
     short, steps_short = count(0.1)
     long, steps_long = count(3.0)

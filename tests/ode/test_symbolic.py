@@ -91,7 +91,7 @@ def test_network_term_vjp_matches_finite_differences():
 
 def test_max_in_the_physics_is_differentiated_exactly():
     c, vc = sp.symbols("c vc")
-    model = SymbolicModel([c], [vc], [-sp.Max(c / vc, 0) ** 1.5])
+    model = SymbolicModel([c], [vc], [-(sp.Max(c / vc, 0) ** 1.5)])
     p = model.pack(vc=2.0)
     k = model.kernel()
     for cval, slope in [(3.0, -1.5 * (1.5**0.5) / 2.0), (-3.0, 0.0)]:

@@ -5,13 +5,15 @@ built once and evaluated at new parameters. The problem needs a vjp of its right
 generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand.
 """
 
+from ._continuous import interpolating_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, gradient
 from ._loss import PointwiseLoss, SolutionLoss, SquaredError
-from ._sensealg import DiscreteAdjoint, SensitivityAlgorithm
+from ._sensealg import DiscreteAdjoint, InterpolatingAdjoint, SensitivityAlgorithm
 
 __all__ = [
     "DiscreteAdjoint",
+    "InterpolatingAdjoint",
     "Objective",
     "PointwiseLoss",
     "SensitivityAlgorithm",
@@ -20,5 +22,6 @@ __all__ = [
     "discrete_adjoint",
     "find_save_positions",
     "gradient",
+    "interpolating_adjoint",
     "squared_error",
 ]

@@ -8,9 +8,10 @@ from ..ode._problem import ODEProblem
 from ..ode._solution import ODESolveError, ReturnCode
 from ..ode._solve import plan_solve, run_plan
 from ..ode._tableaus import ExplicitRK, Tsit5
+from ._continuous import interpolating_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
 from ._loss import SolutionLoss
-from ._sensealg import DiscreteAdjoint, SensitivityAlgorithm
+from ._sensealg import DiscreteAdjoint, InterpolatingAdjoint, SensitivityAlgorithm
 
 
 class Objective:
@@ -24,7 +25,7 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
-    sensealg : DiscreteAdjoint() (default)
+    sensealg : InterpolatingAdjoint() (default) or DiscreteAdjoint()
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
@@ -52,8 +53,8 @@ class Objective:
             )
         if saveat is None:
             raise ValueError("give saveat: the times at which the loss reads the solution")
-        self.sensealg = DiscreteAdjoint() if sensealg is None else sensealg
-        if not isinstance(self.sensealg, DiscreteAdjoint):
+        self.sensealg = InterpolatingAdjoint() if sensealg is None else sensealg
+        if not isinstance(self.sensealg, (DiscreteAdjoint, InterpolatingAdjoint)):
             raise TypeError(f"unknown sensealg {self.sensealg!r}")
         if prob.vjp_address == 0:
             raise ValueError(
@@ -72,11 +73,20 @@ class Objective:
         self.saveat = self.plan.save
         m, n = self.saveat.size, prob.u0.size
         loss.check(m, n)
-        self.plan.keep_stages()
         self._pos = np.zeros(m, dtype=np.int64)
         self._dl_du = np.zeros((m, n))
-        self._ws = np.zeros((2 * solver.stages + 3, n))
         self._pb = np.zeros(prob.p.size)
+        sa = self.sensealg
+        if isinstance(sa, DiscreteAdjoint):
+            self.plan.keep_stages()
+            self._ws = np.zeros((2 * solver.stages + 3, n))
+        else:
+            big = n + prob.p.size
+            self._ws = np.zeros((5, big))
+            self._K = np.zeros((solver.stages, big))
+            self.adjoint_stats = np.zeros(3, dtype=np.int64)
+            self._artol = self.plan.rtol if sa.rtol is None else float(sa.rtol)
+            self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
 
     def _args(self, p, u0):
         prob = self.prob
@@ -85,7 +95,9 @@ class Objective:
         else:
             p = np.ascontiguousarray(p, dtype=np.float64)
             if p.shape != prob.p.shape:
-                raise ValueError(f"p must have shape {prob.p.shape}, got {p.shape}")
+                raise ValueError(
+                    f"p must have shape {prob.p.shape} (the number of parameters), got {p.shape}"
+                )
         if not np.all(np.isfinite(p)):
             raise ValueError("p contains NaN or infinite values")
         if u0 is None:
@@ -122,6 +134,34 @@ class Objective:
         value = self.loss.value_and_grad(self.saveat, plan.us[self._pos], self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
+        if isinstance(self.sensealg, InterpolatingAdjoint):
+            code = interpolating_adjoint(
+                self.prob.vjp_address,
+                self.prob.kernel,
+                p,
+                plan.A,
+                plan.b,
+                plan.c,
+                plan.btilde,
+                plan.ctrl,
+                self._artol,
+                self._aatol,
+                plan.max_steps,
+                plan.ts,
+                plan.us,
+                plan.fs,
+                m,
+                self._pos,
+                self._dl_du,
+                dp,
+                du0,
+                self._ws,
+                self._K,
+                self.adjoint_stats,
+            )
+            if code != 0:
+                raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
+            return value, dp, du0
         discrete_adjoint(
             self.prob.vjp_address,
             self.prob.kernel,
@@ -157,7 +197,7 @@ def gradient(prob: ODEProblem, loss: SolutionLoss, saveat, **kwargs):
 
 
 class _Failed:
-    def __init__(self, status, t):
+    def __init__(self, status, t, what=""):
         self.status = status
-        self.message = status.message
+        self.message = what + status.message
         self.t_reached = float(t)

@@ -1,0 +1,200 @@
+"""Continuous adjoints: the adjoint ODE integrated backward with an adaptive RK method.
+
+With ``lam(t) = dL/du(t)`` and ``g(t)`` the parameter gradient accumulated from ``t`` to the
+end, in the direction of integration:
+
+    d lam / dt = -(df/du)^T lam,     d g / dt = -(df/dp)^T lam,
+
+integrated from the last time back to ``t0``, ``lam`` jumping by ``dL/du(t_i)`` at each save
+point. Doses (additive jumps) leave ``lam`` continuous. ``u(t)`` is read from the forward
+solve's stored steps (cubic Hermite interpolation, never across a dose): SciMLSensitivity's
+``InterpolatingAdjoint`` without checkpoints. The integration restarts at every save point and
+dose, so the interpolation is always within one smooth piece of the forward solution.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._jit import inline_kernel, kernel
+from ..ode._kernels import vjp_from_address
+
+
+@inline_kernel
+def _hermite(ts, us, fs, lo, hi, tq, d, out):
+    """``u(tq)`` from the stored entries ``lo..hi`` (one smooth piece), times ordered in
+    direction ``d`` (+1 or -1)."""
+    a = lo
+    b = hi
+    # binary search for the interval [ts[a], ts[a + 1]] holding tq
+    while b - a > 1:
+        mid = (a + b) // 2
+        if d * (ts[mid] - tq) <= 0.0:
+            a = mid
+        else:
+            b = mid
+    t0 = ts[a]
+    h = ts[a + 1] - t0
+    th = (tq - t0) / h
+    for i in range(out.shape[0]):
+        y0 = us[a, i]
+        y1 = us[a + 1, i]
+        out[i] = (
+            (1.0 - th) * y0
+            + th * y1
+            + th
+            * (th - 1.0)
+            * ((1.0 - 2.0 * th) * (y1 - y0) + (th - 1.0) * h * fs[a, i] + th * h * fs[a + 1, i])
+        )
+
+
+@inline_kernel
+def _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb):
+    """``dy = [-(df/du)^T lam, -(df/dp)^T lam]`` at time ``t`` for ``y = [lam, g]``."""
+    n = ui.shape[0]
+    _hermite(ts, us, fs, lo, hi, t, d, ui)
+    vjp(y[:n], ui, p, t, k, ub, pb)
+    for i in range(n):
+        dy[i] = -ub[i]
+    for j in range(pb.shape[0]):
+        dy[n + j] = -pb[j]
+
+
+@kernel
+def interpolating_adjoint(
+    vaddr,
+    k,
+    p,
+    A,
+    b,
+    c,
+    btilde,
+    ctrl_order,
+    rtol,
+    atol,
+    max_steps,
+    ts,
+    us,
+    fs,
+    nstore,
+    save_pos,
+    dl_du,
+    pbar,
+    ubar,
+    ws,
+    K,
+    stats,
+):
+    """Integrate the adjoint system backward over the stored forward solve.
+
+    ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times mark doses);
+    ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient
+    there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``ws``: scratch of shape
+    ``(5, n + len(p))``; ``K``: scratch of shape ``(stages, n + len(p))``; ``stats``: out,
+    ``[steps accepted, rejected, vjp calls]``. Returns 0, or 1 if ``max_steps`` was hit.
+    Allocates nothing.
+    """
+    vjp = vjp_from_address(vaddr)
+    s = b.shape[0]
+    n = us.shape[1]
+    npar = pbar.shape[0]
+    N = n + npar
+    y = ws[0]
+    ynew = ws[1]
+    tmp = ws[2]
+    ui = ws[3, :n]
+    ub = ws[4, :n]
+    pb = ws[4, n : n + npar]
+    for j in range(N):
+        y[j] = 0.0
+    d = 1.0 if ts[nstore - 1] >= ts[0] else -1.0
+    beta1 = 7.0 / (10.0 * ctrl_order)
+    beta2 = 2.0 / (5.0 * ctrl_order)
+    qmin = 0.2
+    qmax = 10.0
+    gamma = 0.9
+    naccept = 0
+    nreject = 0
+    nvjp = 0
+    code = 0
+    # first step: as long as the last forward step
+    h = abs(ts[nstore - 1] - ts[max(nstore - 2, 0)])
+    sp = save_pos.shape[0] - 1
+    hi = nstore - 1
+    while True:
+        while sp >= 0 and save_pos[sp] == hi:
+            for i in range(n):
+                y[i] += dl_du[sp, i]
+            sp -= 1
+        if hi == 0:
+            break
+        if ts[hi - 1] == ts[hi]:
+            hi -= 1  # a dose: lam is continuous across an additive jump
+            continue
+        lo = hi - 1
+        while lo > 0 and not (sp >= 0 and save_pos[sp] == lo) and ts[lo - 1] != ts[lo]:
+            lo -= 1
+        # integrate y from ts[hi] back to ts[lo] (steps of sign -d)
+        t = ts[hi]
+        tend = ts[lo]
+        qold = 1e-4
+        while d * (t - tend) > 0.0:
+            if naccept + nreject >= max_steps:
+                code = 1
+                break
+            dist = d * (t - tend)
+            landing = h >= dist * (1.0 - 1e-12)
+            h_try = dist if landing else h
+            hs = -d * h_try
+            _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb)
+            for st in range(1, s):
+                for i in range(N):
+                    acc = 0.0
+                    for j in range(st):
+                        acc += A[st, j] * K[j, i]
+                    tmp[i] = y[i] + hs * acc
+                ts_ = t + c[st] * hs
+                if landing and c[st] == 1.0:
+                    ts_ = tend
+                _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb)
+            nvjp += s
+            e = 0.0
+            for i in range(N):
+                acc = 0.0
+                acc2 = 0.0
+                for j in range(s):
+                    acc += b[j] * K[j, i]
+                    acc2 += btilde[j] * K[j, i]
+                ynew[i] = y[i] + hs * acc
+                sc = atol + max(abs(y[i]), abs(ynew[i])) * rtol
+                e += (hs * acc2 / sc) ** 2
+            e = math.sqrt(e / N)
+            if not math.isfinite(e):
+                h = h_try * qmin
+                nreject += 1
+                continue
+            q11 = e**beta1
+            if e > 1.0:
+                h = h_try / min(1.0 / qmin, q11 / gamma)
+                nreject += 1
+                continue
+            q = q11 / qold**beta2
+            q = max(1.0 / qmax, min(1.0 / qmin, q / gamma))
+            qold = max(e, 1e-4)
+            naccept += 1
+            for i in range(N):
+                y[i] = ynew[i]
+            t = tend if landing else t + hs
+            h_next = h_try / q
+            h = h_next if not landing else max(h_next, h)
+        if code != 0:
+            break
+        hi = lo
+    for i in range(n):
+        ubar[i] = y[i]
+    for j in range(npar):
+        pbar[j] = y[n + j]
+    stats[0] = naccept
+    stats[1] = nreject
+    stats[2] = nvjp
+    return code
