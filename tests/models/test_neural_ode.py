@@ -8,7 +8,13 @@ from scipy.integrate import solve_ivp
 
 import scichains as sc
 from scichains import ode
-from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint
+from scichains.adjoint import (
+    BacksolveAdjoint,
+    DiscreteAdjoint,
+    ForwardSensitivity,
+    InterpolatingAdjoint,
+    QuadratureAdjoint,
+)
 from scichains.models import NeuralODE
 
 
@@ -35,7 +41,17 @@ def _fd(f, x, eps=1e-6):
     return np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(x.size)])
 
 
-@pytest.mark.parametrize("sensealg", [DiscreteAdjoint(), InterpolatingAdjoint()])
+@pytest.mark.parametrize(
+    "sensealg",
+    [
+        DiscreteAdjoint(),
+        InterpolatingAdjoint(),
+        QuadratureAdjoint(),
+        BacksolveAdjoint(),
+        ForwardSensitivity(),
+    ],
+    ids=repr,
+)
 def test_adjoints_match_finite_differences(sensealg):
     chain, p = _spiral_model(seed=1)
     ts = np.linspace(0, 1.5, 30)

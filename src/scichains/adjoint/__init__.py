@@ -5,23 +5,33 @@ built once and evaluated at new parameters. The problem needs a vjp of its right
 generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand.
 """
 
-from ._continuous import interpolating_adjoint
+from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, gradient
 from ._loss import PointwiseLoss, SolutionLoss, SquaredError
-from ._sensealg import DiscreteAdjoint, InterpolatingAdjoint, SensitivityAlgorithm
+from ._sensealg import (
+    BacksolveAdjoint,
+    DiscreteAdjoint,
+    ForwardSensitivity,
+    InterpolatingAdjoint,
+    QuadratureAdjoint,
+    SensitivityAlgorithm,
+)
 
 __all__ = [
+    "BacksolveAdjoint",
     "DiscreteAdjoint",
+    "ForwardSensitivity",
     "InterpolatingAdjoint",
     "Objective",
     "PointwiseLoss",
+    "QuadratureAdjoint",
     "SensitivityAlgorithm",
     "SolutionLoss",
     "SquaredError",
     "discrete_adjoint",
     "find_save_positions",
     "gradient",
-    "interpolating_adjoint",
+    "continuous_adjoint",
     "squared_error",
 ]

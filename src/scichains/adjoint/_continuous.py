@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 
 from .._jit import inline_kernel, kernel
-from ..ode._kernels import vjp_from_address
+from ..ode._kernels import rhs_from_address, vjp_from_address
+
+INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2
 
 
 @inline_kernel
@@ -49,19 +51,28 @@ def _hermite(ts, us, fs, lo, hi, tq, d, out):
 
 
 @inline_kernel
-def _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb):
-    """``dy = [-(df/du)^T lam, -(df/dp)^T lam]`` at time ``t`` for ``y = [lam, g]``."""
+def _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb):
+    """``dy = [-(df/du)^T lam, -(df/dp)^T lam (, f(u))]`` at time ``t`` for
+    ``y = [lam, g (, u)]``; ``u`` interpolated, or (BACKSOLVE) part of ``y``."""
     n = ui.shape[0]
-    _hermite(ts, us, fs, lo, hi, t, d, ui)
-    vjp(y[:n], ui, p, t, k, ub, pb)
+    npar = pb.shape[0]
+    if mode == BACKSOLVE:
+        u = y[n + npar : n + npar + n]
+        f(dy[n + npar : n + npar + n], u, p, t, k)
+        vjp(y[:n], u, p, t, k, ub, pb)
+    else:
+        _hermite(ts, us, fs, lo, hi, t, d, ui)
+        vjp(y[:n], ui, p, t, k, ub, pb)
     for i in range(n):
         dy[i] = -ub[i]
-    for j in range(pb.shape[0]):
+    for j in range(npar):
         dy[n + j] = -pb[j]
 
 
 @kernel
-def interpolating_adjoint(
+def continuous_adjoint(
+    mode,
+    faddr,
     vaddr,
     k,
     p,
@@ -87,18 +98,26 @@ def interpolating_adjoint(
 ):
     """Integrate the adjoint system backward over the stored forward solve.
 
-    ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times mark doses);
+    ``mode``: INTERPOLATING (``u`` from the stored steps; error control on ``[lam, g]``),
+    QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature with the
+    method's weights on the adjoint's steps), BACKSOLVE (``u`` integrated backward with
+    ``lam``, restarted from the stored values at every save point and dose; needs ``faddr``,
+    the address of the right-hand side).
+
+    ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times: doses);
     ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient
     there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``ws``: scratch of shape
-    ``(5, n + len(p))``; ``K``: scratch of shape ``(stages, n + len(p))``; ``stats``: out,
+    ``(5, 2 n + len(p))``; ``K``: scratch of shape ``(stages, 2 n + len(p))``; ``stats``: out,
     ``[steps accepted, rejected, vjp calls]``. Returns 0, or 1 if ``max_steps`` was hit.
     Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
+    f = rhs_from_address(faddr)
     s = b.shape[0]
     n = us.shape[1]
     npar = pbar.shape[0]
-    N = n + npar
+    N = n + npar + (n if mode == BACKSOLVE else 0)
+    Ne = n if mode == QUADRATURE else N  # the components under error control
     y = ws[0]
     ynew = ws[1]
     tmp = ws[2]
@@ -134,6 +153,9 @@ def interpolating_adjoint(
         lo = hi - 1
         while lo > 0 and not (sp >= 0 and save_pos[sp] == lo) and ts[lo - 1] != ts[lo]:
             lo -= 1
+        if mode == BACKSOLVE:
+            for i in range(n):
+                y[n + npar + i] = us[hi, i]
         # integrate y from ts[hi] back to ts[lo] (steps of sign -d)
         t = ts[hi]
         tend = ts[lo]
@@ -146,7 +168,7 @@ def interpolating_adjoint(
             landing = h >= dist * (1.0 - 1e-12)
             h_try = dist if landing else h
             hs = -d * h_try
-            _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb)
+            _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb)
             for st in range(1, s):
                 for i in range(N):
                     acc = 0.0
@@ -156,7 +178,7 @@ def interpolating_adjoint(
                 ts_ = t + c[st] * hs
                 if landing and c[st] == 1.0:
                     ts_ = tend
-                _adjoint_rhs(vjp, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb)
+                _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb)
             nvjp += s
             e = 0.0
             for i in range(N):
@@ -166,9 +188,10 @@ def interpolating_adjoint(
                     acc += b[j] * K[j, i]
                     acc2 += btilde[j] * K[j, i]
                 ynew[i] = y[i] + hs * acc
-                sc = atol + max(abs(y[i]), abs(ynew[i])) * rtol
-                e += (hs * acc2 / sc) ** 2
-            e = math.sqrt(e / N)
+                if i < Ne:
+                    sc = atol + max(abs(y[i]), abs(ynew[i])) * rtol
+                    e += (hs * acc2 / sc) ** 2
+            e = math.sqrt(e / Ne)
             if not math.isfinite(e):
                 h = h_try * qmin
                 nreject += 1

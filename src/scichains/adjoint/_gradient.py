@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..ode._problem import ODEProblem
 from ..ode._solution import ODESolveError, ReturnCode
 from ..ode._solve import plan_solve, run_plan
 from ..ode._tableaus import ExplicitRK, Tsit5
-from ._continuous import interpolating_adjoint
+from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
+from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._loss import SolutionLoss
-from ._sensealg import DiscreteAdjoint, InterpolatingAdjoint, SensitivityAlgorithm
+from ._sensealg import (
+    DiscreteAdjoint,
+    ForwardSensitivity,
+    InterpolatingAdjoint,
+    SensitivityAlgorithm,
+    _Continuous,
+)
 
 
 class Objective:
@@ -25,7 +34,8 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
-    sensealg : InterpolatingAdjoint() (default) or DiscreteAdjoint()
+    sensealg : InterpolatingAdjoint() (default), QuadratureAdjoint(), BacksolveAdjoint(),
+        DiscreteAdjoint() or ForwardSensitivity()
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
@@ -54,7 +64,7 @@ class Objective:
         if saveat is None:
             raise ValueError("give saveat: the times at which the loss reads the solution")
         self.sensealg = InterpolatingAdjoint() if sensealg is None else sensealg
-        if not isinstance(self.sensealg, (DiscreteAdjoint, InterpolatingAdjoint)):
+        if not isinstance(self.sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {self.sensealg!r}")
         if prob.vjp_address == 0:
             raise ValueError(
@@ -80,8 +90,20 @@ class Objective:
         if isinstance(sa, DiscreteAdjoint):
             self.plan.keep_stages()
             self._ws = np.zeros((2 * solver.stages + 3, n))
+        elif isinstance(sa, ForwardSensitivity):
+            width = n * (1 + prob.p.size + n)
+            cap = self.plan.ts.size
+            self._aug = replace(
+                self.plan,
+                ts=np.empty(cap),
+                us=np.empty((cap, width)),
+                fs=np.empty((cap, width)),
+                stats=np.zeros(4, dtype=np.int64),
+                kstore=np.zeros((0, solver.stages, width)),
+            )
+            self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
         else:
-            big = n + prob.p.size
+            big = 2 * n + prob.p.size
             self._ws = np.zeros((5, big))
             self._K = np.zeros((solver.stages, big))
             self.adjoint_stats = np.zeros(3, dtype=np.int64)
@@ -134,8 +156,12 @@ class Objective:
         value = self.loss.value_and_grad(self.saveat, plan.us[self._pos], self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
-        if isinstance(self.sensealg, InterpolatingAdjoint):
-            code = interpolating_adjoint(
+        if isinstance(self.sensealg, ForwardSensitivity):
+            return self._forward_sensitivities(p, u0)
+        if isinstance(self.sensealg, _Continuous):
+            code = continuous_adjoint(
+                self.sensealg.mode,
+                self.prob.f_address,
                 self.prob.vjp_address,
                 self.prob.kernel,
                 p,
@@ -181,6 +207,22 @@ class Objective:
             self._pb,
         )
         return value, dp, du0
+
+    def _forward_sensitivities(self, p, u0):
+        aug = self._aug
+        n, npar = u0.size, p.size
+        self._pa[4 : 4 + npar] = p
+        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.address)
+        if code != 0:
+            raise ODESolveError(_Failed(ReturnCode(code), aug.ts[aug.stats[0] - 1]))
+        m = int(aug.stats[0])
+        if not find_save_positions(aug.ts, m, self.saveat, self._pos):
+            raise RuntimeError("a save time is not among the stored steps")
+        y = aug.us[self._pos]
+        value = self.loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
+        S = y[:, n:].reshape(-1, n, npar + n)
+        g = np.einsum("mi,mij->j", self._dl_du, S)
+        return value, g[:npar].copy(), g[npar:].copy()
 
     def __call__(self, p=None, u0=None):
         return self.value_and_grad(p, u0)

@@ -16,16 +16,47 @@ class DiscreteAdjoint(SensitivityAlgorithm):
     stages of every step (memory ``steps x stages x n``)."""
 
 
-class InterpolatingAdjoint(SensitivityAlgorithm):
-    """Integrate the continuous adjoint ODE backward with the forward method's tableau and
-    step-size control, reading ``u(t)`` from the forward solve's stored steps (cubic Hermite).
-    The default. Its gradient approximates the exact one to the tolerances; ``rtol``/``atol``
-    of the backward solve default to the forward solve's.
-    """
+class _Continuous(SensitivityAlgorithm):
+    mode = -1
 
     def __init__(self, rtol: float | None = None, atol: float | None = None):
         self.rtol = rtol
         self.atol = atol
 
     def __repr__(self) -> str:
-        return f"InterpolatingAdjoint(rtol={self.rtol}, atol={self.atol})"
+        return f"{type(self).__name__}(rtol={self.rtol}, atol={self.atol})"
+
+
+class InterpolatingAdjoint(_Continuous):
+    """Integrate the continuous adjoint ODE backward with the forward method's tableau and
+    step-size control, reading ``u(t)`` from the forward solve's stored steps (cubic Hermite,
+    memory ``2 n`` numbers per forward step; no re-solve is needed, so no checkpoints).
+    The default. Its gradient approximates the exact one to the tolerances; ``rtol``/``atol``
+    of the backward solve default to the forward solve's.
+    """
+
+    mode = 0
+
+
+class QuadratureAdjoint(_Continuous):
+    """As :class:`InterpolatingAdjoint`, but only the adjoint state ``lam`` (``n`` numbers) is
+    under error control: the parameter gradient, the integral of ``lam^T df/dp``, is a
+    quadrature with the method's weights on the adjoint's own steps. Fewer steps when there
+    are many parameters; the quadrature error is not estimated."""
+
+    mode = 1
+
+
+class BacksolveAdjoint(_Continuous):
+    """Integrate ``u`` backward together with the adjoint (torchdiffeq's method), restarting
+    ``u`` from the forward values at every save point and dose (SciMLSensitivity's
+    ``checkpointing=true``). Memory-light; unstable for dissipative or stiff problems, whose
+    backward integration blows up: prefer :class:`InterpolatingAdjoint` there."""
+
+    mode = 2
+
+
+class ForwardSensitivity(SensitivityAlgorithm):
+    """Integrate the sensitivities ``S = du/d(p, u0)`` alongside ``u`` (``n (1 + len(p) + n)``
+    equations, all under the solver's error control), then ``dL/dp = sum_i S(t_i)^T dL/du_i``.
+    Best for few parameters (pharmacometric models); its cost grows with ``len(p)``."""

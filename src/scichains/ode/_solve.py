@@ -60,13 +60,15 @@ class SolvePlan:
             self.kstore = np.empty((cap, self.solver.stages, n))
 
 
-def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray) -> int:
-    """One call of the compiled stepper; returns its code (see ReturnCode)."""
+def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0) -> int:
+    """One call of the compiled stepper; returns its code (see ReturnCode). ``f_address``
+    replaces the problem's right-hand side (an augmented system, with ``u0``/``p`` and the
+    plan's buffers sized for it)."""
     prob = plan.prob
     t0, t1 = prob.tspan
     return int(
         integrate(
-            prob.f_address,
+            f_address or prob.f_address,
             prob.kernel,
             u0,
             p,
