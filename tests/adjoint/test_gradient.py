@@ -19,7 +19,7 @@ from scichains.adjoint import (
     SquaredError,
     gradient,
 )
-from scichains.ode import NetworkTerm, ODEProblem, SymbolicModel, solve
+from scichains.ode import CVODE_BDF, NetworkTerm, ODEProblem, SymbolicModel, Tsit5, solve
 
 x, y = sp.symbols("x y")
 alpha, beta, gamma, delta = sp.symbols("alpha beta gamma delta")
@@ -122,8 +122,15 @@ def _one_compartment():
     return SymbolicModel([ad, ac], [ka, ke], [-ka * ad, ka * ad - ke * ac])
 
 
-@METHODS
-def test_doses_against_the_closed_form_one_compartment_model(sensealg):
+DOSE_CASES = pytest.mark.parametrize(
+    "sensealg, solver",
+    [(m, Tsit5()) for m in METHODS.args[1]] + [(InterpolatingAdjoint(), CVODE_BDF())],
+    ids=METHODS.kwargs["ids"] + ["cvode-bdf"],
+)
+
+
+@DOSE_CASES
+def test_doses_against_the_closed_form_one_compartment_model(sensealg, solver):
     """Doses into the depot at t = 0 and t = 5; the central amount has a closed form, whose
     exact derivatives (SymPy) are the reference for dL/d(ka, ke) and dL/du0."""
     model = _one_compartment()
@@ -154,11 +161,40 @@ def test_doses_against_the_closed_form_one_compartment_model(sensealg):
     weights = np.array([0.0, 1.0])  # only the central amount is observed
     data2 = np.stack([np.zeros(ts.size), data], axis=1)
     value, dp, du0 = gradient(
-        prob, SquaredError(data2, weights), ts, jumps=doses, sensealg=sensealg, **TIGHT
+        prob,
+        SquaredError(data2, weights),
+        ts,
+        jumps=doses,
+        sensealg=sensealg,
+        solver=solver,
+        **TIGHT,
     )
     assert value == pytest.approx(value_ref, rel=1e-8)
     np.testing.assert_allclose(dp, grads[:2], rtol=1e-6)
     np.testing.assert_allclose(du0, grads[2:], rtol=1e-6)
+
+
+def test_stiff_problem_with_cvode_against_the_closed_form():
+    """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0 (stiff for a = 1e3) has the solution
+    u = cos(b t) + (u0 - 1) exp(-a t); its exact derivatives are the reference."""
+    u, a, b, t, u0s = sp.symbols("u a b t u0")
+    model = SymbolicModel([u], [a, b], [-a * (u - sp.cos(b * t)) - b * sp.sin(b * t)], t=t)
+    ts = np.array([0.001, 0.002, 0.005, 0.5, 1.0, 2.0, 3.0])
+    data = np.linspace(0.2, -0.4, ts.size)
+    exact = sp.cos(b * t) + (u0s - 1) * sp.exp(-a * t)
+    L = sum((exact.subs(t, ti) - di) ** 2 for ti, di in zip(ts, data))
+    at = {a: 1e3, b: 2.0, u0s: 3.0}
+    ref = [float(sp.diff(L, s).subs(at)) for s in (a, b, u0s)]
+    prob = model.problem([3.0], (0.0, 3.0), model.pack(a=1e3, b=2.0))
+    obj = Objective(prob, SquaredError(data[:, None]), ts, solver=CVODE_BDF(), **TIGHT)
+    value, dp, du0 = obj.value_and_grad()
+    assert value == pytest.approx(float(L.subs(at)), rel=1e-7)
+    np.testing.assert_allclose(dp, ref[:2], rtol=1e-5)
+    np.testing.assert_allclose(du0, ref[2:], rtol=1e-5)
+    with pytest.raises(TypeError, match="InterpolatingAdjoint"):
+        Objective(
+            prob, SquaredError(data[:, None]), ts, solver=CVODE_BDF(), sensealg=DiscreteAdjoint()
+        )
 
 
 @METHODS

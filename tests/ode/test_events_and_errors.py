@@ -81,7 +81,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="NaN"):
         ode.ODEProblem(one_compartment, [np.nan, 0.0], (0.0, 1.0), p)
     with pytest.raises(TypeError, match="compiled with numba"):
-        ode.ODEProblem(lambda du, u, p, t: None, [1.0, 0.0], (0.0, 1.0), p)
+        ode.solve(ode.ODEProblem(lambda du, u, p, t: du.fill(0.0), [1.0, 0.0], (0.0, 1.0), p))
     prob = ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0), p)
     with pytest.raises(ValueError, match="outside tspan"):
         ode.solve(prob, saveat=[0.5, 1.5])

@@ -221,3 +221,35 @@ def continuous_adjoint(
     stats[1] = nreject
     stats[2] = nvjp
     return code
+
+
+@kernel
+def adjoint_rhs_at(vaddr, k, p, ts, us, fs, lo, hi, t, y, dy, ui, ub, pb):
+    """The interpolating adjoint's right-hand side at ``t`` (for an external integrator):
+    ``dy = [-(df/du)^T lam, -(df/dp)^T lam]``, ``u(t)`` interpolated on entries ``lo..hi``."""
+    vjp = vjp_from_address(vaddr)
+    f = rhs_from_address(0)  # not called in this mode
+    d = 1.0 if ts[hi] >= ts[lo] else -1.0
+    _adjoint_rhs(f, vjp, INTERPOLATING, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb)
+
+
+@kernel
+def adjoint_jacobian_at(vaddr, k, p, ts, us, fs, lo, hi, t, JJ, ui, e, row, pb):
+    """The Jacobian of :func:`adjoint_rhs_at` with respect to ``[lam, g]``: ``-(df/du)^T``
+    and ``-(df/dp)^T`` in the first ``n`` columns, zeros elsewhere (from ``n`` vjps)."""
+    vjp = vjp_from_address(vaddr)
+    n = ui.shape[0]
+    d = 1.0 if ts[hi] >= ts[lo] else -1.0
+    _hermite(ts, us, fs, lo, hi, t, d, ui)
+    for a in range(JJ.shape[0]):
+        for b in range(JJ.shape[1]):
+            JJ[a, b] = 0.0
+    for i in range(n):
+        for j in range(n):
+            e[j] = 0.0
+        e[i] = 1.0
+        vjp(e, ui, p, t, k, row, pb)  # row i of df/du and of df/dp
+        for j in range(n):
+            JJ[j, i] = -row[j]
+        for j in range(pb.shape[0]):
+            JJ[n + j, i] = -pb[j]

@@ -8,9 +8,11 @@ import numpy as np
 
 from ..ode._problem import ODEProblem
 from ..ode._solution import ODESolveError, ReturnCode
-from ..ode._solve import plan_solve, run_plan
+from ..ode._solve import plan_solve, run_plan, stop_tables
+from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._continuous import continuous_adjoint
+from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._loss import SolutionLoss
@@ -71,12 +73,16 @@ class Objective:
                 "the problem has no vjp: build it with scichains.ode.SymbolicModel (exact "
                 "generated derivatives) or pass vjp= to ODEProblem"
             )
-        if not isinstance(solver, ExplicitRK) or not solver.adaptive:
-            raise TypeError(
-                f"the adjoint methods need an adaptive explicit RK solver, got {solver!r}"
-            )
         self.prob = prob
         self.loss = loss
+        self.solver = solver
+        if isinstance(solver, CVODESolver):
+            self._init_cvode(saveat, rtol, atol, max_steps, tstops, jumps, dtmin)
+            return
+        if not isinstance(solver, ExplicitRK) or not solver.adaptive:
+            raise TypeError(
+                f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
+            )
         self.plan = plan_solve(
             prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
         )
@@ -110,6 +116,36 @@ class Objective:
             self._artol = self.plan.rtol if sa.rtol is None else float(sa.rtol)
             self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
 
+    def _init_cvode(self, saveat, rtol, atol, max_steps, tstops, jumps, dtmin):
+        if not isinstance(self.sensealg, InterpolatingAdjoint):
+            raise TypeError(
+                f"with {self.solver.name} the gradient comes from InterpolatingAdjoint (the "
+                f"adjoint integrated by CVODE), not {self.sensealg!r}"
+            )
+        if not (rtol > 0 and atol >= 0):
+            raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
+        self._tables = stop_tables(self.prob, saveat, tstops, jumps)
+        self.saveat = self._tables[0]
+        m, n = self.saveat.size, self.prob.u0.size
+        self.loss.check(m, n)
+        self._pos = np.zeros(m, dtype=np.int64)
+        self._dl_du = np.zeros((m, n))
+        sa = self.sensealg
+        self._cv = (float(rtol), float(atol), int(max_steps), dtmin)
+        self._artol = self._cv[0] if sa.rtol is None else float(sa.rtol)
+        self._aatol = self._cv[1] if sa.atol is None else float(sa.atol)
+
+    def _cvode_forward(self, p, u0):
+        rtol, atol, max_steps, dtmin = self._cv
+        code, ts, us, fs, _, message = solve_cvode(
+            self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p
+        )
+        if code != 0:
+            raise ODESolveError(_Failed(ReturnCode(code), ts[-1], (message or "") + ": "))
+        if not find_save_positions(ts, ts.size, self.saveat, self._pos):
+            raise RuntimeError("a save time is not among the stored steps")
+        return ts, us, fs
+
     def _args(self, p, u0):
         prob = self.prob
         if p is None:
@@ -133,6 +169,10 @@ class Objective:
         return p, u0
 
     def _forward(self, p, u0):
+        if isinstance(self.solver, CVODESolver):
+            ts, us, fs = self._cvode_forward(p, u0)
+            self._last = (ts, us, fs)
+            return ts.size
         plan = self.plan
         code = run_plan(plan, u0, p)
         if code != 0:
@@ -146,11 +186,33 @@ class Objective:
         """The loss at ``(p, u0)``."""
         p, u0 = self._args(p, u0)
         self._forward(p, u0)
-        return self.loss.value_and_grad(self.saveat, self.plan.us[self._pos], self._dl_du)
+        us = self._last[1] if isinstance(self.solver, CVODESolver) else self.plan.us
+        return self.loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
 
     def value_and_grad(self, p=None, u0=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``; the arrays are new."""
         p, u0 = self._args(p, u0)
+        if isinstance(self.solver, CVODESolver):
+            ts, us, fs = self._cvode_forward(p, u0)
+            value = self.loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
+            saved_p = self.prob.p
+            try:
+                self.prob.p = p
+                dp, du0 = cvode_adjoint(
+                    self.prob,
+                    self.solver,
+                    ts,
+                    us,
+                    fs,
+                    self._pos,
+                    self._dl_du,
+                    self._artol,
+                    self._aatol,
+                    self._cv[2],
+                )
+            finally:
+                self.prob.p = saved_p
+            return value, dp, du0
         m = self._forward(p, u0)
         plan = self.plan
         value = self.loss.value_and_grad(self.saveat, plan.us[self._pos], self._dl_du)

@@ -7,10 +7,14 @@ from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
+from ._sundials import CVODE_BDF, CVODE_Adams, CVODESolver
 from ._symbolic import NetworkTerm, SymbolicModel
 from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5
 
 __all__ = [
+    "CVODE_Adams",
+    "CVODE_BDF",
+    "CVODESolver",
     "BS3",
     "DP5",
     "RHS_SIGNATURE",

@@ -15,11 +15,12 @@ def _probe(f, u0, p, t0, kernel, five):
     """Run the right-hand side once as plain Python: an index past ``u0`` raises here (the
     compiled code has no bounds checks), and every component of ``du`` must be written."""
     du = np.full(u0.size, np.nan)
+    py = getattr(f, "py_func", f)
     try:
         if five:
-            f.py_func(du, u0.copy(), p, t0, kernel)
+            py(du, u0.copy(), p, t0, kernel)
         else:
-            f.py_func(du, u0.copy(), p, t0)
+            py(du, u0.copy(), p, t0)
     except IndexError as e:
         raise ValueError(
             f"u0 has length {u0.size}, but the right-hand side indexes past it ({e}); "
@@ -128,7 +129,9 @@ class ODEProblem:
     f : numba-compiled function
         ``f(du, u, p, t)`` writing the derivative into ``du`` (shape ``(n,)``), or
         ``f(du, u, p, t, k)`` where ``k`` is a ``scichains.nn.ChainKernel`` for right-hand
-        sides that call a network (``nn.chain_forward(k, p_net, u, out)``).
+        sides that call a network (``nn.chain_forward(k, p_net, u, out)``). A plain Python
+        function ``f(du, u, p, t)`` is accepted too, for the SUNDIALS solvers only (at Python
+        speed); the explicit solvers and the adjoints need the compiled one.
     u0 : array of shape ``(n,)``
     tspan : (t0, t1)
         ``t1 < t0`` integrates backward in time.
@@ -145,8 +148,15 @@ class ODEProblem:
 
     def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None):
         self.f = f
-        self._cfunc, five = _as_rhs(f)
-        self.f_address = self._cfunc.address
+        if isinstance(f, CPUDispatcher):
+            self._cfunc, five = _as_rhs(f)
+            self.f_address = self._cfunc.address
+        elif callable(f):
+            self._cfunc, five = None, False
+            self.f_address = 0
+        else:
+            raise TypeError(f"the right-hand side must be a function, got {type(f).__name__}")
+        self.takes_kernel = five
         self.vjp = vjp
         self._vjp_cfunc = None if vjp is None else _as_vjp(vjp)[0]
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
@@ -180,6 +190,15 @@ class ODEProblem:
             raise TypeError("the network kernel must be float64: chain.kernel(np.float64)")
         self.kernel = kernel
         _probe(f, u0, p, t0, kernel, five)
+
+    def rhs(self, du, u, t, p=None) -> None:
+        """Evaluate ``f`` from Python (the SUNDIALS solvers' callback); ``p`` defaults to
+        the problem's."""
+        p = self.p if p is None else p
+        if self.takes_kernel:
+            self.f(du, u, p, t, self.kernel)
+        else:
+            self.f(du, u, p, t)
 
     def __repr__(self) -> str:
         return f"ODEProblem(n={self.u0.size}, tspan={self.tspan})"

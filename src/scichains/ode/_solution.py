@@ -14,6 +14,7 @@ class ReturnCode(enum.IntEnum):
     MAX_STEPS = 1
     DT_UNDERFLOW = 2
     NONFINITE = 3
+    SOLVER_FAILURE = 4
 
     @property
     def message(self) -> str:
@@ -27,6 +28,7 @@ _MESSAGES = {
     ReturnCode.DT_UNDERFLOW: "the step size fell below dtmin: the problem may be stiff or "
     "singular (try a stiff solver, or loosen the tolerances)",
     ReturnCode.NONFINITE: "the solution or the right-hand side became NaN or infinite",
+    ReturnCode.SOLVER_FAILURE: "the SUNDIALS solver failed",
 }
 
 
@@ -60,7 +62,8 @@ class Solution:
     order accurate, exact at the steps).
     """
 
-    def __init__(self, t, u, status, stats, step_t, step_u, step_f, t_reached):
+    def __init__(self, t, u, status, stats, step_t, step_u, step_f, t_reached, message=None):
+        self._message = message
         self.t = t
         self.u = u
         self.status = ReturnCode(status)
@@ -76,7 +79,7 @@ class Solution:
 
     @property
     def message(self) -> str:
-        return self.status.message
+        return self._message or self.status.message
 
     def __repr__(self) -> str:
         return (

@@ -9,6 +9,7 @@ import numpy as np
 from ._kernels import integrate
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
+from ._sundials import CVODESolver, solve_cvode
 from ._tableaus import ExplicitRK, Tsit5
 
 
@@ -99,33 +100,12 @@ def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0)
     )
 
 
-def plan_solve(
-    prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
-) -> SolvePlan:
-    """Validate the options of :func:`solve` and prepare the stepper's tables and buffers."""
-    if isinstance(solver, type):
-        raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
-    if not isinstance(solver, ExplicitRK):
-        raise TypeError(f"unknown solver {solver!r}")
-    if not isinstance(prob, ODEProblem):
-        raise TypeError("solve needs an ODEProblem")
+def stop_tables(prob, saveat, tstops, jumps):
+    """Validate ``saveat``/``tstops``/``jumps``; return ``(save, stops, jump_index, jump_count,
+    jump_state, jump_amount)``: the times to land on (ordered in the direction of
+    integration, ending with t1) and the jumps grouped by stop."""
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
-    if not (rtol > 0 and atol >= 0):
-        raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
-    adaptive = solver.adaptive if adaptive is None else bool(adaptive)
-    if adaptive and not solver.adaptive:
-        raise ValueError(f"{solver.name} has no error estimate: it cannot adapt its steps")
-    if adaptive:
-        dt = 0.0 if dt0 is None else abs(float(dt0))
-    else:
-        if dt0 is None or not dt0 > 0:
-            raise ValueError(f"{solver.name} with fixed steps (a fixed-step method): give dt0 > 0")
-        dt = abs(float(dt0))
-    if int(max_steps) < 1:
-        raise ValueError("max_steps must be positive")
-    dtmin = 1e-14 * max(1.0, abs(t1 - t0)) if dtmin is None else float(dtmin)
-
     save = None
     if saveat is not None:
         save = _times("saveat", saveat, t0, t1)
@@ -169,6 +149,41 @@ def plan_solve(
             jump_count[i] = hit.size
     stops = np.ascontiguousarray(stops)
 
+    return save, stops, jump_index, jump_count, js, ja
+
+
+def plan_solve(
+    prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
+) -> SolvePlan:
+    """Validate the options of :func:`solve` and prepare the stepper's tables and buffers."""
+    if isinstance(solver, type):
+        raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
+    if not isinstance(solver, ExplicitRK):
+        raise TypeError(f"unknown solver {solver!r}")
+    if not isinstance(prob, ODEProblem):
+        raise TypeError("solve needs an ODEProblem")
+    t0, t1 = prob.tspan
+    if not (rtol > 0 and atol >= 0):
+        raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
+    adaptive = solver.adaptive if adaptive is None else bool(adaptive)
+    if adaptive and not solver.adaptive:
+        raise ValueError(f"{solver.name} has no error estimate: it cannot adapt its steps")
+    if adaptive:
+        dt = 0.0 if dt0 is None else abs(float(dt0))
+    else:
+        if dt0 is None or not dt0 > 0:
+            raise ValueError(f"{solver.name} with fixed steps (a fixed-step method): give dt0 > 0")
+        dt = abs(float(dt0))
+    if int(max_steps) < 1:
+        raise ValueError("max_steps must be positive")
+    dtmin = 1e-14 * max(1.0, abs(t1 - t0)) if dtmin is None else float(dtmin)
+
+    if prob.f_address == 0:
+        raise TypeError(
+            f"{solver.name} needs a right-hand side compiled with numba (@numba.njit); a plain "
+            "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
+        )
+    save, stops, jump_index, jump_count, js, ja = stop_tables(prob, saveat, tstops, jumps)
     n = prob.u0.size
     cap = int(max_steps) + 2 * stops.size + 2
     A, b, c, bt = solver.arrays()
@@ -217,7 +232,8 @@ def solve(
 
     Parameters
     ----------
-    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required)
+    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
+        or the SUNDIALS solvers CVODE_BDF() (stiff problems) and CVODE_Adams()
     saveat : times at which to save, sorted in the direction of integration; the stepper
         lands on each of them exactly. ``None``: save every step.
     rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
@@ -232,26 +248,42 @@ def solve(
     adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
         when the method has an error estimate)
     """
+    if isinstance(solver, CVODESolver):
+        if not isinstance(prob, ODEProblem):
+            raise TypeError("solve needs an ODEProblem")
+        if not (rtol > 0 and atol >= 0):
+            raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
+        if int(max_steps) < 1:
+            raise ValueError("max_steps must be positive")
+        save, *tables = stop_tables(prob, saveat, tstops, jumps)
+        code, st, su, sf, stats, message = solve_cvode(
+            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin
+        )
+        return _solution(prob, save, code, st, su, sf, stats, message, throw)
     plan = plan_solve(
         prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
     )
     code = run_plan(plan, prob.u0, prob.p)
+    m = int(plan.stats[0])
+    st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
+    return _solution(prob, plan.save, code, st, su, sf, _stats(plan.stats), None, throw)
+
+
+def _solution(prob, save, code, st, su, sf, stats, message, throw):
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
-    save, ts, us, fs, stats, n = plan.save, plan.ts, plan.us, plan.fs, plan.stats, prob.u0.size
-    m = int(stats[0])
-    st, su, sf = ts[:m].copy(), us[:m].copy(), fs[:m].copy()
+    n = prob.u0.size
     status = ReturnCode(int(code))
     if save is not None:
         reached = direction * (save - st[-1]) <= 0
         sol_t = save[reached]
-        sol = Solution(sol_t, None, status, _stats(stats), st, su, sf, st[-1])
+        sol = Solution(sol_t, None, status, stats, st, su, sf, st[-1], message)
         sol.u = sol(sol_t) if sol_t.size else np.zeros((0, n))
     else:
         # every step, right limits only (drop the left limits kept at jumps)
-        keep = np.ones(m, dtype=bool)
+        keep = np.ones(st.size, dtype=bool)
         keep[:-1] = st[1:] != st[:-1]
-        sol = Solution(st[keep], su[keep], status, _stats(stats), st, su, sf, st[-1])
+        sol = Solution(st[keep], su[keep], status, stats, st, su, sf, st[-1], message)
     if throw and not sol.success:
         raise ODESolveError(sol)
     return sol
