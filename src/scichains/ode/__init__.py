@@ -9,7 +9,7 @@ from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
 from ._sundials import CVODE_BDF, CVODE_Adams, CVODESolver
 from ._symbolic import NetworkTerm, SymbolicModel
-from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5
+from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5, Vern7
 
 __all__ = [
     "CVODE_Adams",
@@ -30,5 +30,6 @@ __all__ = [
     "SymbolicModel",
     "Tsit5",
     "VJP_SIGNATURE",
+    "Vern7",
     "solve",
 ]
