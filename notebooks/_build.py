@@ -50,8 +50,10 @@ print(f"loss {losses[0]:.3f} -> {losses[-1]:.4f}")""",
 fig, ax = plt.subplots(1, 2, figsize=(10, 4))
 ax[0].plot(data[:, 0], data[:, 1], "o", label="data")
 ax[0].plot(pred[:, 0], pred[:, 1], "-", label="neural ODE")
-ax[0].legend(); ax[0].set_title("phase plane")
-ax[1].semilogy(losses); ax[1].set_title("loss")
+ax[0].legend()
+ax[0].set_title("phase plane")
+ax[1].semilogy(losses)
+ax[1].set_title("loss")
 plt.show()""",
     ],
     "lotka_volterra_discovery.ipynb": [
@@ -71,8 +73,11 @@ print("\\n".join(lv.equations(Xi_fit)))""",
 t_fine = np.linspace(0, 3, 301)
 fitted = solve(model.problem(lv.U0, (0, 3), p), saveat=t_fine).u
 fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-ax[0].plot(lv.TS, data, "o"); ax[0].plot(t_fine, fitted, "-"); ax[0].set_title("UDE fit")
-ax[1].semilogy(losses); ax[1].set_title("loss")
+ax[0].plot(lv.TS, data, "o")
+ax[0].plot(t_fine, fitted, "-")
+ax[0].set_title("UDE fit")
+ax[1].semilogy(losses)
+ax[1].set_title("loss")
 plt.show()""",
     ],
     "theophylline_hybrid.ipynb": [
@@ -97,7 +102,9 @@ axes[0, 0].legend()
 plt.show()""",
         """res = np.concatenate(th.residuals(pop_a, z_a)), np.concatenate(th.residuals(pop_b, z_b))
 plt.figure(figsize=(6, 3))
-plt.hist(res, bins=20, label=["classical", "hybrid"]); plt.legend(); plt.title("residuals (mg/L)")
+plt.hist(res, bins=20, label=["classical", "hybrid"])
+plt.legend()
+plt.title("residuals (mg/L)")
 plt.show()""",
     ],
 }
