@@ -6,7 +6,9 @@ reshuffled every epoch. Prints the batch size, the first epoch (compilation incl
 seconds of each later epoch, train and test accuracy after epochs 1, 5 and 10; with --peers,
 the same in PyTorch (benchmarks/peers/lenet5_torch.py) in the same run.
 
-Data: --dataset fashion (default; Debian's dataset-fashion-mnist or a download) or mnist.
+Data: --dataset fashion (default; Debian's dataset-fashion-mnist or a download) or mnist;
+pixels standardised with the training set's mean and standard deviation (--no-standardize:
+raw [0, 1] pixels), for both scichains and the peer.
 
 Usage: python benchmarks/lenet5.py [--epochs 10] [--batch-size N] [--threads T] [--peers]
 """
@@ -54,6 +56,12 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--dataset", choices=("fashion", "mnist"), default="fashion")
     ap.add_argument("--peers", action="store_true")
+    ap.add_argument(
+        "--no-standardize",
+        dest="standardize",
+        action="store_false",
+        help="feed pixels in [0, 1] instead of standardised ones",
+    )
     args = ap.parse_args(argv)
 
     import numba
@@ -63,6 +71,11 @@ def main(argv=None):
     threads = args.threads or numba.config.NUMBA_NUM_THREADS
     batch = args.batch_size or 32 * threads
     X, y, Xt, yt = load(args.dataset)
+    if args.standardize:
+        # zero mean, unit variance, with the training set's statistics (test set likewise)
+        mu, sd = float(X.mean()), float(X.std())
+        X = (X - mu) / sd
+        Xt = (Xt - mu) / sd
     chain = lenet5()
     cwl = chain.add_loss(sc.LogitCrossEntropyLoss(y))
     p = chain.init_params(seed=0)
@@ -99,6 +112,7 @@ def main(argv=None):
                 str(threads),
                 "--dataset",
                 args.dataset,
+                *([] if args.standardize else ["--no-standardize"]),
             ],
             capture_output=True,
             text=True,

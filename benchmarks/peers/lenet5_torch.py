@@ -14,6 +14,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dataset", default="fashion")
+    ap.add_argument("--no-standardize", dest="standardize", action="store_false")
     args = ap.parse_args()
     try:
         import torch
@@ -25,6 +26,10 @@ def main():
 
     torch.set_num_threads(args.threads)
     X, y, Xt, yt = load(args.dataset)
+    if args.standardize:  # as benchmarks/lenet5.py does
+        mu, sd = float(X.mean()), float(X.std())
+        X = (X - mu) / sd
+        Xt = (Xt - mu) / sd
     X = torch.from_numpy(X[:, None])
     y = torch.from_numpy(y)
     Xt = torch.from_numpy(Xt[:, None])
