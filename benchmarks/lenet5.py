@@ -121,6 +121,16 @@ def main(argv=None):
         print(out.stdout.strip())
         if out.returncode != 0:
             print(f"peer failed: {out.stderr.strip().splitlines()[-1:]}")
+        elif len(times) > 1:
+            import re
+
+            m = re.search(r"median seconds per epoch: ([0-9.]+)", out.stdout)
+            if m:
+                ours = float(np.median(times[1:]))
+                print(
+                    f"scichains is {float(m.group(1)) / ours:.2f}x faster per epoch than "
+                    f"PyTorch eager (same batch {batch}, {threads} threads, same run)"
+                )
 
 
 if __name__ == "__main__":
