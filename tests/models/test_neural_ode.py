@@ -156,3 +156,62 @@ def test_bad_input():
         node.loss_and_grad(np.zeros(2), p, np.zeros((3, 2)))
     with pytest.raises(ValueError, match="parameters"):
         node.predict(np.zeros(2), p[:-1])
+
+
+def test_stored_activations_give_the_same_gradient_without_allocating():
+    from scichains.adjoint import discrete_adjoint
+    from scichains.adjoint._discrete import chain_discrete_adjoint_stored
+
+    chain, p = _spiral_model(seed=4)
+    u0 = np.array([2.0, 0.0])
+    counts = []
+    for t1 in (0.1, 3.0):
+        ts = np.linspace(0, t1, 5)
+        node = NeuralODE(chain, (0.0, t1), ts, rtol=1e-9, atol=1e-11, sensealg=DiscreteAdjoint())
+        data = np.ones((5, 2))
+        _, g = node.loss_and_grad(u0, p, data)  # the stored-activation sweep
+        o, pl = node._obj, node._obj.plan
+        assert o._stored
+        m = int(pl.stats[0])
+        dp, du0 = np.zeros(p.size), np.zeros(2)
+        discrete_adjoint(
+            o.prob.vjp_address,
+            o.prob.kernel,
+            p,
+            pl.A,
+            pl.b,
+            pl.c,
+            pl.ts,
+            pl.us,
+            pl.kstore,
+            m,
+            o._pos,
+            o._dl_du,
+            dp,
+            du0,
+            o._ws,
+            o._pb,
+        )
+        np.testing.assert_allclose(g, dp, rtol=1e-12, atol=1e-14)  # recomputing the forward
+        np.testing.assert_allclose(node.last_du0, du0, rtol=1e-12)
+        args = (
+            o.prob.kernel,
+            p,
+            pl.A,
+            pl.b,
+            pl.ts,
+            pl.astore,
+            m,
+            o._pos,
+            o._dl_du,
+            dp,
+            du0,
+            o._ws,
+            o._pb,
+        )
+        before = rtsys.get_allocation_stats()
+        chain_discrete_adjoint_stored(*args)
+        after = rtsys.get_allocation_stats()
+        counts.append(((after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), m))
+    assert counts[1][1] > 5 * counts[0][1]
+    assert counts[0][0] == counts[1][0]

@@ -10,6 +10,7 @@ compiled vjp; step sizes are treated as constants, as in diffrax's default adjoi
 from __future__ import annotations
 
 from .._jit import kernel
+from ..nn._kernels import M_GA, vec_backward
 from ..ode._kernels import vjp_from_address
 
 
@@ -113,3 +114,67 @@ def squared_error(us, pos, data, dl_du):
             total += r * r
             dl_du[i, k] = 2.0 * r
     return total
+
+
+@kernel
+def chain_discrete_adjoint_stored(
+    k, p, A, b, ts, astore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
+):
+    """The discrete adjoint of du/dt = chain(u; p) from stored activations.
+
+    ``astore[m, st]``: the network's work rows (activations and their derivatives) left by
+    the forward evaluation of stage ``st`` of the step ending at entry ``m``; each stage's vjp
+    is then only the backward pass. Otherwise as :func:`discrete_adjoint`. ``ws``: scratch of
+    shape ``(2 s + 3, n)``. Allocates nothing.
+    """
+    spec = k.spec
+    meta = k.meta
+    w = k.work
+    R = astore.shape[2]
+    s = b.shape[0]
+    n = ubar.shape[0]
+    Kbar = ws[s : 2 * s]
+    ga = meta[M_GA]
+    for j in range(pbar.shape[0]):
+        pbar[j] = 0.0
+    for i in range(n):
+        ubar[i] = 0.0
+    sp = save_pos.shape[0] - 1
+    for m in range(nstore - 1, 0, -1):
+        while sp >= 0 and save_pos[sp] == m:
+            for i in range(n):
+                ubar[i] += dl_du[sp, i]
+            sp -= 1
+        if ts[m - 1] == ts[m]:
+            continue  # a jump: u_right = u_left + constant
+        h = ts[m] - ts[m - 1]
+        for st in range(s):
+            for i in range(n):
+                Kbar[st, i] = h * b[st] * ubar[i]
+        for st in range(s - 1, -1, -1):
+            nz = False
+            for i in range(n):
+                if Kbar[st, i] != 0.0:
+                    nz = True
+                    break
+            if not nz:
+                continue
+            for i in range(R):
+                w[i] = astore[m, st, i]
+            for i in range(n):
+                w[ga + i] = Kbar[st, i]
+            r = vec_backward(spec, meta, p, pb, w)
+            for j in range(pbar.shape[0]):
+                pbar[j] += pb[j]
+            for i in range(n):
+                ubar[i] += w[r + i]
+            for j in range(st):
+                a = h * A[st, j]
+                if a != 0.0:
+                    for i in range(n):
+                        Kbar[j, i] += a * w[r + i]
+    while sp >= 0 and save_pos[sp] == 0:
+        for i in range(n):
+            ubar[i] += dl_du[sp, i]
+        sp -= 1
+    return 0

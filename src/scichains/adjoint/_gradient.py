@@ -13,7 +13,7 @@ from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._continuous import continuous_adjoint
 from ._cvode import cvode_adjoint
-from ._discrete import discrete_adjoint, find_save_positions
+from ._discrete import chain_discrete_adjoint_stored, discrete_adjoint, find_save_positions
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._loss import SolutionLoss
 from ._sensealg import (
@@ -96,6 +96,10 @@ class Objective:
         if isinstance(sa, DiscreteAdjoint):
             self.plan.keep_stages()
             self._ws = np.zeros((2 * solver.stages + 3, n))
+            # du/dt = chain(u): keep each stage's activations, so the sweep only runs backward
+            self._stored = bool(getattr(prob, "network_rhs", False))
+            if self._stored:
+                self._grow_activation_store(256)
         elif isinstance(sa, ForwardSensitivity):
             width = n * (1 + prob.p.size + n)
             cap = self.plan.ts.size
@@ -115,6 +119,11 @@ class Objective:
             self.adjoint_stats = np.zeros(3, dtype=np.int64)
             self._artol = self.plan.rtol if sa.rtol is None else float(sa.rtol)
             self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
+
+    def _grow_activation_store(self, steps):
+        plan = self.plan
+        cap = min(int(steps), plan.ts.size)
+        plan.astore = np.empty((cap, plan.solver.stages, self.prob.kernel.work.size))
 
     def _init_cvode(self, saveat, rtol, atol, max_steps, tstops, jumps, dtmin):
         if not isinstance(self.sensealg, InterpolatingAdjoint):
@@ -249,6 +258,26 @@ class Objective:
             )
             if code != 0:
                 raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
+            return value, dp, du0
+        if self._stored:
+            if m > plan.astore.shape[0]:  # more steps than the store holds: grow, redo
+                self._grow_activation_store(2 * m)
+                m = self._forward(p, u0)
+            chain_discrete_adjoint_stored(
+                self.prob.kernel,
+                p,
+                plan.A,
+                plan.b,
+                plan.ts,
+                plan.astore,
+                m,
+                self._pos,
+                self._dl_du,
+                dp,
+                du0,
+                self._ws,
+                self._pb,
+            )
             return value, dp, du0
         discrete_adjoint(
             self.prob.vjp_address,

@@ -87,6 +87,7 @@ class NeuralODE:
             kernel=chain.kernel(np.float64),
             vjp=_vjp_jit,
         )
+        prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
         self.tspan = prob.tspan
         self._loss = SquaredError(np.zeros((saveat.size, self.n)))
         self._obj = Objective(

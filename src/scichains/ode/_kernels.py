@@ -106,6 +106,10 @@ _STEP_SIG = types.int64(
     I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
     types.float64[:, :, ::1],  # kstore: out, the stages of the step ending at each stored
     #                            entry (shape (capacity, s, n)), or shape (0, s, n) for none
+    types.float64[:, :, ::1],  # astore: out, k.work[:R] after each stage's evaluation, for
+    #                            the step ending at each stored entry (shape (capacity, s, R));
+    #                            R = 0 for none. A network right-hand side leaves its
+    #                            activations there, so an adjoint need not recompute them.
 )
 
 
@@ -147,6 +151,7 @@ def integrate(
     fs,
     stats,
     kstore,
+    astore,
 ):
     """Integrate from ``t0`` to ``t1`` (either direction), storing every step.
 
@@ -156,6 +161,9 @@ def integrate(
     f = rhs_from_address(faddr)
     n = u0.shape[0]
     s = b.shape[0]
+    R = astore.shape[2]
+    acur = np.empty((s, R))  # k.work[:R] after each stage of the current attempt
+    work = k.work
     direction = 1.0 if t1 >= t0 else -1.0
     K = np.empty((s, n))
     u = u0.copy()
@@ -176,6 +184,8 @@ def integrate(
         stop_i += 1
     f(K[0], u, p, t, k)
     nf += 1
+    for i in range(R):
+        acur[0, i] = work[i]
     _store(ts, us, fs, 0, t, u, K[0])
     nstore = 1
     adaptive = ctrl_order > 0
@@ -241,6 +251,8 @@ def integrate(
                 tmp[i] = u[i] + hs * acc
             f(K[st], tmp, p, t + c[st] * hs, k)
             nf += 1
+            for i in range(R):
+                acur[st, i] = work[i]
         for i in range(n):
             acc = 0.0
             for j in range(s):
@@ -289,6 +301,10 @@ def integrate(
             for st in range(s):
                 for i in range(n):
                     kstore[nstore, st, i] = K[st, i]
+        if R > 0 and nstore < astore.shape[0]:
+            for st in range(s):
+                for i in range(R):
+                    astore[nstore, st, i] = acur[st, i]
         t = target if landing else t + hs
         for i in range(n):
             u[i] = unew[i]
@@ -296,9 +312,13 @@ def integrate(
         if fsal:
             for i in range(n):
                 K[0, i] = K[s - 1, i]
+            for i in range(R):
+                acur[0, i] = acur[s - 1, i]
         else:
             f(K[0], u, p, t, k)
             nf += 1
+            for i in range(R):
+                acur[0, i] = work[i]
         if landing:
             j0 = jump_index[stop_i]
             if j0 >= 0:
@@ -310,6 +330,8 @@ def integrate(
                     u[jump_state[j]] += jump_amount[j]
                 f(K[0], u, p, t, k)
                 nf += 1
+                for i in range(R):
+                    acur[0, i] = work[i]
             stop_i += 1
         _store(ts, us, fs, nstore, t, u, K[0])
         nstore += 1

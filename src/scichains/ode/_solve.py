@@ -53,6 +53,11 @@ class SolvePlan:
     fs: np.ndarray
     stats: np.ndarray
     kstore: np.ndarray
+    astore: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.astore is None:
+            self.astore = np.zeros((0, self.solver.stages, 0))
 
     def keep_stages(self) -> None:
         """Make the stepper store the stages of every step (for the discrete adjoint)."""
@@ -96,6 +101,7 @@ def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0)
             plan.fs,
             plan.stats,
             plan.kstore,
+            plan.astore,
         )
     )
 
