@@ -3,9 +3,10 @@
 Truth: x' = alpha x - beta x y, y' = gamma x y - delta y, observed every 0.1 on [0, 3] with 5%
 noise. The UDE keeps the known part (alpha x, -delta y) and learns the rest with a network
 U(x, y) (2 -> 5 -> 5 -> 5 -> 2, Gaussian rbf); Adam(0.1) for 200 iterations, then L-BFGS to
-convergence, with gradients from the interpolating adjoint. Sparse regression (STLSQ, the
-threshold chosen by the corrected AIC) of U on polynomials up to degree 3 plus sines then
-recovers the interaction terms, and the recovered model is extrapolated to t = 50.
+convergence, with gradients from the interpolating adjoint. Sparse regression (STLSQ) of U
+on polynomials up to degree 3 plus sines and cosines gives candidate structures; each is
+refitted to the data and the one with the lowest BIC among those whose terms are not nearly
+collinear on the trajectory is kept; the recovered model is extrapolated to t = 50.
 
 python examples/lotka_volterra_ude.py [--quick] [--plot out.png]
 """
@@ -162,12 +163,30 @@ class LibraryModel:
         return full.reshape(2, -1).T.copy(), float(res.fun)
 
 
+MAX_COND = 1e3
+
+
+def identifiable(Theta, Xi) -> bool:
+    """Whether each learned term's selected library columns are far from linearly dependent
+    on the trajectory (condition number of the column-normalised submatrix below MAX_COND):
+    near-dependent terms, such as x, x^3 and sin(x) on x in [0.2, 1.6], fit anything with huge
+    cancelling coefficients and cannot be told apart by the data."""
+    for j in range(Xi.shape[1]):
+        cols = np.flatnonzero(Xi[:, j])
+        if cols.size > 1:
+            sub = Theta[:, cols] / np.linalg.norm(Theta[:, cols], axis=0)
+            if np.linalg.cond(sub) > MAX_COND:
+                return False
+    return True
+
+
 def discover(model, chain, p, data):
     """Candidate structures from sparse regression (STLSQ) of the learned terms on the
     library; each candidate's coefficients refitted to the data; the selection criterion: the
-    corrected AIC of those fits (Gaussian noise, ``k`` = number of terms). A criterion on the
-    learned terms alone keeps adding collinear terms (they are smooth functions along one
-    trajectory); the data's noise is what a model must explain."""
+    BIC of those fits (Gaussian noise, ``k`` = number of terms), among the candidates whose
+    terms are identifiable (see :func:`identifiable`). A criterion on the learned terms alone
+    keeps adding collinear terms (they are smooth functions along one trajectory); the data's
+    noise is what a model must explain."""
     prob = model.problem(U0, (0.0, 3.0), p)
     states = solve(prob, saveat=TS, rtol=1e-8, atol=1e-10, throw=True).u
     U = chain(states, p[model.n_phys :])
@@ -182,13 +201,18 @@ def discover(model, chain, p, data):
     for (t1, X1), (t2, X2) in itertools.product(*paths):
         Xi = np.concatenate([X1, X2], axis=1)
         k = int(np.count_nonzero(Xi))
-        if k == 0 or k > MAX_TERMS:
+        if k == 0 or k > MAX_TERMS or not identifiable(Theta, Xi):
             continue
         Xi_fit, sse = lib_model.refit(Xi)
         score = CRITERION(sse, m, k) if np.isfinite(sse) else np.inf
         table.append(((t1, t2), k, sse, score))
         if best is None or score < best[4]:
             best = ((t1, t2), Xi, Xi_fit, sse, score)
+    if best is None:
+        raise RuntimeError(
+            "no identifiable candidate structure: every support found by STLSQ has nearly "
+            "collinear terms on this trajectory"
+        )
     return best, table, lib_model
 
 
@@ -229,7 +253,7 @@ def main(argv=None):
             f"  thresholds {t1:7.3g}, {t2:7.3g}: {k:2d} terms, "
             f"refitted data SSE {sse_:9.4g}, criterion {score_:8.2f}"
         )
-    print("selected (lowest AICc), with its coefficients refitted to the data:")
+    print("selected (lowest BIC), with its coefficients refitted to the data:")
     for line in equations(Xi_fit):
         print("  " + line)
     true_sse = float(np.sum((lib_model.simulate(TRUE_XI, TS) - data) ** 2))
