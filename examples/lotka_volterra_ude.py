@@ -243,8 +243,8 @@ def main(argv=None):
         model,
         chain,
         data,
-        adam_iters=50 if args.quick else 200,
-        lbfgs_iters=100 if args.quick else 10_000,
+        adam_iters=200,
+        lbfgs_iters=300 if args.quick else 10_000,
     )
     (thr, Xi, Xi_fit, sse, score), table, lib_model = discover(model, chain, p, data)
     print(f"{len(table)} candidate structures from the STLSQ paths; the best 8:")

@@ -64,8 +64,8 @@ plt.show()""",
         """import lotka_volterra_ude as lv
 data = lv.make_data()
 model, chain = lv.ude_model()
-p, losses = lv.train(model, chain, data, adam_iters=30 if QUICK else 200,
-                     lbfgs_iters=30 if QUICK else 10_000)""",
+# the full training takes seconds (the discovery needs a converged fit, even in QUICK mode)
+p, losses = lv.train(model, chain, data)""",
         """best, table, lib_model = lv.discover(model, chain, p, data)
 thr, Xi, Xi_fit, sse, score = best
 print("\\n".join(lv.equations(Xi_fit)))""",
