@@ -106,6 +106,13 @@ plt.hist(res, bins=20, label=["classical", "hybrid"])
 plt.legend()
 plt.title("residuals (mg/L)")
 plt.show()""",
+        """plt.figure(figsize=(6, 3))
+plt.semilogy(pop_a.loss_history, label="classical")
+plt.semilogy(pop_b.loss_history, label="hybrid")
+plt.xlabel("L-BFGS iteration")
+plt.legend()
+plt.title("objective J")
+plt.show()""",
     ],
 }
 
