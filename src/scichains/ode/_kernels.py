@@ -162,7 +162,8 @@ def integrate(
     n = u0.shape[0]
     s = b.shape[0]
     R = astore.shape[2]
-    acur = np.empty((s, R))  # k.work[:R] after each stage of the current attempt
+    acap = astore.shape[0]
+    acur0 = np.empty(R)  # k.work[:R] after the evaluation of stage 0 of the next step
     work = k.work
     direction = 1.0 if t1 >= t0 else -1.0
     K = np.empty((s, n))
@@ -185,7 +186,7 @@ def integrate(
     f(K[0], u, p, t, k)
     nf += 1
     for i in range(R):
-        acur[0, i] = work[i]
+        acur0[i] = work[i]
     _store(ts, us, fs, 0, t, u, K[0])
     nstore = 1
     adaptive = ctrl_order > 0
@@ -251,8 +252,9 @@ def integrate(
                 tmp[i] = u[i] + hs * acc
             f(K[st], tmp, p, t + c[st] * hs, k)
             nf += 1
-            for i in range(R):
-                acur[st, i] = work[i]
+            if nstore < acap:  # straight into the slot of the step, if it is accepted
+                for i in range(R):
+                    astore[nstore, st, i] = work[i]
         for i in range(n):
             acc = 0.0
             for j in range(s):
@@ -301,10 +303,10 @@ def integrate(
             for st in range(s):
                 for i in range(n):
                     kstore[nstore, st, i] = K[st, i]
-        if R > 0 and nstore < astore.shape[0]:
-            for st in range(s):
-                for i in range(R):
-                    astore[nstore, st, i] = acur[st, i]
+        if nstore < acap:
+            for i in range(R):
+                astore[nstore, 0, i] = acur0[i]
+        accepted_at = nstore
         t = target if landing else t + hs
         for i in range(n):
             u[i] = unew[i]
@@ -312,13 +314,14 @@ def integrate(
         if fsal:
             for i in range(n):
                 K[0, i] = K[s - 1, i]
-            for i in range(R):
-                acur[0, i] = acur[s - 1, i]
+            if accepted_at < acap:
+                for i in range(R):
+                    acur0[i] = astore[accepted_at, s - 1, i]
         else:
             f(K[0], u, p, t, k)
             nf += 1
             for i in range(R):
-                acur[0, i] = work[i]
+                acur0[i] = work[i]
         if landing:
             j0 = jump_index[stop_i]
             if j0 >= 0:
@@ -331,7 +334,7 @@ def integrate(
                 f(K[0], u, p, t, k)
                 nf += 1
                 for i in range(R):
-                    acur[0, i] = work[i]
+                    acur0[i] = work[i]
             stop_i += 1
         _store(ts, us, fs, nstore, t, u, K[0])
         nstore += 1
