@@ -190,17 +190,15 @@ _D_TQ2 = 4.84406305325125486048e3
 
 
 def _tanh64(x):
-    # both branches as numerator / denominator, selected before the one division (a division
-    # costs several multiplications; the loop computes both branches to vectorise)
     a = abs(x)
     z = x * x
     p = (_D_TP0 * z + _D_TP1) * z + _D_TP2
     q = ((z + _D_TQ0) * z + _D_TQ1) * z + _D_TQ2
+    small = x + x * z * p / q
     e = exp(min(2.0 * a, 80.0))
-    em1 = e - 1.0
-    num = x * (q + z * p) if a < 0.625 else (em1 if x >= 0.0 else -em1)
-    den = q if a < 0.625 else e + 1.0
-    return num / den
+    big = 1.0 - 2.0 / (e + 1.0)
+    big = big if x >= 0.0 else -big
+    return small if a < 0.625 else big
 
 
 @overload(tanh, jit_options=_JIT)
