@@ -272,6 +272,7 @@ def test_adjoint_sweep_does_not_allocate():
             pl.ts,
             pl.us,
             pl.kstore,
+            pl.astore,
             m,
             obj._pos,
             obj._dl_du,

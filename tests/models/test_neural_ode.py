@@ -108,6 +108,7 @@ def test_reverse_sweep_does_not_allocate():
             pl.ts,
             pl.us,
             pl.kstore,
+            np.zeros((0, pl.b.size, 0)),  # no stored activations: recompute them
             m,
             o._pos,
             o._dl_du,
@@ -160,7 +161,6 @@ def test_bad_input():
 
 def test_stored_activations_give_the_same_gradient_without_allocating():
     from scichains.adjoint import discrete_adjoint
-    from scichains.adjoint._discrete import chain_discrete_adjoint_stored
 
     chain, p = _spiral_model(seed=4)
     u0 = np.array([2.0, 0.0])
@@ -184,6 +184,7 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
             pl.ts,
             pl.us,
             pl.kstore,
+            np.zeros((0, pl.b.size, 0)),  # no stored activations: recompute them
             m,
             o._pos,
             o._dl_du,
@@ -195,11 +196,15 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
         np.testing.assert_allclose(g, dp, rtol=1e-12, atol=1e-14)  # recomputing the forward
         np.testing.assert_allclose(node.last_du0, du0, rtol=1e-12)
         args = (
+            o.prob.vjp_address,
             o.prob.kernel,
             p,
             pl.A,
             pl.b,
+            pl.c,
             pl.ts,
+            pl.us,
+            pl.kstore,
             pl.astore,
             m,
             o._pos,
@@ -210,7 +215,7 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
             o._pb,
         )
         before = rtsys.get_allocation_stats()
-        chain_discrete_adjoint_stored(*args)
+        discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()
         counts.append(((after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), m))
     assert counts[1][1] > 5 * counts[0][1]

@@ -16,7 +16,7 @@ from ..ode._kernels import vjp_from_address
 
 @kernel
 def discrete_adjoint(
-    vaddr, k, p, A, b, c, ts, us, kstore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
+    vaddr, k, p, A, b, c, ts, us, kstore, astore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
 ):
     """Reverse sweep through the stored steps of du/dt = f(u, p, t).
 
@@ -25,15 +25,20 @@ def discrete_adjoint(
 
     ``ts[:nstore]``, ``us[:nstore]``: the stored steps of the forward solve (duplicate times
     mark jumps: left limit, then right limit). ``kstore[m]``: the stages of the step ending at
-    entry ``m``, kept by the forward solve so they are not recomputed. ``save_pos[i]``: the
-    stored index of save point
-    ``i`` and ``dl_du[i]`` the loss gradient there. Writes dL/dp into ``pbar`` and dL/du0 into
-    ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like ``p``.
-    Allocates nothing.
+    entry ``m``, kept by the forward solve so they are not recomputed. ``astore``: for
+    du/dt = chain(u; p) only, the network's work rows (activations and their derivatives) the
+    forward evaluation of each stage left in ``k.work`` (shape ``(capacity, s, R)``); each
+    stage's vjp is then only the chain's backward pass. ``R = 0``: call the vjp instead.
+    ``save_pos[i]``: the stored index of save point ``i`` and ``dl_du[i]`` the loss gradient
+    there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``ws``: scratch of shape
+    ``(2 s + 3, n)``; ``pb``: scratch like ``p``. Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
     s = b.shape[0]
     n = us.shape[1]
+    R = astore.shape[2]
+    w = k.work
+    ga = k.meta[M_GA]
     Kbar = ws[s : 2 * s]
     y = ws[2 * s]
     ybar = ws[2 * s + 1]
@@ -63,12 +68,21 @@ def discrete_adjoint(
                     break
             if not nz:
                 continue
-            for i in range(n):
-                acc = 0.0
-                for j in range(st):
-                    acc += A[st, j] * K[j, i]
-                y[i] = u[i] + h * acc
-            vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb)
+            if R > 0:
+                for i in range(R):
+                    w[i] = astore[m, st, i]
+                for i in range(n):
+                    w[ga + i] = Kbar[st, i]
+                r = vec_backward(k.spec, k.meta, p, pb, w)
+                for i in range(n):
+                    ybar[i] = w[r + i]
+            else:
+                for i in range(n):
+                    acc = 0.0
+                    for j in range(st):
+                        acc += A[st, j] * K[j, i]
+                    y[i] = u[i] + h * acc
+                vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb)
             for j in range(pbar.shape[0]):
                 pbar[j] += pb[j]
             for i in range(n):
@@ -114,67 +128,3 @@ def squared_error(us, pos, data, dl_du):
             total += r * r
             dl_du[i, k] = 2.0 * r
     return total
-
-
-@kernel
-def chain_discrete_adjoint_stored(
-    k, p, A, b, ts, astore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
-):
-    """The discrete adjoint of du/dt = chain(u; p) from stored activations.
-
-    ``astore[m, st]``: the network's work rows (activations and their derivatives) left by
-    the forward evaluation of stage ``st`` of the step ending at entry ``m``; each stage's vjp
-    is then only the backward pass. Otherwise as :func:`discrete_adjoint`. ``ws``: scratch of
-    shape ``(2 s + 3, n)``. Allocates nothing.
-    """
-    spec = k.spec
-    meta = k.meta
-    w = k.work
-    R = astore.shape[2]
-    s = b.shape[0]
-    n = ubar.shape[0]
-    Kbar = ws[s : 2 * s]
-    ga = meta[M_GA]
-    for j in range(pbar.shape[0]):
-        pbar[j] = 0.0
-    for i in range(n):
-        ubar[i] = 0.0
-    sp = save_pos.shape[0] - 1
-    for m in range(nstore - 1, 0, -1):
-        while sp >= 0 and save_pos[sp] == m:
-            for i in range(n):
-                ubar[i] += dl_du[sp, i]
-            sp -= 1
-        if ts[m - 1] == ts[m]:
-            continue  # a jump: u_right = u_left + constant
-        h = ts[m] - ts[m - 1]
-        for st in range(s):
-            for i in range(n):
-                Kbar[st, i] = h * b[st] * ubar[i]
-        for st in range(s - 1, -1, -1):
-            nz = False
-            for i in range(n):
-                if Kbar[st, i] != 0.0:
-                    nz = True
-                    break
-            if not nz:
-                continue
-            for i in range(R):
-                w[i] = astore[m, st, i]
-            for i in range(n):
-                w[ga + i] = Kbar[st, i]
-            r = vec_backward(spec, meta, p, pb, w)
-            for j in range(pbar.shape[0]):
-                pbar[j] += pb[j]
-            for i in range(n):
-                ubar[i] += w[r + i]
-            for j in range(st):
-                a = h * A[st, j]
-                if a != 0.0:
-                    for i in range(n):
-                        Kbar[j, i] += a * w[r + i]
-    while sp >= 0 and save_pos[sp] == 0:
-        for i in range(n):
-            ubar[i] += dl_du[sp, i]
-        sp -= 1
-    return 0

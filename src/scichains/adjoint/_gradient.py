@@ -13,7 +13,7 @@ from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._continuous import continuous_adjoint
 from ._cvode import cvode_adjoint
-from ._discrete import chain_discrete_adjoint_stored, discrete_adjoint, find_save_positions
+from ._discrete import discrete_adjoint, find_save_positions
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._loss import SolutionLoss
 from ._sensealg import (
@@ -259,26 +259,10 @@ class Objective:
             if code != 0:
                 raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
             return value, dp, du0
-        if self._stored:
-            if m > plan.astore.shape[0]:  # more steps than the store holds: grow, redo
-                self._grow_activation_store(2 * m)
-                m = self._forward(p, u0)
-            chain_discrete_adjoint_stored(
-                self.prob.kernel,
-                p,
-                plan.A,
-                plan.b,
-                plan.ts,
-                plan.astore,
-                m,
-                self._pos,
-                self._dl_du,
-                dp,
-                du0,
-                self._ws,
-                self._pb,
-            )
-            return value, dp, du0
+        if self._stored and m > plan.astore.shape[0]:
+            # more steps than the activation store holds: grow it and solve again
+            self._grow_activation_store(2 * m)
+            m = self._forward(p, u0)
         discrete_adjoint(
             self.prob.vjp_address,
             self.prob.kernel,
@@ -289,6 +273,7 @@ class Objective:
             plan.ts,
             plan.us,
             plan.kstore,
+            plan.astore,
             m,
             self._pos,
             self._dl_du,
