@@ -174,6 +174,31 @@ def test_doses_against_the_closed_form_one_compartment_model(sensealg, solver):
     np.testing.assert_allclose(du0, grads[2:], rtol=1e-6)
 
 
+def test_discrete_adjoint_through_the_continuous_extension():
+    """With Tsit5 the discrete adjoint's forward solve does not land on the save times: it
+    interpolates (as solve() does) and differentiates through the interpolant. Save times at a
+    dose are still landed on (the dose is a stop)."""
+    model = _one_compartment()
+    p = model.pack(ka=0.9, ke=0.25)
+    ts = np.linspace(0.5, 12.0, 24)  # 5.0, a dose time, is one of them
+    doses = [(0.0, 0, 1.0), (5.0, 0, 2.0)]
+    prob = model.problem([0.0, 0.0], (0.0, 12.0), p)
+    data = np.random.default_rng(2).uniform(0.2, 1.5, (ts.size, 2))
+    kw = dict(jumps=doses, rtol=1e-9, atol=1e-11)
+    obj = Objective(prob, SquaredError(data), ts, sensealg=DiscreteAdjoint(), **kw)
+    value, dp, du0 = obj.value_and_grad()
+    inner = obj.plan.save_inner
+    assert inner.sum() >= 20 and not inner[ts == 5.0].any()
+    sol = solve(prob, saveat=ts, **kw)
+    assert value == pytest.approx(float(np.sum((sol.u - data) ** 2)), rel=1e-14)
+    fd_p = _fd(lambda q: obj.value(q), p, h=1e-5)
+    fd_u = _fd(lambda u: obj.value(p, u), np.zeros(2), h=1e-5)
+    np.testing.assert_allclose(dp, fd_p, rtol=1e-6)
+    np.testing.assert_allclose(du0, fd_u, rtol=1e-6)
+    landing = gradient(prob, SquaredError(data), ts, sensealg=InterpolatingAdjoint(), **kw)
+    np.testing.assert_allclose(dp, landing[1], rtol=1e-6)
+
+
 def test_stiff_problem_with_cvode_against_the_closed_form():
     """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0 (stiff for a = 1e3) has the solution
     u = cos(b t) + (u0 - 1) exp(-a t); its exact derivatives are the reference."""
@@ -260,27 +285,8 @@ def test_adjoint_sweep_does_not_allocate():
         )
         obj.value_and_grad(p)
         m = int(obj.plan.stats[0])
-        pl = obj.plan
         dp, du0 = np.zeros(p.size), np.zeros(2)
-        args = (
-            obj.prob.vjp_address,
-            obj.prob.kernel,
-            p,
-            pl.A,
-            pl.b,
-            pl.c,
-            pl.ts,
-            pl.us,
-            pl.kstore,
-            pl.astore,
-            m,
-            obj._pos,
-            obj._dl_du,
-            dp,
-            du0,
-            obj._ws,
-            obj._pb,
-        )
+        args = obj.discrete_args(p, dp, du0)
         before = rtsys.get_allocation_stats()
         discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()
@@ -329,7 +335,7 @@ def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
             pl.us,
             pl.fs,
             int(pl.stats[0]),
-            obj._pos,
+            pl.save_pos,
             obj._dl_du,
             dp,
             du0,

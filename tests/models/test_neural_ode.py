@@ -98,25 +98,7 @@ def test_reverse_sweep_does_not_allocate():
         o, pl = node._obj, node._obj.plan
         m = int(pl.stats[0])
         dp, du0 = np.zeros(p.size), np.zeros(2)
-        args = (
-            o.prob.vjp_address,
-            o.prob.kernel,
-            p,
-            pl.A,
-            pl.b,
-            pl.c,
-            pl.ts,
-            pl.us,
-            pl.kstore,
-            np.zeros((0, pl.b.size, 0)),  # no stored activations: recompute them
-            m,
-            o._pos,
-            o._dl_du,
-            dp,
-            du0,
-            o._ws,
-            o._pb,
-        )
+        args = o.discrete_args(p, dp, du0, astore=np.zeros((0, pl.b.size, 0)))
         before = rtsys.get_allocation_stats()
         discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()
@@ -174,46 +156,10 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
         assert o._stored
         m = int(pl.stats[0])
         dp, du0 = np.zeros(p.size), np.zeros(2)
-        discrete_adjoint(
-            o.prob.vjp_address,
-            o.prob.kernel,
-            p,
-            pl.A,
-            pl.b,
-            pl.c,
-            pl.ts,
-            pl.us,
-            pl.kstore,
-            np.zeros((0, pl.b.size, 0)),  # no stored activations: recompute them
-            m,
-            o._pos,
-            o._dl_du,
-            dp,
-            du0,
-            o._ws,
-            o._pb,
-        )
+        discrete_adjoint(*o.discrete_args(p, dp, du0, astore=np.zeros((0, pl.b.size, 0))))
         np.testing.assert_allclose(g, dp, rtol=1e-12, atol=1e-14)  # recomputing the forward
         np.testing.assert_allclose(node.last_du0, du0, rtol=1e-12)
-        args = (
-            o.prob.vjp_address,
-            o.prob.kernel,
-            p,
-            pl.A,
-            pl.b,
-            pl.c,
-            pl.ts,
-            pl.us,
-            pl.kstore,
-            pl.astore,
-            m,
-            o._pos,
-            o._dl_du,
-            dp,
-            du0,
-            o._ws,
-            o._pb,
-        )
+        args = o.discrete_args(p, dp, du0)
         before = rtsys.get_allocation_stats()
         discrete_adjoint(*args)
         after = rtsys.get_allocation_stats()

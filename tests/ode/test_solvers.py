@@ -205,3 +205,71 @@ def test_statistics_and_fsal():
     # the initial-step estimate)
     assert s["nf"] == 6 * (s["naccept"] + s["nreject"]) + 2
     assert sol.t[0] == 0.0 and sol.t[-1] == 10.0
+
+
+@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5])
+def test_continuous_extensions_satisfy_their_order_conditions(solver):
+    # b_i(theta) of an order-q extension satisfies the quadrature/tree conditions up to q
+    # with theta^k/k! style right-hand sides; at theta = 1 it is the method's b
+    A, b, c, _ = solver.arrays()
+    np.testing.assert_allclose(solver.interp_weights(1.0), b, atol=1e-13)
+    np.testing.assert_allclose(solver.interp_weights(0.0), 0.0, atol=0)
+    for th in (0.2, 0.5, 0.9):
+        w = solver.interp_weights(th)
+        conds = [
+            (w.sum(), th),
+            (w @ c, th**2 / 2),
+            (w @ c**2, th**3 / 3),
+            (w @ (A @ c), th**3 / 6),
+            (w @ c**3, th**4 / 4),
+            (w @ (c * (A @ c)), th**4 / 8),
+            (w @ (A @ c**2), th**4 / 12),
+            (w @ (A @ (A @ c)), th**4 / 24),
+        ]
+        n_conds = {3: 4, 4: 8}[solver.interp_order]
+        for got, want in conds[:n_conds]:
+            assert abs(got - want) < 1e-13
+        if solver.interp_order == 3:  # and it is not of order 4
+            assert max(abs(g - w_) for g, w_ in conds[4:]) > 1e-3
+
+
+@pytest.mark.parametrize("solver", [ode.DP5, ode.Tsit5])
+def test_dense_output_between_steps_is_fifth_order(solver):
+    # fixed steps; error halfway between steps: the fourth-order extension has local error
+    # O(h^5), so the slope is 5 (cubic Hermite would give 4)
+    prob = ode.ODEProblem(linear, [1.0, 0.5, -0.3], (0.0, 2.0), M.ravel())
+    dts = [0.1, 0.05, 0.025]
+    errs = []
+    for dt in dts:
+        sol = ode.solve(prob, solver=solver(), dt0=dt, adaptive=False)
+        tq = np.arange(0.5, round(2.0 / dt)) * dt
+        exact = np.array([expm(t * M) @ prob.u0 for t in tq])
+        errs.append(np.abs(sol(tq) - exact).max())
+    slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
+    assert 4.5 < slope < 6.0, (solver.name, slope, errs)
+
+
+@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5, ode.Vern7])
+def test_saveat_interpolates_without_shortening_steps(solver):
+    prob = ode.ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 10.0), [1.5, 1.0, 1.0, 3.0])
+    ts = np.linspace(0.0, 10.0, 201)
+    free = ode.solve(prob, solver=solver(), rtol=1e-8, atol=1e-10)
+    saved = ode.solve(prob, solver=solver(), saveat=ts, rtol=1e-8, atol=1e-10)
+    ref = solve_ivp(
+        lambda t, u: [1.5 * u[0] - u[0] * u[1], u[0] * u[1] - 3.0 * u[1]],
+        (0.0, 10.0),
+        [1.0, 1.0],
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+        t_eval=ts,
+    ).y.T
+    np.testing.assert_array_equal(saved.t, ts)
+    assert np.abs(saved.u - ref).max() < 1e-5
+    if solver.interp is not None:
+        # the save times do not shorten the steps: the same steps as without them
+        assert saved.stats == free.stats
+        np.testing.assert_allclose(saved.u, free(ts), rtol=0, atol=1e-14)
+    else:
+        # no continuous extension of its own: the stepper lands on every save time
+        assert saved.stats["naccept"] > free.stats["naccept"]

@@ -4,19 +4,39 @@ The gradient of the *discretised* solution (what an optimiser actually sees): th
 solve keeps its accepted steps; the reverse sweep recomputes each step's stages and
 back-propagates through them with the problem's in-place vjp (for a network: the chain's
 compiled vjp; step sizes are treated as constants, as in diffrax's default adjoint). Jumps
-(doses) add constants, through which the adjoint passes unchanged.
+(doses) add constants, through which the adjoint passes unchanged. Save points inside a step
+were interpolated by the method's continuous extension (linear in the stages); their loss
+gradients enter that step's stage adjoints with the interpolation weights.
 """
 
 from __future__ import annotations
 
 from .._jit import kernel
 from ..nn._kernels import M_GA, vec_backward
-from ..ode._kernels import vjp_from_address
+from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
 
 
 @kernel
 def discrete_adjoint(
-    vaddr, k, p, A, b, c, ts, us, kstore, astore, nstore, save_pos, dl_du, pbar, ubar, ws, pb
+    vaddr,
+    k,
+    p,
+    A,
+    b,
+    c,
+    ts,
+    us,
+    kstore,
+    astore,
+    nstore,
+    save_pos,
+    save_inner,
+    save_w,
+    dl_du,
+    pbar,
+    ubar,
+    ws,
+    pb,
 ):
     """Reverse sweep through the stored steps of du/dt = f(u, p, t).
 
@@ -27,17 +47,20 @@ def discrete_adjoint(
     mark jumps: left limit, then right limit). ``kstore[m]``: the stages of the step ending at
     entry ``m``, kept by the forward solve so they are not recomputed. ``astore``: for
     du/dt = chain(u; p) only, the network's work rows (activations and their derivatives) the
-    forward evaluation of each stage left in ``k.work`` (shape ``(capacity, s, R)``); each
-    stage's vjp is then only the chain's backward pass. ``R = 0``: call the vjp instead.
-    ``save_pos[i]``: the stored index of save point ``i`` and ``dl_du[i]`` the loss gradient
-    there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``ws``: scratch of shape
-    ``(2 s + 3, n)``; ``pb``: scratch like ``p``. Allocates nothing.
+    forward evaluation of each stage left in its work buffer (shape ``(capacity, s, R)``); each
+    stage's vjp is then only the chain's backward pass, run in that stored buffer (``R`` must
+    be ``k.work.size``). ``R = 0``: call the vjp instead.
+    Save point ``i`` (``dl_du[i]``: the loss gradient there) is the stored entry
+    ``save_pos[i]`` if ``save_inner[i]`` is False; else it lies inside the step ending at entry
+    ``save_pos[i]`` and was interpolated, ``u_prev + h sum_st save_w[i, st] K_st``, and the
+    sweep differentiates through that continuous extension. Writes dL/dp into ``pbar`` and
+    dL/du0 into ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like
+    ``p``. Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
     s = b.shape[0]
     n = us.shape[1]
     R = astore.shape[2]
-    w = k.work
     ga = k.meta[M_GA]
     Kbar = ws[s : 2 * s]
     y = ws[2 * s]
@@ -48,7 +71,7 @@ def discrete_adjoint(
         ubar[i] = 0.0
     sp = save_pos.shape[0] - 1
     for m in range(nstore - 1, 0, -1):
-        while sp >= 0 and save_pos[sp] == m:
+        while sp >= 0 and save_pos[sp] == m and not save_inner[sp]:
             for i in range(n):
                 ubar[i] += dl_du[sp, i]
             sp -= 1
@@ -60,6 +83,15 @@ def discrete_adjoint(
         for st in range(s):
             for i in range(n):
                 Kbar[st, i] = h * b[st] * ubar[i]
+        # save points interpolated inside this step: u_prev + h sum_st w_st K_st
+        while sp >= 0 and save_pos[sp] == m and save_inner[sp]:
+            for st in range(s):
+                a = h * save_w[sp, st]
+                for i in range(n):
+                    Kbar[st, i] += a * dl_du[sp, i]
+            for i in range(n):
+                ubar[i] += dl_du[sp, i]
+            sp -= 1
         for st in range(s - 1, -1, -1):
             nz = False
             for i in range(n):
@@ -69,13 +101,14 @@ def discrete_adjoint(
             if not nz:
                 continue
             if R > 0:
-                for i in range(R):
-                    w[i] = astore[m, st, i]
+                # back-propagate in the stage's stored work buffer itself (only its gradient
+                # rows are written, so a second sweep reads the same activations)
+                ws_ = astore[m, st]
                 for i in range(n):
-                    w[ga + i] = Kbar[st, i]
-                r = vec_backward(k.spec, k.meta, p, pb, w)
+                    ws_[ga + i] = Kbar[st, i]
+                r = vec_backward(k.spec, k.meta, p, pb, ws_)
                 for i in range(n):
-                    ybar[i] = w[r + i]
+                    ybar[i] = ws_[r + i]
             else:
                 for i in range(n):
                     acc = 0.0
@@ -97,24 +130,6 @@ def discrete_adjoint(
             ubar[i] += dl_du[sp, i]
         sp -= 1
     return 0
-
-
-@kernel
-def find_save_positions(ts, m, saveat, pos):
-    """``pos[i]``: the last stored entry (of ``ts[:m]``) at time ``saveat[i]`` (the right limit at
-    a jump). Both are ordered in the direction of integration. Returns False if one is
-    missing."""
-    j = 0
-    for i in range(saveat.shape[0]):
-        t = saveat[i]
-        while j < m and ts[j] != t:
-            j += 1
-        if j == m:
-            return False
-        while j + 1 < m and ts[j + 1] == t:
-            j += 1
-        pos[i] = j
-    return True
 
 
 @kernel

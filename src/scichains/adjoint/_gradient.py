@@ -83,8 +83,22 @@ class Objective:
             raise TypeError(
                 f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
             )
+        # the discrete adjoint differentiates through the method's continuous extension, so
+        # the steps need not land on the save times (as diffrax's); the continuous adjoints
+        # restart at each save time, which must be a step
         self.plan = plan_solve(
-            prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
+            prob,
+            solver,
+            saveat,
+            rtol,
+            atol,
+            None,
+            max_steps,
+            tstops,
+            jumps,
+            dtmin,
+            None,
+            interpolate=isinstance(self.sensealg, DiscreteAdjoint),
         )
         self.saveat = self.plan.save
         m, n = self.saveat.size, prob.u0.size
@@ -186,17 +200,19 @@ class Objective:
         code = run_plan(plan, u0, p)
         if code != 0:
             raise ODESolveError(_Failed(ReturnCode(code), plan.ts[plan.stats[0] - 1]))
-        m = int(plan.stats[0])
-        if not find_save_positions(plan.ts, m, self.saveat, self._pos):
+        if not plan.locate_saves():
             raise RuntimeError("a save time is not among the stored steps")
-        return m
+        return int(plan.stats[0])
 
     def value(self, p=None, u0=None) -> float:
         """The loss at ``(p, u0)``."""
         p, u0 = self._args(p, u0)
         self._forward(p, u0)
-        us = self._last[1] if isinstance(self.solver, CVODESolver) else self.plan.us
-        return self.loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
+        if isinstance(self.solver, CVODESolver):
+            saved = self._last[1][self._pos]
+        else:
+            saved = self.plan.save_u
+        return self.loss.value_and_grad(self.saveat, saved, self._dl_du)
 
     def value_and_grad(self, p=None, u0=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``; the arrays are new."""
@@ -224,7 +240,7 @@ class Objective:
             return value, dp, du0
         m = self._forward(p, u0)
         plan = self.plan
-        value = self.loss.value_and_grad(self.saveat, plan.us[self._pos], self._dl_du)
+        value = self.loss.value_and_grad(self.saveat, plan.save_u, self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
         if isinstance(self.sensealg, ForwardSensitivity):
@@ -248,7 +264,7 @@ class Objective:
                 plan.us,
                 plan.fs,
                 m,
-                self._pos,
+                plan.save_pos,
                 self._dl_du,
                 dp,
                 du0,
@@ -263,7 +279,15 @@ class Objective:
             # more steps than the activation store holds: grow it and solve again
             self._grow_activation_store(2 * m)
             m = self._forward(p, u0)
-        discrete_adjoint(
+        discrete_adjoint(*self.discrete_args(p, dp, du0))
+        return value, dp, du0
+
+    def discrete_args(self, p, dp, du0, astore=None):
+        """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward
+        solve (a DiscreteAdjoint objective), writing into ``dp``/``du0``; ``astore`` replaces
+        the stored activations (an empty store makes the sweep call the vjp)."""
+        plan = self.plan
+        return (
             self.prob.vjp_address,
             self.prob.kernel,
             p,
@@ -273,16 +297,17 @@ class Objective:
             plan.ts,
             plan.us,
             plan.kstore,
-            plan.astore,
-            m,
-            self._pos,
+            plan.astore if astore is None else astore,
+            int(plan.stats[0]),
+            plan.save_pos,
+            plan.save_inner,
+            plan.save_w,
             self._dl_du,
             dp,
             du0,
             self._ws,
             self._pb,
         )
-        return value, dp, du0
 
     def _forward_sensitivities(self, p, u0):
         aug = self._aug

@@ -13,7 +13,11 @@ class SensitivityAlgorithm:
 class DiscreteAdjoint(SensitivityAlgorithm):
     """Back-propagate through the accepted Runge-Kutta steps: the exact gradient of the
     discretised solution (step sizes held fixed), what an optimiser actually sees. Keeps the
-    stages of every step (memory ``steps x stages x n``)."""
+    stages of every step (memory ``steps x stages x n``). With a method that has a continuous
+    extension (Tsit5, DP5, BS3) the steps do not land on the save times: the states there are
+    interpolated, exactly as :func:`scichains.ode.solve` returns them, and the sweep
+    differentiates through the interpolant (as diffrax's default adjoint does); this is what
+    makes many save points cheap. The continuous adjoints land on every save time."""
 
 
 class _Continuous(SensitivityAlgorithm):

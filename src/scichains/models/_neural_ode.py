@@ -109,7 +109,7 @@ class NeuralODE:
         obj = self._obj
         p, u0 = obj._args(p, u0)
         obj._forward(p, u0)
-        return obj.plan.us[obj._pos]
+        return obj.plan.save_u.copy()
 
     def loss_and_grad(self, u0, p, data):
         """``(L, dL/dp)`` for ``L = sum over saveat of |u(t_i) - data_i|^2``.

@@ -18,7 +18,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._jit import FLAGS
-from ..nn._chain import SimpleChain
+from ..nn._chain import ChainKernel, SimpleChain
 
 # return codes of the stepper (see _solution.ReturnCode)
 SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE = 0, 1, 2, 3
@@ -106,10 +106,11 @@ _STEP_SIG = types.int64(
     I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
     types.float64[:, :, ::1],  # kstore: out, the stages of the step ending at each stored
     #                            entry (shape (capacity, s, n)), or shape (0, s, n) for none
-    types.float64[:, :, ::1],  # astore: out, k.work[:R] after each stage's evaluation, for
-    #                            the step ending at each stored entry (shape (capacity, s, R));
-    #                            R = 0 for none. A network right-hand side leaves its
-    #                            activations there, so an adjoint need not recompute them.
+    types.float64[:, :, ::1],  # astore: out, the work buffer of each stage's evaluation, for
+    #                            the step ending at each stored entry (shape (capacity, s, R),
+    #                            R = k.work.size); R = 0 for none. A network right-hand side
+    #                            leaves its activations there, so an adjoint need not
+    #                            recompute them.
 )
 
 
@@ -250,11 +251,14 @@ def integrate(
                 for j in range(st):
                     acc += A[st, j] * K[j, i]
                 tmp[i] = u[i] + hs * acc
-            f(K[st], tmp, p, t + c[st] * hs, k)
+            if nstore < acap:
+                # the network works straight in the store's slot for this step and stage
+                # (R is the whole work buffer), where the adjoint sweep will read it
+                slot = ChainKernel(k.spec, k.fspec, k.meta, astore[nstore, st], k.samples)
+                f(K[st], tmp, p, t + c[st] * hs, slot)
+            else:
+                f(K[st], tmp, p, t + c[st] * hs, k)
             nf += 1
-            if nstore < acap:  # straight into the slot of the step, if it is accepted
-                for i in range(R):
-                    astore[nstore, st, i] = work[i]
         for i in range(n):
             acc = 0.0
             for j in range(s):
@@ -345,3 +349,73 @@ def integrate(
     stats[2] = naccept
     stats[3] = nreject
     return code
+
+
+@numba.njit(**FLAGS)
+def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
+    """The solution at ``saveat`` from the stored steps ``ts[:m]``, ``us[:m]`` and their
+    stages ``kstore`` (the step ending at entry ``j`` has stages ``kstore[j]``), with the
+    method's continuous extension ``P`` (see ``ExplicitRK.interp``).
+
+    A save time that is a stored time takes the stored state (the right limit at a jump):
+    ``pos[i]`` is that entry, ``inner[i] = False``. Otherwise it falls strictly inside the step
+    ending at entry ``j``: ``pos[i] = j``, ``inner[i] = True``, ``W[i]`` the stage weights
+    ``b_i(theta)`` and ``out[i] = us[j-1] + h sum_st W[i, st] kstore[j, st]``. Both are ordered
+    in the direction of integration. Returns False if a save time lies beyond ``ts[m-1]``.
+    """
+    s = P.shape[0]
+    deg = P.shape[1]
+    n = us.shape[1]
+    direction = 1.0 if ts[m - 1] >= ts[0] else -1.0
+    j = 0
+    for i in range(saveat.shape[0]):
+        t = saveat[i]
+        while j < m and direction * (ts[j] - t) < 0.0:
+            j += 1
+        if j == m:
+            return False
+        if ts[j] == t:
+            while j + 1 < m and ts[j + 1] == t:
+                j += 1
+            pos[i] = j
+            inner[i] = False
+            for st in range(s):
+                W[i, st] = 0.0
+            for c in range(n):
+                out[i, c] = us[j, c]
+            continue
+        h = ts[j] - ts[j - 1]
+        th = (t - ts[j - 1]) / h
+        for st in range(s):
+            acc = 0.0
+            tp = 1.0
+            for d in range(deg):
+                tp *= th
+                acc += P[st, d] * tp
+            W[i, st] = acc
+        for c in range(n):
+            acc = 0.0
+            for st in range(s):
+                acc += W[i, st] * kstore[j, st, c]
+            out[i, c] = us[j - 1, c] + h * acc
+        pos[i] = j
+        inner[i] = True
+    return True
+
+
+@numba.njit(**FLAGS)
+def find_save_positions(ts, m, saveat, pos):
+    """``pos[i]``: the last stored entry (of ``ts[:m]``) at time ``saveat[i]`` (the right limit at
+    a jump). Both are ordered in the direction of integration. Returns False if one is
+    missing."""
+    j = 0
+    for i in range(saveat.shape[0]):
+        t = saveat[i]
+        while j < m and ts[j] != t:
+            j += 1
+        if j == m:
+            return False
+        while j + 1 < m and ts[j + 1] == t:
+            j += 1
+        pos[i] = j
+    return True

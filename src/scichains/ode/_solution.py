@@ -58,11 +58,17 @@ class Solution:
     stats : dict
         ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps).
 
-    Calling ``sol(t)`` interpolates the stored steps with cubic Hermite polynomials (third
-    order accurate, exact at the steps).
+    Calling ``sol(t)`` interpolates the stored steps: with the method's own continuous
+    extension where it has one (Tsit5, DP5: fourth order; BS3: cubic Hermite), else (Vern7,
+    RK4, Euler, CVODE) with cubic Hermite polynomials on the stored states and derivatives
+    (third order). Exact at the steps.
     """
 
-    def __init__(self, t, u, status, stats, step_t, step_u, step_f, t_reached, message=None):
+    def __init__(
+        self, t, u, status, stats, step_t, step_u, step_f, t_reached, message=None, dense=None
+    ):
+        # dense: (stages of the step ending at each stored entry, the method's ExplicitRK.interp)
+        self._dense = dense
         self._message = message
         self.t = t
         self.u = u
@@ -113,11 +119,16 @@ class Solution:
         th = ((tq - t0) / safe)[:, None]
         y0, y1, f0, f1 = su[idx], su[idx + 1], sf[idx], sf[idx + 1]
         hh = h[:, None]
-        out = (
-            (1 - th) * y0
-            + th * y1
-            + th * (th - 1) * ((1 - 2 * th) * (y1 - y0) + (th - 1) * hh * f0 + th * hh * f1)
-        )
+        if self._dense is not None:
+            stages, P = self._dense
+            w = (th ** np.arange(1, P.shape[1] + 1)) @ P.T  # (q, s): b_i(theta)
+            out = y0 + hh * np.einsum("qs,qsn->qn", w, stages[idx + 1])
+        else:
+            out = (
+                (1 - th) * y0
+                + th * y1
+                + th * (th - 1) * ((1 - 2 * th) * (y1 - y0) + (th - 1) * hh * f0 + th * hh * f1)
+            )
         exact = tq == t0
         out[exact] = y0[exact]
         return out[0] if scalar else out

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels import integrate
+from ._kernels import find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._sundials import CVODESolver, solve_cvode
@@ -54,16 +54,50 @@ class SolvePlan:
     stats: np.ndarray
     kstore: np.ndarray
     astore: np.ndarray | None = None
+    interpolate: bool = False
+    """True: ``save`` is not among the stops; the saved states come from the method's
+    continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
 
     def __post_init__(self):
         if self.astore is None:
             self.astore = np.zeros((0, self.solver.stages, 0))
+        if self.interpolate:
+            self.keep_stages()
+        nsave = 0 if self.save is None else self.save.size
+        n = self.us.shape[1]
+        self.save_u = np.zeros((nsave, n))
+        self.save_pos = np.zeros(nsave, dtype=np.int64)
+        self.save_inner = np.zeros(nsave, dtype=np.bool_)
+        self.save_w = np.zeros((nsave, self.solver.stages))
 
     def keep_stages(self) -> None:
         """Make the stepper store the stages of every step (for the discrete adjoint)."""
         cap, n = self.us.shape
         if self.kstore.shape[0] != cap:
             self.kstore = np.empty((cap, self.solver.stages, n))
+
+    def locate_saves(self) -> bool:
+        """After a solve: fill ``save_u`` (the states at ``save``), ``save_pos``,
+        ``save_inner`` and ``save_w`` (see ``interpolate_saves``; without interpolation every
+        save is a stored step). False if a save time was not reached."""
+        m = int(self.stats[0])
+        if not self.interpolate:
+            if not find_save_positions(self.ts, m, self.save, self.save_pos):
+                return False
+            self.save_u[...] = self.us[self.save_pos]
+            return True
+        return interpolate_saves(
+            self.ts,
+            self.us,
+            self.kstore,
+            m,
+            self.solver.interp,
+            self.save,
+            self.save_u,
+            self.save_pos,
+            self.save_inner,
+            self.save_w,
+        )
 
 
 def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0) -> int:
@@ -106,10 +140,11 @@ def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0)
     )
 
 
-def stop_tables(prob, saveat, tstops, jumps):
+def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
     """Validate ``saveat``/``tstops``/``jumps``; return ``(save, stops, jump_index, jump_count,
     jump_state, jump_amount)``: the times to land on (ordered in the direction of
-    integration, ending with t1) and the jumps grouped by stop."""
+    integration, ending with t1; the save times too unless ``land_on_saves`` is False) and the
+    jumps grouped by stop."""
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
     save = None
@@ -118,7 +153,7 @@ def stop_tables(prob, saveat, tstops, jumps):
         if np.any(direction * np.diff(save) <= 0):
             raise ValueError("saveat must be strictly increasing in the direction of integration")
     stop_times = [np.array([t1])]
-    if save is not None:
+    if save is not None and land_on_saves:
         stop_times.append(save)
     if tstops is not None:
         stop_times.append(_times("tstops", tstops, t0, t1))
@@ -159,9 +194,23 @@ def stop_tables(prob, saveat, tstops, jumps):
 
 
 def plan_solve(
-    prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
+    prob,
+    solver,
+    saveat,
+    rtol,
+    atol,
+    dt0,
+    max_steps,
+    tstops,
+    jumps,
+    dtmin,
+    adaptive,
+    interpolate=False,
 ) -> SolvePlan:
-    """Validate the options of :func:`solve` and prepare the stepper's tables and buffers."""
+    """Validate the options of :func:`solve` and prepare the stepper's tables and buffers.
+
+    ``interpolate``: save by the method's continuous extension instead of landing on the save
+    times (only for methods that have one; ignored otherwise)."""
     if isinstance(solver, type):
         raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
     if not isinstance(solver, ExplicitRK):
@@ -189,7 +238,10 @@ def plan_solve(
             f"{solver.name} needs a right-hand side compiled with numba (@numba.njit); a plain "
             "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
         )
-    save, stops, jump_index, jump_count, js, ja = stop_tables(prob, saveat, tstops, jumps)
+    interpolate = bool(interpolate) and solver.interp is not None and saveat is not None
+    save, stops, jump_index, jump_count, js, ja = stop_tables(
+        prob, saveat, tstops, jumps, land_on_saves=not interpolate
+    )
     n = prob.u0.size
     cap = int(max_steps) + 2 * stops.size + 2
     A, b, c, bt = solver.arrays()
@@ -217,6 +269,7 @@ def plan_solve(
         fs=np.empty((cap, n)),
         stats=np.zeros(4, dtype=np.int64),
         kstore=np.zeros((0, solver.stages, n)),
+        interpolate=interpolate,
     )
 
 
@@ -240,8 +293,11 @@ def solve(
     ----------
     solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
         or the SUNDIALS solvers CVODE_BDF() (stiff problems) and CVODE_Adams()
-    saveat : times at which to save, sorted in the direction of integration; the stepper
-        lands on each of them exactly. ``None``: save every step.
+    saveat : times at which to save, sorted in the direction of integration. Methods with a
+        continuous extension of their own (Tsit5, DP5: fourth order; BS3: cubic Hermite)
+        interpolate there, as DifferentialEquations.jl and diffrax do, so the save times do
+        not shorten the steps; the others (Vern7, RK4, Euler) land on each of them.
+        ``None``: save every step.
     rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
     dt0 : first step size (adaptive, default: Hairer's estimate) or the step (fixed)
     max_steps : limit on attempted steps
@@ -267,15 +323,31 @@ def solve(
         )
         return _solution(prob, save, code, st, su, sf, stats, message, throw)
     plan = plan_solve(
-        prob, solver, saveat, rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive
+        prob,
+        solver,
+        saveat,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        tstops,
+        jumps,
+        dtmin,
+        adaptive,
+        interpolate=True,
     )
+    if solver.interp is not None:
+        plan.keep_stages()  # dense output by the method's own continuous extension
     code = run_plan(plan, prob.u0, prob.p)
     m = int(plan.stats[0])
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
-    return _solution(prob, plan.save, code, st, su, sf, _stats(plan.stats), None, throw)
+    dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
+    return _solution(
+        prob, plan.save, code, st, su, sf, _stats(plan.stats), None, throw, dense=dense
+    )
 
 
-def _solution(prob, save, code, st, su, sf, stats, message, throw):
+def _solution(prob, save, code, st, su, sf, stats, message, throw, dense=None):
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
     n = prob.u0.size
@@ -283,13 +355,13 @@ def _solution(prob, save, code, st, su, sf, stats, message, throw):
     if save is not None:
         reached = direction * (save - st[-1]) <= 0
         sol_t = save[reached]
-        sol = Solution(sol_t, None, status, stats, st, su, sf, st[-1], message)
+        sol = Solution(sol_t, None, status, stats, st, su, sf, st[-1], message, dense)
         sol.u = sol(sol_t) if sol_t.size else np.zeros((0, n))
     else:
         # every step, right limits only (drop the left limits kept at jumps)
         keep = np.ones(st.size, dtype=bool)
         keep[:-1] = st[1:] != st[:-1]
-        sol = Solution(st[keep], su[keep], status, stats, st, su, sf, st[-1], message)
+        sol = Solution(st[keep], su[keep], status, stats, st, su, sf, st[-1], message, dense)
     if throw and not sol.success:
         raise ODESolveError(sol)
     return sol

@@ -20,6 +20,11 @@ class ExplicitRK:
     and the embedded one) for adaptive methods, ``None`` for fixed-step ones. ``order`` is the
     order of the propagated solution; ``error_order`` that of the embedded one (step-size
     control uses ``error_order + 1``). ``fsal``: the last stage is f at the new point.
+
+    ``interp`` (s, 5), optional: a continuous extension linear in the stages,
+    ``u(t + theta h) = u + h sum_i b_i(theta) k_i`` with ``b_i(theta) = sum_d interp[i, d]
+    theta^(d + 1)``, of order ``interp_order``; ``b_i(1) = b_i``. Methods with one save at
+    ``saveat`` by interpolation (the steps do not land there) and their dense output uses it.
     """
 
     name: str
@@ -30,6 +35,8 @@ class ExplicitRK:
     btilde: np.ndarray | None = field(default=None, repr=False)
     error_order: int = 0
     fsal: bool = False
+    interp: np.ndarray | None = field(default=None, repr=False)
+    interp_order: int = 0
 
     @property
     def adaptive(self) -> bool:
@@ -49,9 +56,43 @@ class ExplicitRK:
             np.ascontiguousarray(bt, dtype=np.float64),
         )
 
+    def interp_weights(self, theta) -> np.ndarray:
+        """``b_i(theta)``: shape ``(s,)`` for a scalar ``theta``, ``(len(theta), s)`` for an
+        array."""
+        if self.interp is None:
+            raise ValueError(f"{self.name} has no continuous extension of its own")
+        th = np.asarray(theta, dtype=np.float64)
+        powers = th[..., None] ** np.arange(1, self.interp.shape[1] + 1)
+        return powers @ self.interp.T
+
     def __call__(self):
         # solvers are used as `solver=Tsit5()`; the instances are immutable, so return self
         return self
+
+
+def _poly_rows(polys, s):
+    """Coefficients of theta^1..theta^5 (shape (s, 5)) from numpy poly1d objects without a
+    constant term."""
+    P = np.zeros((s, 5))
+    for i, q in enumerate(polys):
+        c = q.coeffs[::-1]  # ascending powers
+        if abs(c[0]) > 1e-15:
+            raise ValueError("a continuous extension has b_i(0) = 0")
+        P[i, : c.size - 1] = c[1:]
+    return P
+
+
+def _hermite_fsal(b):
+    """The cubic Hermite interpolant of an FSAL method (f at both ends are stages 1 and s),
+    written as weights on the stages: third order."""
+    th = np.poly1d([1.0, 0.0])
+    h01 = 3 * th**2 - 2 * th**3
+    h10 = th**3 - 2 * th**2 + th
+    h11 = th**3 - th**2
+    polys = [h01 * bi for bi in b]
+    polys[0] = polys[0] + h10
+    polys[-1] = polys[-1] + h11
+    return _poly_rows(polys, len(b))
 
 
 def _lower(rows, s):
@@ -83,10 +124,42 @@ BS3 = ExplicitRK(
     btilde=_bs3_b - np.array([7 / 24, 1 / 4, 1 / 3, 1 / 8]),
     error_order=2,
     fsal=True,
+    interp=_hermite_fsal(_bs3_b),
+    interp_order=3,
 )
-"""Bogacki-Shampine 3(2), FSAL (Bogacki & Shampine 1989)."""
+"""Bogacki-Shampine 3(2), FSAL (Bogacki & Shampine 1989); cubic Hermite dense output."""
 
 _dp5_b = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0.0])
+# Shampine's (1986) dense output of DOPRI5, as in Hairer, Norsett & Wanner I, II.6:
+# u(theta) = u + h [theta b + theta(1-theta)(e1 - b) + theta^2(1-theta)(2b - e1 - e7)
+#                   + theta^2 (1-theta)^2 d]
+_dp5_d = np.array(
+    [
+        -12715105075 / 11282082432,
+        0.0,
+        87487479700 / 32700410799,
+        -10690763975 / 1880347072,
+        701980252875 / 199316789632,
+        -1453857185 / 822651844,
+        69997945 / 29380423,
+    ]
+)
+
+
+def _dp5_interp():
+    th = np.poly1d([1.0, 0.0])
+    one = np.poly1d([1.0])
+    e1, e7 = np.eye(7)[0], np.eye(7)[6]
+    polys = [
+        th * _dp5_b[i]
+        + th * (one - th) * (e1[i] - _dp5_b[i])
+        + th**2 * (one - th) * (2 * _dp5_b[i] - e1[i] - e7[i])
+        + th**2 * (one - th) ** 2 * _dp5_d[i]
+        for i in range(7)
+    ]
+    return _poly_rows(polys, 7)
+
+
 DP5 = ExplicitRK(
     "DP5",
     _lower(
@@ -106,8 +179,30 @@ DP5 = ExplicitRK(
     btilde=np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40]),
     error_order=4,
     fsal=True,
+    interp=_dp5_interp(),
+    interp_order=4,
 )
 """Dormand-Prince 5(4), FSAL (Dormand & Prince 1980); the method of MATLAB's ode45."""
+
+
+def _tsit5_interp():
+    # Tsitouras (2011), the free fourth-order continuous extension, in factored form
+    th = np.poly1d([1.0, 0.0])
+    t2 = th**2
+    polys = [
+        -1.0530884977290216
+        * th
+        * (th - 1.3299890189751412)
+        * (t2 - 1.4364028541716351 * th + 0.7139816917074209),
+        0.1017 * t2 * (t2 - 2.1966568338249754 * th + 1.2949852507374631),
+        2.490627285651252793 * t2 * (t2 - 2.38535645472061657 * th + 1.57803468208092486),
+        -16.54810288924490272 * (th - 1.21712927295533244) * (th - 0.61620406037800089) * t2,
+        47.37952196281928122 * (th - 1.203071208372362603) * (th - 0.658047292653547382) * t2,
+        -34.87065786149660974 * (th - 1.2) * (th - 0.666666666666666667) * t2,
+        2.5 * (th - 1) * (th - 0.6) * t2,
+    ]
+    return _poly_rows(polys, 7)
+
 
 _ts_b = np.array(
     [
@@ -155,8 +250,11 @@ Tsit5 = ExplicitRK(
     ),
     error_order=4,
     fsal=True,
+    interp=_tsit5_interp(),
+    interp_order=4,
 )
-"""Tsitouras 5(4), FSAL (Tsitouras 2011); the default, as in DifferentialEquations.jl."""
+"""Tsitouras 5(4), FSAL (Tsitouras 2011), with its own fourth-order continuous extension; the
+default, as in DifferentialEquations.jl."""
 
 _v7_b = np.array(
     [
