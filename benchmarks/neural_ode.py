@@ -103,6 +103,7 @@ def main(argv=None):
         QuadratureAdjoint(),
         BacksolveAdjoint(),
         ForwardSensitivity(),
+        InterpolatingAdjoint(checkpointing=True),
     )
     for sensealg in methods:
         node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL, sensealg=sensealg)
@@ -121,8 +122,11 @@ def main(argv=None):
         ):
             a = node._obj.adjoint_stats
             extra = f", adjoint: {int(a[0])} steps, {int(a[2])} vjps"
+        name = type(sensealg).__name__
+        if getattr(sensealg, "checkpointing", False):
+            name += "(checkpointing=True)"
         print(
-            f"{type(sensealg).__name__}: loss + gradient median {np.median(times) * 1e3:.3f} ms "
+            f"{name}: loss + gradient median {np.median(times) * 1e3:.3f} ms "
             f"over {args.reps} calls ({int(stats[2])} accepted steps forward{extra}); "
             f"first call in this process {first:.2f} s"
         )

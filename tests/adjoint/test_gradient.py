@@ -34,8 +34,18 @@ METHODS = pytest.mark.parametrize(
         QuadratureAdjoint(),
         BacksolveAdjoint(),
         ForwardSensitivity(),
+        InterpolatingAdjoint(checkpointing=True),
+        QuadratureAdjoint(checkpointing=True),
     ],
-    ids=["discrete", "interpolating", "quadrature", "backsolve", "forward"],
+    ids=[
+        "discrete",
+        "interpolating",
+        "quadrature",
+        "backsolve",
+        "forward",
+        "interpolating-checkpointed",
+        "quadrature-checkpointed",
+    ],
 )
 
 
@@ -86,6 +96,8 @@ def test_all_methods_agree_with_forward_sensitivities():
         InterpolatingAdjoint(),
         QuadratureAdjoint(),
         BacksolveAdjoint(),
+        InterpolatingAdjoint(checkpointing=True),
+        BacksolveAdjoint(checkpointing=True),
     ):
         got = gradient(prob, SquaredError(data), TS, sensealg=sensealg, **TIGHT)
         np.testing.assert_allclose(got[1], ref[1], rtol=1e-7, err_msg=repr(sensealg))
@@ -197,6 +209,28 @@ def test_discrete_adjoint_through_the_continuous_extension():
     np.testing.assert_allclose(du0, fd_u, rtol=1e-6)
     landing = gradient(prob, SquaredError(data), ts, sensealg=InterpolatingAdjoint(), **kw)
     np.testing.assert_allclose(dp, landing[1], rtol=1e-6)
+
+
+def test_checkpointing_keeps_one_segment_of_steps():
+    model = _lv_model()
+    p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    ts = np.linspace(0.0, 3.0, 7)
+    data = np.full((7, 2), 1.5)
+    full = Objective(prob, SquaredError(data), ts, **TIGHT)
+    ckpt = Objective(
+        prob, SquaredError(data), ts, sensealg=InterpolatingAdjoint(checkpointing=True), **TIGHT
+    )
+    ref = full.value_and_grad()
+    m_full = int(full.plan.stats[0])
+    got = ckpt.value_and_grad()
+    # the backward pass ends with segment 0 in the step buffers: one of six segments
+    m_seg = int(ckpt.plan.stats[0])
+    assert m_seg < m_full / 3
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-8)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-7)
+    np.testing.assert_allclose(got[2], ref[2], rtol=1e-7)
+    np.testing.assert_allclose(ckpt.plan.save_u, full.plan.save_u, rtol=1e-8)
 
 
 def test_stiff_problem_with_cvode_against_the_closed_form():
@@ -342,7 +376,9 @@ def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
             obj._ws,
             obj._K,
             obj.adjoint_stats,
+            False,
         )
+        obj.adjoint_stats[:] = 0
         before = rtsys.get_allocation_stats()
         continuous_adjoint(*args)
         after = rtsys.get_allocation_stats()

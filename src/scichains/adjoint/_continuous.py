@@ -95,6 +95,7 @@ def continuous_adjoint(
     ws,
     K,
     stats,
+    carry,
 ):
     """Integrate the adjoint system backward over the stored forward solve.
 
@@ -108,7 +109,9 @@ def continuous_adjoint(
     ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient
     there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``ws``: scratch of shape
     ``(5, 2 n + len(p))``; ``K``: scratch of shape ``(stages, 2 n + len(p))``; ``stats``: out,
-    ``[steps accepted, rejected, vjp calls]``. Returns 0, or 1 if ``max_steps`` was hit.
+    ``[steps accepted, rejected, vjp calls]`` (added to). ``carry``: start from the adjoint
+    state ``lam = ubar``, ``g = pbar`` given at the last entry (a checkpointed solve runs
+    one segment at a time) instead of zero. Returns 0, or 1 if ``max_steps`` was hit.
     Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
@@ -126,6 +129,11 @@ def continuous_adjoint(
     pb = ws[4, n : n + npar]
     for j in range(N):
         y[j] = 0.0
+    if carry:
+        for i in range(n):
+            y[i] = ubar[i]
+        for j in range(npar):
+            y[n + j] = pbar[j]
     d = 1.0 if ts[nstore - 1] >= ts[0] else -1.0
     beta1 = 7.0 / (10.0 * ctrl_order)
     beta2 = 2.0 / (5.0 * ctrl_order)
@@ -137,7 +145,11 @@ def continuous_adjoint(
     nvjp = 0
     code = 0
     # first step: as long as the last forward step
-    h = abs(ts[nstore - 1] - ts[max(nstore - 2, 0)])
+    h = 0.0
+    for j in range(nstore - 1, 0, -1):  # skipping a dose at the end (equal times)
+        h = abs(ts[j] - ts[j - 1])
+        if h > 0.0:
+            break
     sp = save_pos.shape[0] - 1
     hi = nstore - 1
     while True:
@@ -217,9 +229,9 @@ def continuous_adjoint(
         ubar[i] = y[i]
     for j in range(npar):
         pbar[j] = y[n + j]
-    stats[0] = naccept
-    stats[1] = nreject
-    stats[2] = nvjp
+    stats[0] += naccept
+    stats[1] += nreject
+    stats[2] += nvjp
     return code
 
 

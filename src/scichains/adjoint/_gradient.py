@@ -11,6 +11,7 @@ from ..ode._solution import ODESolveError, ReturnCode
 from ..ode._solve import plan_solve, run_plan, stop_tables
 from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
+from ._checkpoint import Checkpoints, _Failed
 from ._continuous import continuous_adjoint
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
@@ -76,6 +77,7 @@ class Objective:
         self.prob = prob
         self.loss = loss
         self.solver = solver
+        self._cp = None  # checkpointed continuous adjoints: the segments
         if isinstance(solver, CVODESolver):
             self._init_cvode(saveat, rtol, atol, max_steps, tstops, jumps, dtmin)
             return
@@ -133,6 +135,8 @@ class Objective:
             self.adjoint_stats = np.zeros(3, dtype=np.int64)
             self._artol = self.plan.rtol if sa.rtol is None else float(sa.rtol)
             self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
+            if sa.checkpointing:
+                self._cp = Checkpoints(prob, self.plan, tstops, jumps)
 
     def _grow_activation_store(self, steps):
         plan = self.plan
@@ -197,6 +201,9 @@ class Objective:
             self._last = (ts, us, fs)
             return ts.size
         plan = self.plan
+        if self._cp is not None:
+            self._cp.forward(plan, u0, p)
+            return 0
         code = run_plan(plan, u0, p)
         if code != 0:
             raise ODESolveError(_Failed(ReturnCode(code), plan.ts[plan.stats[0] - 1]))
@@ -245,7 +252,24 @@ class Objective:
         du0 = np.empty(u0.size)
         if isinstance(self.sensealg, ForwardSensitivity):
             return self._forward_sensitivities(p, u0)
+        if self._cp is not None:
+            self._cp.backward(
+                plan,
+                self.sensealg.mode,
+                self.prob.vjp_address,
+                p,
+                self._dl_du,
+                self._artol,
+                self._aatol,
+                self._ws,
+                self._K,
+                self.adjoint_stats,
+                dp,
+                du0,
+            )
+            return value, dp, du0
         if isinstance(self.sensealg, _Continuous):
+            self.adjoint_stats[:] = 0
             code = continuous_adjoint(
                 self.sensealg.mode,
                 self.prob.f_address,
@@ -271,6 +295,7 @@ class Objective:
                 self._ws,
                 self._K,
                 self.adjoint_stats,
+                False,
             )
             if code != 0:
                 raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
@@ -337,10 +362,3 @@ def gradient(prob: ODEProblem, loss: SolutionLoss, saveat, **kwargs):
     evaluations (training) build an ``Objective`` once.
     """
     return Objective(prob, loss, saveat, **kwargs).value_and_grad()
-
-
-class _Failed:
-    def __init__(self, status, t, what=""):
-        self.status = status
-        self.message = what + status.message
-        self.t_reached = float(t)

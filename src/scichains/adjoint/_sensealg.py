@@ -23,12 +23,18 @@ class DiscreteAdjoint(SensitivityAlgorithm):
 class _Continuous(SensitivityAlgorithm):
     mode = -1
 
-    def __init__(self, rtol: float | None = None, atol: float | None = None):
+    def __init__(
+        self, rtol: float | None = None, atol: float | None = None, checkpointing: bool = False
+    ):
         self.rtol = rtol
         self.atol = atol
+        self.checkpointing = bool(checkpointing)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(rtol={self.rtol}, atol={self.atol})"
+        return (
+            f"{type(self).__name__}(rtol={self.rtol}, atol={self.atol}, "
+            f"checkpointing={self.checkpointing})"
+        )
 
 
 class InterpolatingAdjoint(_Continuous):
@@ -37,6 +43,13 @@ class InterpolatingAdjoint(_Continuous):
     memory ``2 n`` numbers per forward step; no re-solve is needed, so no checkpoints).
     The default. Its gradient approximates the exact one to the tolerances; ``rtol``/``atol``
     of the backward solve default to the forward solve's.
+
+    ``checkpointing=True`` (SciMLSensitivity's option of that name): the forward solve keeps
+    only the states at the save points and doses (the checkpoints), one segment at a time;
+    the backward pass re-solves each segment from its checkpoint before integrating the
+    adjoint over it. Memory: one segment's steps instead of all of them, for about twice the
+    forward work. The segments restart the step-size controller at each checkpoint, so the
+    solution differs from the uncheckpointed one within the tolerances.
     """
 
     mode = 0
@@ -46,7 +59,8 @@ class QuadratureAdjoint(_Continuous):
     """As :class:`InterpolatingAdjoint`, but only the adjoint state ``lam`` (``n`` numbers) is
     under error control: the parameter gradient, the integral of ``lam^T df/dp``, is a
     quadrature with the method's weights on the adjoint's own steps. Fewer steps when there
-    are many parameters; the quadrature error is not estimated."""
+    are many parameters; the quadrature error is not estimated. ``checkpointing`` as for
+    :class:`InterpolatingAdjoint`."""
 
     mode = 1
 
@@ -54,8 +68,10 @@ class QuadratureAdjoint(_Continuous):
 class BacksolveAdjoint(_Continuous):
     """Integrate ``u`` backward together with the adjoint (torchdiffeq's method), restarting
     ``u`` from the forward values at every save point and dose (SciMLSensitivity's
-    ``checkpointing=true``). Memory-light; unstable for dissipative or stiff problems, whose
-    backward integration blows up: prefer :class:`InterpolatingAdjoint` there."""
+    ``checkpointing=true`` for it). ``checkpointing=True`` here also keeps only the
+    checkpoints in the forward pass, as for :class:`InterpolatingAdjoint`. Memory-light;
+    unstable for dissipative or stiff problems, whose backward integration blows up: prefer
+    :class:`InterpolatingAdjoint` there."""
 
     mode = 2
 
