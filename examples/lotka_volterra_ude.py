@@ -6,7 +6,8 @@ U(x, y) (2 -> 5 -> 5 -> 5 -> 2, Gaussian rbf); Adam(0.1) for 200 iterations, the
 convergence, with gradients from the interpolating adjoint. Sparse regression (STLSQ) of U
 on polynomials up to degree 3 plus sines and cosines gives candidate structures; each is
 refitted to the data and the one with the lowest BIC among those whose terms are not nearly
-collinear on the trajectory is kept; the recovered model is extrapolated to t = 50.
+collinear on the trajectory is kept, then pruned by backward elimination on the data (a term
+is dropped while that lowers the BIC); the recovered model is extrapolated to t = 50.
 
 python examples/lotka_volterra_ude.py [--quick] [--plot out.png]
 """
@@ -146,20 +147,25 @@ class LibraryModel:
         ``Xi``); returns ``(Xi_fitted, SSE)``, SSE infinite if the model fails."""
         support = Xi.T.ravel() != 0
         full = Xi.T.ravel().copy()
+        q0 = full[support].copy()
+        # in units of 10% of each coefficient: L-BFGS's first step has unit length, which in
+        # raw coefficients can throw the model far enough to fail the solve, and then the
+        # line search gives up where it started
+        scale = 0.1 * np.maximum(np.abs(q0), 0.1)
 
-        def fun(q):
-            full[support] = q
+        def fun(r):
+            full[support] = q0 + scale * r
             try:
                 value, g, _ = self.obj.value_and_grad(full)
             except sc.ode.ODESolveError:
-                return np.inf, np.zeros_like(q)
-            return value, g[support]
+                return np.inf, np.zeros_like(r)
+            return value, g[support] * scale
 
-        q0 = full[support].copy()
-        if fun(q0)[0] == np.inf:
+        r0 = np.zeros(q0.size)
+        if fun(r0)[0] == np.inf:
             return Xi, np.inf
-        res = scipy.optimize.minimize(fun, q0, jac=True, method="L-BFGS-B")
-        full[support] = res.x
+        res = scipy.optimize.minimize(fun, r0, jac=True, method="L-BFGS-B")
+        full[support] = q0 + scale * res.x
         return full.reshape(2, -1).T.copy(), float(res.fun)
 
 
@@ -180,6 +186,38 @@ def identifiable(Theta, Xi) -> bool:
     return True
 
 
+# nested sub-libraries (column indices into FEATURES): the whole library, the polynomials
+# up to degree 3, up to degree 2
+def _degree(name):
+    """Degree of a monomial's name ("x^2*y": 3); None for sin/cos."""
+    if "(" in name:
+        return None
+    if name == "1":
+        return 0
+    return sum(int(f.split("^")[1]) if "^" in f else 1 for f in name.split("*"))
+
+
+SUBLIBRARIES = {
+    "all": list(range(len(FEATURES))),
+    "cubic": [i for i, f in enumerate(FEATURES) if _degree(f) is not None],
+    "quadratic": [i for i, f in enumerate(FEATURES) if (_degree(f) or 9) <= 2 or f == "1"],
+}
+
+
+def _paths(Theta, u, thresholds):
+    """``[(label, Xi), ...]``: one per distinct support found by STLSQ on any sub-library."""
+    seen, out = set(), []
+    for name, cols in SUBLIBRARIES.items():
+        for thr, Xs in stlsq_path(Theta[:, cols], u, thresholds):
+            Xi = np.zeros((Theta.shape[1], 1))
+            Xi[cols] = Xs
+            key = (Xi != 0).tobytes()
+            if key not in seen:
+                seen.add(key)
+                out.append((f"{name} {thr:.3g}", Xi))
+    return out
+
+
 def discover(model, chain, p, data):
     """Candidate structures from sparse regression (STLSQ) of the learned terms on the
     library; each candidate's coefficients refitted to the data; the selection criterion: the
@@ -195,9 +233,10 @@ def discover(model, chain, p, data):
     m = data.size
     best = None
     table = []
-    # candidate supports of each learned term separately, then every pairing of them
+    # candidate supports of each learned term separately (STLSQ paths on the library and on
+    # its nested sub-libraries, whose terms are less collinear), then every pairing of them
     thresholds = np.geomspace(1e-3, 10.0, 120)
-    paths = [stlsq_path(Theta, U[:, j], thresholds) for j in range(U.shape[1])]
+    paths = [_paths(Theta, U[:, j], thresholds) for j in range(U.shape[1])]
     for (t1, X1), (t2, X2) in itertools.product(*paths):
         Xi = np.concatenate([X1, X2], axis=1)
         k = int(np.count_nonzero(Xi))
@@ -213,7 +252,33 @@ def discover(model, chain, p, data):
             "no identifiable candidate structure: every support found by STLSQ has nearly "
             "collinear terms on this trajectory"
         )
-    return best, table, lib_model
+    thr, _, Xi_fit, sse, score = best
+    Xi_fit, sse, score, dropped = eliminate(lib_model, Xi_fit, sse, score, m)
+    best = (thr, Xi_fit != 0, Xi_fit, sse, score)
+    return best, table, lib_model, dropped
+
+
+def eliminate(lib_model, Xi, sse, score, m):
+    """Greedy backward elimination on the data: drop the term whose removal (coefficients
+    refitted) lowers the criterion most, while one does. The STLSQ paths need not contain
+    every sub-structure of a good candidate; this visits the ones below the selected one.
+    Returns ``(Xi, SSE, criterion, dropped terms)``."""
+    dropped = []
+    while np.count_nonzero(Xi) > 1:
+        trials = []
+        for i, j in zip(*np.nonzero(Xi)):
+            trial = Xi.copy()
+            trial[i, j] = 0.0
+            fit, sse_t = lib_model.refit(trial)
+            k = int(np.count_nonzero(trial))
+            score_t = CRITERION(sse_t, m, k) if np.isfinite(sse_t) else np.inf
+            trials.append((score_t, fit, sse_t, (FEATURES[i], "xy"[j])))
+        score_t, fit, sse_t, term = min(trials, key=lambda r: r[0])
+        if not score_t < score:
+            break
+        Xi, sse, score = fit, sse_t, score_t
+        dropped.append(term)
+    return Xi, sse, score, dropped
 
 
 def equations(Xi, precision=4):
@@ -246,13 +311,15 @@ def main(argv=None):
         adam_iters=200,
         lbfgs_iters=300 if args.quick else 10_000,
     )
-    (thr, Xi, Xi_fit, sse, score), table, lib_model = discover(model, chain, p, data)
+    (thr, Xi, Xi_fit, sse, score), table, lib_model, dropped = discover(model, chain, p, data)
     print(f"{len(table)} candidate structures from the STLSQ paths; the best 8:")
     for (t1, t2), k, sse_, score_ in sorted(table, key=lambda r: r[3])[:8]:
         print(
-            f"  thresholds {t1:7.3g}, {t2:7.3g}: {k:2d} terms, "
+            f"  STLSQ {t1:>16s}, {t2:>16s}: {k:2d} terms, "
             f"refitted data SSE {sse_:9.4g}, criterion {score_:8.2f}"
         )
+    for name, eq in dropped:
+        print(f"  backward elimination on the data: dropped {name} from {eq}' (criterion lower)")
     print("selected (lowest BIC), with its coefficients refitted to the data:")
     for line in equations(Xi_fit):
         print("  " + line)

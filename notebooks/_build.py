@@ -66,7 +66,7 @@ data = lv.make_data()
 model, chain = lv.ude_model()
 # the full training takes seconds (the discovery needs a converged fit, even in QUICK mode)
 p, losses = lv.train(model, chain, data)""",
-        """best, table, lib_model = lv.discover(model, chain, p, data)
+        """best, table, lib_model, dropped = lv.discover(model, chain, p, data)
 thr, Xi, Xi_fit, sse, score = best
 print("\\n".join(lv.equations(Xi_fit)))""",
         """from scichains.ode import solve
