@@ -101,12 +101,9 @@ class Checkpoints:
             u = plan.us[m - 1].copy()
             if self.save_at[j + 1] >= 0:
                 plan.save_u[self.save_at[j + 1]] = u
-            # the next segment starts with the last full step of this one (the landing step
-            # may be short); stored, so the backward re-solve takes the same steps
-            ts = plan.ts
-            h = abs(ts[m - 1] - ts[m - 2]) if m >= 2 else 0.0
-            if m >= 3:
-                h = max(h, abs(ts[m - 2] - ts[m - 3]))
+            # the next segment starts with the step the controller proposed last (stored,
+            # so the backward re-solve takes the same steps)
+            h = float(plan.ts[m])
         self.states[-1] = u
 
     def backward(self, plan, sensealg_mode, vaddr, p, dl_du, rtol, atol, ws, K, stats, dp, du0):

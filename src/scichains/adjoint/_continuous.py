@@ -146,10 +146,16 @@ def continuous_adjoint(
     code = 0
     # first step: as long as the last forward step
     h = 0.0
-    for j in range(nstore - 1, 0, -1):  # skipping a dose at the end (equal times)
-        h = abs(ts[j] - ts[j - 1])
-        if h > 0.0:
-            break
+    if carry:
+        # one segment of a checkpointed solve, whose last step may be a short landing one:
+        # start with its longest step
+        for j in range(1, nstore):
+            h = max(h, abs(ts[j] - ts[j - 1]))
+    else:
+        for j in range(nstore - 1, 0, -1):  # skipping a dose at the end (equal times)
+            h = abs(ts[j] - ts[j - 1])
+            if h > 0.0:
+                break
     sp = save_pos.shape[0] - 1
     hi = nstore - 1
     while True:

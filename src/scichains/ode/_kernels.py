@@ -100,7 +100,8 @@ _STEP_SIG = types.int64(
     I64,  # jump_count
     I64,  # jump_state
     F64,  # jump_amount
-    F64,  # ts: out, step times (capacity max_steps + 2 len(stops) + 1)
+    F64,  # ts: out, step times (capacity max_steps + 2 len(stops) + 2); after the last
+    #       stored entry, the step size the controller would try next
     types.float64[:, ::1],  # us: out, states at step times
     types.float64[:, ::1],  # fs: out, f at step times (right limits)
     I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
@@ -348,6 +349,7 @@ def integrate(
     stats[1] = nf
     stats[2] = naccept
     stats[3] = nreject
+    ts[nstore] = h  # the step the controller would try next (a continuation's dt0)
     return code
 
 
