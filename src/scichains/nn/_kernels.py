@@ -993,17 +993,22 @@ def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
 
 
 @kernel
-def tile_loss(loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale):
-    """Loss summed over the tile's samples; writes ``scale * dL/d(output)`` into row ``g_row``."""
+def tile_loss(
+    loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale, y_ready
+):
+    """Loss summed over the tile's samples; writes ``scale * dL/d(output)`` into row ``g_row``.
+
+    ``y_ready``: the targets are already in rows ``y_row..`` (pre-tiled data)."""
     total = 0.0
     zero = w.dtype.type(0.0)
     sc = w.dtype.type(scale)
     if loss_kind == LOSS_SQUARED or loss_kind == LOSS_ABSOLUTE:
         two = w.dtype.type(2.0)
-        for b in range(m):
-            s = samples[c0 + b]
-            for k in range(K):
-                w[(y_row + k) * T + b] = Y[s, k]
+        if not y_ready:
+            for b in range(m):
+                s = samples[c0 + b]
+                for k in range(K):
+                    w[(y_row + k) * T + b] = Y[s, k]
         for k in range(K):
             yh = w[(out_row + k) * T : (out_row + k + 1) * T]
             yt = w[(y_row + k) * T : (y_row + k + 1) * T]
@@ -1102,8 +1107,13 @@ def valgrad_batch(
     train,
     seed,
     step,
+    XYt,
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
+
+    ``XYt``: the same batch pre-tiled by :func:`pretile` (each tile's input rows, then its
+    target rows, as they sit in the work buffer), copied instead of gathered; shape
+    ``(0, 0)`` to gather (a squared or absolute loss only).
 
     Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
     given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
@@ -1117,6 +1127,7 @@ def valgrad_batch(
     ga = meta[M_GA]
     scale = 1.0 / count
     P = p.shape[0]
+    pretiled = XYt.shape[0] > 0
     for t in prange(nthreads):
         lo = start + (count * t) // nthreads
         hi = start + (count * (t + 1)) // nthreads
@@ -1125,12 +1136,34 @@ def valgrad_batch(
         for j in range(P):
             g[j] = 0
         acc = 0.0
+        tix = _first_tile(start, count, nthreads, T, t)
         for c0 in range(lo, hi, T):
             m = min(T, hi - c0)
-            gather_tile(X, w, 0, F, T, m, samples, c0)
+            if pretiled:
+                src = XYt[tix]
+                for j in range(F * T):
+                    w[j] = src[j]
+                for j in range(K * T):
+                    w[y_row * T + j] = src[F * T + j]
+                tix += 1
+            else:
+                gather_tile(X, w, 0, F, T, m, samples, c0)
             tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
             acc += tile_loss(
-                loss_kind, w, out_row, y_row, ga, K, T, m, Y, labels, samples, c0, scale
+                loss_kind,
+                w,
+                out_row,
+                y_row,
+                ga,
+                K,
+                T,
+                m,
+                Y,
+                labels,
+                samples,
+                c0,
+                scale,
+                pretiled,
             )
             r = tile_backward(spec, meta, p, g, w, T, m, want_gx, train)
             if want_gx:
@@ -1149,6 +1182,45 @@ def valgrad_batch(
 
 
 @kernel
+def _first_tile(start, count, nthreads, T, t):
+    """Index of thread ``t``'s first tile when the threads' shares are tiled in turn."""
+    k = 0
+    for u in range(t):
+        lo = start + (count * u) // nthreads
+        hi = start + (count * (u + 1)) // nthreads
+        k += (hi - lo + T - 1) // T
+    return k
+
+
+@kernel
+def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
+    """Lay out the batch ``samples[start:start+count]`` as :func:`valgrad_batch` tiles it:
+    ``XYt[k]`` holds tile ``k``'s ``F`` input rows then its ``K`` target rows (length ``T``
+    each; columns past the tile's width are zero)."""
+    for j in range(XYt.shape[0]):
+        for i in range(XYt.shape[1]):
+            XYt[j, i] = 0
+    for t in range(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        tix = _first_tile(start, count, nthreads, T, t)
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            dst = XYt[tix]
+            gather_tile(X, dst, 0, F, T, m, samples, c0)
+            for b in range(m):
+                s = samples[c0 + b]
+                for k in range(K):
+                    dst[(F + k) * T + b] = Y[s, k]
+            tix += 1
+
+
+def pretiled_count(count, nthreads, T):
+    """Number of tiles :func:`pretile` makes."""
+    return int(_first_tile(0, count, nthreads, T, nthreads))
+
+
+@kernel
 def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
     """Mean loss (no gradient, dropout off) over ``samples``, serial."""
     n = samples.shape[0]
@@ -1161,7 +1233,20 @@ def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
         gather_tile(X, w, 0, F, T, m, samples, c0)
         tile_forward(spec, fspec, meta, p, w, T, m, False, 0, 0, samples, c0)
         acc += tile_loss(
-            loss_kind, w, out_row, meta[M_YROW], meta[M_GA], K, T, m, Y, labels, samples, c0, 1.0
+            loss_kind,
+            w,
+            out_row,
+            meta[M_YROW],
+            meta[M_GA],
+            K,
+            T,
+            m,
+            Y,
+            labels,
+            samples,
+            c0,
+            1.0,
+            False,
         )
     return acc / n
 

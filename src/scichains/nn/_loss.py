@@ -17,6 +17,8 @@ from . import _kernels as K
 from ._chain import TILE, SimpleChain, tile_width
 from ._validate import as_data, check_buffer, check_params
 
+_NOT_PRETILED = {t: np.zeros((0, 0), dtype=t) for t in (np.float32, np.float64)}
+
 
 class Loss:
     """Base class: a loss with its targets attached."""
@@ -260,6 +262,7 @@ def _run_valgrad(
         train,
         seed,
         step,
+        _NOT_PRETILED[p.dtype.type],
     )
     return value + penalty_grad(cwl._pen, p, grad)
 

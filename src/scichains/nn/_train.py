@@ -54,8 +54,11 @@ def train_steps(
     losses,
     seed,
     step0,
+    XYt,
 ):
     """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
+
+    ``XYt``: the (only) batch pre-tiled (see ``valgrad_batch``), or shape ``(0, 0)``.
 
     ``losses[k]`` receives the loss of step ``k``. Returns the number of steps completed: less
     than ``nsteps`` when a loss was not finite, in which case ``p`` is restored to the last
@@ -91,6 +94,7 @@ def train_steps(
             True,
             seed,
             step0 + k,
+            XYt,
         )
         value += penalty_grad(pen, p, grad)
         losses[k] = value
@@ -155,6 +159,28 @@ class _Trainer:
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
         self.samples = np.arange(self.N, dtype=np.int64)
+        self.XYt = np.zeros((0, 0), dtype=self.p.dtype)
+        meta = cwl.chain._meta
+        nf, nk = int(meta[K.M_NIN]), int(meta[K.M_NOUT])
+        regression = cwl.loss.kind in (K.LOSS_SQUARED, K.LOSS_ABSOLUTE)
+        if self.batch == self.N and regression and self.Y.shape == (self.N, nk):
+            # full batch, regression targets: lay the data out as the tiles read it, once,
+            # instead of gathering (transposing) every sample at every step
+            nt = K.pretiled_count(self.N, self.nthreads, self.tile)
+            if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
+                self.XYt = np.zeros((nt, (nf + nk) * self.tile), dtype=self.p.dtype)
+                K.pretile(
+                    self.X,
+                    self.Y,
+                    self.samples,
+                    0,
+                    self.N,
+                    self.nthreads,
+                    self.tile,
+                    nf,
+                    nk,
+                    self.XYt,
+                )
 
     def run(self, nsteps: int, losses: np.ndarray) -> int:
         c = self.cwl.chain
@@ -186,6 +212,7 @@ class _Trainer:
             losses,
             0,
             self.opt.steps,
+            self.XYt,
         )
 
 
