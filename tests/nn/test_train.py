@@ -31,6 +31,27 @@ def test_teacher_student_unbatched(opt):
     assert l1 < 0.25 * l0, (l0, l1)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_full_batch_pre_tiled_data_gives_the_same_steps(threads):
+    """train_unbatched lays the data out as the tiles read them, once per call (uneven
+    tiles: 1000 samples over 1-2 threads in tiles of 256); the steps are bit-identical to
+    gathering every tile at every step."""
+    from scichains.nn._train import _Trainer
+
+    chain, X, Y = _teacher(n=1000)
+    cwl = chain.add_loss(sc.SquaredLoss(Y))
+    runs = []
+    for pretile in (False, True):
+        p = chain.init_params(seed=1)
+        tr = _Trainer(p, cwl, X, sc.Adam(1e-2), threads, None, pretile=pretile)
+        assert (tr.XYt.shape[0] > 0) == pretile
+        losses = np.zeros(20)
+        assert tr.run(20, losses) == 20
+        runs.append((p, losses))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
 def test_teacher_student_batched_and_resume():
     chain, X, Y = _teacher(n=1000)
     cwl = chain.add_loss(sc.SquaredLoss(Y))

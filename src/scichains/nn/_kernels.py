@@ -993,9 +993,7 @@ def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
 
 
 @kernel
-def tile_loss(
-    loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale, y_ready
-):
+def tile_loss(loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale, y_ready):
     """Loss summed over the tile's samples; writes ``scale * dL/d(output)`` into row ``g_row``.
 
     ``y_ready``: the targets are already in rows ``y_row..`` (pre-tiled data)."""

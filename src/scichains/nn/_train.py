@@ -134,7 +134,7 @@ class _Progress:
 class _Trainer:
     """Validated state shared by the two training entry points."""
 
-    def __init__(self, p, cwl, X, opt, threads, batch):
+    def __init__(self, p, cwl, X, opt, threads, batch, pretile=False):
         if not isinstance(cwl, ChainWithLoss):
             raise TypeError("training needs a chain with a loss (chain.add_loss(...))")
         if not isinstance(opt, Optimizer):
@@ -163,7 +163,7 @@ class _Trainer:
         meta = cwl.chain._meta
         nf, nk = int(meta[K.M_NIN]), int(meta[K.M_NOUT])
         regression = cwl.loss.kind in (K.LOSS_SQUARED, K.LOSS_ABSOLUTE)
-        if self.batch == self.N and regression and self.Y.shape == (self.N, nk):
+        if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
             nt = K.pretiled_count(self.N, self.nthreads, self.tile)
@@ -243,7 +243,7 @@ def train_unbatched(
     loss raises :class:`NonFiniteLossError`, leaving ``p`` at its last value with a finite loss.
     Returns the loss of every step (float64 array of length ``iters``).
     """
-    tr = _Trainer(p, cwl, X, opt, threads, None)
+    tr = _Trainer(p, cwl, X, opt, threads, None, pretile=True)
     iters = int(iters)
     losses = np.zeros(iters, dtype=np.float64)
     every = _every(iters, callback, callback_every, progress)
