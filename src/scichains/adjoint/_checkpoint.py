@@ -8,15 +8,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..ode._kernels import integrate
 from ..ode._solution import ODESolveError, ReturnCode
-from ..ode._solve import SolvePlan, stop_tables
-from ._continuous import continuous_adjoint
+from ..ode._solve import SolvePlan, run_plan, stop_tables
+from ._continuous import _Failed, adjoint_over_plan
 
 
 class Checkpoints:
     """The segments between consecutive checkpoints (``t0``, the save times, the dose times,
-    ``t1``), each with its own stop and dose tables, and the state at each checkpoint.
+    ``t1``), each with its own stop and dose tables, and the state each one starts from.
 
     A dose at a checkpoint is applied at the end of the segment that lands there (so each
     checkpoint state is a right limit); doses at ``t0`` act on ``u0`` in the first segment.
@@ -43,7 +42,7 @@ class Checkpoints:
             _, *tables = stop_tables(ns, None, inside if inside.size else None, seg_jumps or None)
             self.tables.append(tables)
         n = prob.u0.size
-        self.states = np.empty((cps.size, n))
+        self.states = np.empty((cps.size - 1, n))  # where each segment starts
         self.dt0 = np.zeros(cps.size - 1)
         self.save_at = np.full(cps.size, -1, dtype=np.int64)
         for i, ts in enumerate(plan.save):
@@ -51,51 +50,25 @@ class Checkpoints:
         self.seg_pos = np.zeros(1, dtype=np.int64)
         self.seg_dl = np.zeros((1, n))
 
-    def _segment(self, plan: SolvePlan, j, u, p, faddr):
+    def _segment(self, plan: SolvePlan, j, u, p):
         """Solve segment ``j`` from ``u`` into the plan's step buffers; returns the number of
         stored entries."""
-        prob = plan.prob
-        code = integrate(
-            faddr,
-            prob.kernel,
-            u,
-            p,
-            self.times[j],
-            self.times[j + 1],
-            plan.A,
-            plan.b,
-            plan.c,
-            plan.btilde,
-            plan.ctrl,
-            plan.solver.fsal,
-            plan.rtol,
-            plan.atol,
-            self.dt0[j],
-            plan.dtmin,
-            plan.max_steps,
-            *self.tables[j],
-            plan.ts,
-            plan.us,
-            plan.fs,
-            plan.stats,
-            plan.kstore,
-            plan.astore,
-        )
+        span = (self.times[j], self.times[j + 1])
+        code = run_plan(plan, u, p, span=span, dt0=self.dt0[j], tables=self.tables[j])
         m = int(plan.stats[0])
         if code != 0:
-            raise ODESolveError(_Failed(ReturnCode(int(code)), plan.ts[m - 1]))
+            raise ODESolveError(_Failed(ReturnCode(code), plan.ts[m - 1]))
         return m
 
     def forward(self, plan: SolvePlan, u0, p):
         """Solve segment after segment, keeping the checkpoint states and the saved states
         (``plan.save_u``)."""
-        faddr = plan.prob.f_address
         u = u0
         h = 0.0  # the first segment: Hairer's initial step
         for j in range(self.times.size - 1):
             self.states[j] = u
             self.dt0[j] = h
-            m = self._segment(plan, j, u, p, faddr)
+            m = self._segment(plan, j, u, p)
             if j == 0 and self.save_at[0] >= 0:
                 plan.save_u[self.save_at[0]] = plan.us[0]  # after any dose at t0
             u = plan.us[m - 1].copy()
@@ -104,37 +77,25 @@ class Checkpoints:
             # the next segment starts with the step the controller proposed last (stored,
             # so the backward re-solve takes the same steps)
             h = float(plan.ts[m])
-        self.states[-1] = u
 
-    def backward(self, plan, sensealg_mode, vaddr, p, dl_du, rtol, atol, ws, K, stats, dp, du0):
+    def backward(self, plan, mode, vaddr, p, dl_du, rtol, atol, ws, K, stats, dp, du0):
         """Re-solve each segment (last first) and integrate the adjoint over it, carrying
         ``lam`` and the parameter gradient from segment to segment."""
-        prob = plan.prob
         dp[:] = 0.0
         du0[:] = 0.0
         stats[:] = 0
         for j in range(self.times.size - 2, -1, -1):
-            m = self._segment(plan, j, self.states[j], p, prob.f_address)
+            m = self._segment(plan, j, self.states[j], p)
             self.seg_pos[0] = m - 1
             k = self.save_at[j + 1]
             self.seg_dl[0] = dl_du[k] if k >= 0 else 0.0
-            code = continuous_adjoint(
-                sensealg_mode,
-                prob.f_address,
+            adjoint_over_plan(
+                mode,
+                plan,
                 vaddr,
-                prob.kernel,
                 p,
-                plan.A,
-                plan.b,
-                plan.c,
-                plan.btilde,
-                plan.ctrl,
                 rtol,
                 atol,
-                plan.max_steps,
-                plan.ts,
-                plan.us,
-                plan.fs,
                 m,
                 self.seg_pos,
                 self.seg_dl,
@@ -145,16 +106,5 @@ class Checkpoints:
                 stats,
                 True,
             )
-            if code != 0:
-                raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
         if self.save_at[0] >= 0:
             du0 += dl_du[self.save_at[0]]
-
-
-class _Failed:
-    """The parts of a Solution that an ODESolveError reports."""
-
-    def __init__(self, status, t, what=""):
-        self.status = status
-        self.message = what + status.message
-        self.t_reached = float(t)

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._jit import inline_kernel, kernel
 from ..ode._kernels import rhs_from_address, vjp_from_address
+from ..ode._solution import ODESolveError, ReturnCode
 
 INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2
 
@@ -271,3 +274,49 @@ def adjoint_jacobian_at(vaddr, k, p, ts, us, fs, lo, hi, t, JJ, ui, e, row, pb):
             JJ[j, i] = -row[j]
         for j in range(pb.shape[0]):
             JJ[n + j, i] = -pb[j]
+
+
+class _Failed:
+    """The parts of a Solution that an ODESolveError reports."""
+
+    def __init__(self, status, t, what=""):
+        self.status = status
+        self.message = what + status.message
+        self.t_reached = float(t)
+
+
+def adjoint_over_plan(
+    mode, plan, vaddr, p, rtol, atol, m, save_pos, dl_du, dp, du0, ws, K, stats, carry
+):
+    """:func:`continuous_adjoint` over the ``m`` stored entries of ``plan`` (its tableau,
+    controller and step buffers); raises :class:`ODESolveError` if it runs out of steps."""
+    prob = plan.prob
+    code = continuous_adjoint(
+        mode,
+        prob.f_address,
+        vaddr,
+        prob.kernel,
+        p,
+        plan.A,
+        plan.b,
+        plan.c,
+        plan.btilde,
+        plan.ctrl,
+        rtol,
+        atol,
+        plan.max_steps,
+        plan.ts,
+        plan.us,
+        plan.fs,
+        m,
+        save_pos,
+        dl_du,
+        dp,
+        du0,
+        ws,
+        K,
+        stats,
+        carry,
+    )
+    if code != 0:
+        raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))

@@ -11,8 +11,8 @@ from ..ode._solution import ODESolveError, ReturnCode
 from ..ode._solve import plan_solve, run_plan, stop_tables
 from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
-from ._checkpoint import Checkpoints, _Failed
-from ._continuous import continuous_adjoint
+from ._checkpoint import Checkpoints
+from ._continuous import _Failed, adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
 from ._forward import augmented_params, augmented_rhs, augmented_u0
@@ -270,23 +270,13 @@ class Objective:
             return value, dp, du0
         if isinstance(self.sensealg, _Continuous):
             self.adjoint_stats[:] = 0
-            code = continuous_adjoint(
+            adjoint_over_plan(
                 self.sensealg.mode,
-                self.prob.f_address,
+                plan,
                 self.prob.vjp_address,
-                self.prob.kernel,
                 p,
-                plan.A,
-                plan.b,
-                plan.c,
-                plan.btilde,
-                plan.ctrl,
                 self._artol,
                 self._aatol,
-                plan.max_steps,
-                plan.ts,
-                plan.us,
-                plan.fs,
                 m,
                 plan.save_pos,
                 self._dl_du,
@@ -297,8 +287,6 @@ class Objective:
                 self.adjoint_stats,
                 False,
             )
-            if code != 0:
-                raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
             return value, dp, du0
         if self._stored and m > plan.astore.shape[0]:
             # more steps than the activation store holds: grow it and solve again

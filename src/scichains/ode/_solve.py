@@ -100,12 +100,24 @@ class SolvePlan:
         )
 
 
-def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0) -> int:
+def run_plan(
+    plan: SolvePlan,
+    u0: np.ndarray,
+    p: np.ndarray,
+    f_address: int = 0,
+    span=None,
+    dt0: float | None = None,
+    tables=None,
+) -> int:
     """One call of the compiled stepper; returns its code (see ReturnCode). ``f_address``
     replaces the problem's right-hand side (an augmented system, with ``u0``/``p`` and the
-    plan's buffers sized for it)."""
+    plan's buffers sized for it). ``span`` ``(t0, t1)``, ``dt0`` and ``tables`` (stops and
+    jumps, as :func:`stop_tables` returns them after ``save``) replace the plan's, to solve
+    one piece of the time span into the plan's buffers."""
     prob = plan.prob
-    t0, t1 = prob.tspan
+    t0, t1 = prob.tspan if span is None else span
+    if tables is None:
+        tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
     return int(
         integrate(
             f_address or prob.f_address,
@@ -122,14 +134,10 @@ def run_plan(plan: SolvePlan, u0: np.ndarray, p: np.ndarray, f_address: int = 0)
             plan.solver.fsal,
             plan.rtol,
             plan.atol,
-            plan.dt0,
+            plan.dt0 if dt0 is None else dt0,
             plan.dtmin,
             plan.max_steps,
-            plan.stops,
-            plan.jump_index,
-            plan.jump_count,
-            plan.jump_state,
-            plan.jump_amount,
+            *tables,
             plan.ts,
             plan.us,
             plan.fs,
