@@ -1003,10 +1003,7 @@ def tile_loss(loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, 
     if loss_kind == LOSS_SQUARED or loss_kind == LOSS_ABSOLUTE:
         two = w.dtype.type(2.0)
         if not y_ready:
-            for b in range(m):
-                s = samples[c0 + b]
-                for k in range(K):
-                    w[(y_row + k) * T + b] = Y[s, k]
+            gather_tile(Y, w, y_row, K, T, m, samples, c0)
         for k in range(K):
             yh = w[(out_row + k) * T : (out_row + k + 1) * T]
             yt = w[(y_row + k) * T : (y_row + k + 1) * T]
@@ -1204,12 +1201,8 @@ def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
         tix = _first_tile(start, count, nthreads, T, t)
         for c0 in range(lo, hi, T):
             m = min(T, hi - c0)
-            dst = XYt[tix]
-            gather_tile(X, dst, 0, F, T, m, samples, c0)
-            for b in range(m):
-                s = samples[c0 + b]
-                for k in range(K):
-                    dst[(F + k) * T + b] = Y[s, k]
+            gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
+            gather_tile(Y, XYt[tix], F, K, T, m, samples, c0)
             tix += 1
 
 
