@@ -24,7 +24,7 @@ import scipy.optimize
 import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import Objective, SquaredError
+from scichains.adjoint import Objective, ScipyFun, SquaredError
 from scichains.discovery import PolynomialLibrary, aicc, stlsq_path
 from scichains.ode import NetworkTerm, SymbolicModel, Tsit5, solve
 
@@ -73,23 +73,14 @@ def train(model, chain, data, adam_iters=200, lbfgs_iters=10_000, seed=1, log=pr
         if i % 50 == 0:
             log(f"  Adam {i:4d}: loss {loss:.4f}")
 
-    last = {}
-
-    def fun(q):
-        try:
-            loss, g, _ = obj.value_and_grad(q)
-        except sc.ode.ODESolveError:  # a trial point whose solve blows up: reject it
-            return np.inf, np.zeros_like(q)
-        last["loss"] = loss
-        return loss, g
-
+    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])  # a failed trial solve: inf
     res = scipy.optimize.minimize(
         fun,
         p,
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": lbfgs_iters, "gtol": 1e-10},
-        callback=lambda q: losses.append(last["loss"]),  # accepted iterates only
+        callback=lambda q: losses.append(fun.last_value),  # accepted iterates only
     )
     log(
         f"  L-BFGS: loss {res.fun:.5f} after {res.nit} iterations ({res.message}); "
@@ -153,14 +144,12 @@ class LibraryModel:
         # line search gives up where it started
         scale = 0.1 * np.maximum(np.abs(q0), 0.1)
 
-        def fun(r):
+        def value_and_grad(r):
             full[support] = q0 + scale * r
-            try:
-                value, g, _ = self.obj.value_and_grad(full)
-            except sc.ode.ODESolveError:
-                return np.inf, np.zeros_like(r)
+            value, g, _ = self.obj.value_and_grad(full)
             return value, g[support] * scale
 
+        fun = ScipyFun(value_and_grad)
         r0 = np.zeros(q0.size)
         if fun(r0)[0] == np.inf:
             return Xi, np.inf

@@ -25,7 +25,7 @@ import scipy.optimize
 import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import Objective, SquaredError
+from scichains.adjoint import Objective, ScipyFun, SquaredError
 from scichains.ode import NetworkTerm, SymbolicModel, solve
 
 TRUE = dict(Ka=0.5, CL=1.0, Vc=1.0, Smax=2.9, n=1.5, SC50=0.05, Kout=2.2, Kin=0.8)
@@ -113,23 +113,14 @@ def fit(model, chain, data, adam_iters=300, lbfgs_iters=5000, seed=0, log=print)
         opt.step(p, g)
         if i % 100 == 0:
             log(f"  Adam {i:4d}: loss {value:.4f}")
-    last = {}
-
-    def fun(q):
-        try:
-            value, g = value_and_grad(q)
-        except sc.ode.ODESolveError:
-            return np.inf, np.zeros_like(q)
-        last["v"] = value
-        return value, g
-
+    fun = ScipyFun(value_and_grad)
     res = scipy.optimize.minimize(
         fun,
         p,
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": lbfgs_iters},
-        callback=lambda q: losses.append(last["v"]),
+        callback=lambda q: losses.append(fun.last_value),
     )
     log(
         f"  L-BFGS: loss {res.fun:.4f} after {res.nit} iterations; {time.perf_counter() - t0:.1f} s"

@@ -76,21 +76,14 @@ def fit(model, theta0, log=print, maxiter=3000):
     pop = Population(model, subjects(), eta_index=[0, 1, 2], omega=OMEGA, rtol=1e-8, atol=1e-10)
     z0 = pop.pack(theta0)
     t0 = time.perf_counter()
-    last = {}
     pop.loss_history = []
-
-    def fun(z):
-        value, g = pop.fun(z)
-        last["v"] = value
-        return value, g
-
     res = scipy.optimize.minimize(
-        fun,
+        pop.fun,
         z0,
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": maxiter},
-        callback=lambda z: pop.loss_history.append(last["v"]),  # accepted iterates
+        callback=lambda z: pop.loss_history.append(pop.fun.last_value),  # accepted iterates
     )
     log(f"  J = {res.fun:.3f} after {res.nit} iterations ({time.perf_counter() - t0:.1f} s)")
     return pop, res.x, res.fun

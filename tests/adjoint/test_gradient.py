@@ -233,6 +233,22 @@ def test_checkpointing_keeps_one_segment_of_steps():
     np.testing.assert_allclose(ckpt.plan.save_u, full.plan.save_u, rtol=1e-8)
 
 
+def test_scipy_fun_turns_failed_solves_into_inf():
+    from scichains.adjoint import ScipyFun
+
+    model = _lv_model()
+    p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    obj = Objective(prob, SquaredError(np.ones((31, 2))), TS, max_steps=200)
+    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
+    value, g = fun(p)
+    assert np.isfinite(value) and fun.last_value == value
+    np.testing.assert_array_equal(g, obj.value_and_grad(p)[1])
+    bad, g_bad = fun(p * 50.0)  # stiff enough to exhaust max_steps
+    assert bad == np.inf and np.all(g_bad == 0.0) and g_bad.shape == p.shape
+    assert fun.last_value == value
+
+
 def test_stiff_problem_with_cvode_against_the_closed_form():
     """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0 (stiff for a = 1e3) has the solution
     u = cos(b t) + (u0 - 1) exp(-a t); its exact derivatives are the reference."""

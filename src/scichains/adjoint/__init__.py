@@ -7,7 +7,7 @@ generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand.
 
 from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
-from ._gradient import Objective, gradient
+from ._gradient import Objective, ScipyFun, gradient
 from ._loss import PointwiseLoss, SolutionLoss, SquaredError
 from ._sensealg import (
     BacksolveAdjoint,
@@ -26,6 +26,7 @@ __all__ = [
     "Objective",
     "PointwiseLoss",
     "QuadratureAdjoint",
+    "ScipyFun",
     "SensitivityAlgorithm",
     "SolutionLoss",
     "SquaredError",

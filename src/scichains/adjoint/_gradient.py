@@ -350,3 +350,23 @@ def gradient(prob: ODEProblem, loss: SolutionLoss, saveat, **kwargs):
     evaluations (training) build an ``Objective`` once.
     """
     return Objective(prob, loss, saveat, **kwargs).value_and_grad()
+
+
+class ScipyFun:
+    """``value_and_grad(q) -> (value, gradient)`` wrapped for
+    ``scipy.optimize.minimize(fun, q0, jac=True)``: a solve that fails at a trial point
+    (:class:`~scichains.ode.ODESolveError`) gives ``(inf, zeros)``, so the line search backs
+    off instead of the fit stopping. ``last_value`` holds the latest finite value (for a
+    ``callback`` that records accepted iterates)."""
+
+    def __init__(self, value_and_grad):
+        self.value_and_grad = value_and_grad
+        self.last_value = np.nan
+
+    def __call__(self, q):
+        try:
+            value, g = self.value_and_grad(q)
+        except ODESolveError:
+            return np.inf, np.zeros(np.size(q))
+        self.last_value = value
+        return value, g

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adjoint._gradient import Objective
+from ..adjoint._gradient import Objective, ScipyFun
 from ..adjoint._loss import SquaredError
-from ..ode._solution import ODESolveError
 
 
 @dataclass
@@ -50,8 +49,10 @@ class Population:
     omega : standard deviations of the random effects (one per ``eta_index``)
     solver, rtol, atol, sensealg : as for :class:`scichains.adjoint.Objective`
 
-    ``pop.value_and_grad(z)`` returns ``(J, dJ/dz)``; ``pop.split(z)`` gives
-    ``(theta, etas)``; ``pop.individual(z, i)`` the parameters of subject ``i``.
+    ``pop.value_and_grad(z)`` returns ``(J, dJ/dz)``; ``pop.fun`` is the same for
+    ``scipy.optimize.minimize(jac=True)`` (a failed solve at a trial point gives ``inf``; see
+    :class:`scichains.adjoint.ScipyFun`); ``pop.split(z)`` gives ``(theta, etas)``;
+    ``pop.individual(z, i)`` the parameters of subject ``i``.
     """
 
     def __init__(self, model, subjects, eta_index, omega, **objective_kwargs):
@@ -66,6 +67,7 @@ class Population:
         self.n_theta = model.num_params
         self.n_eta = self.eta_index.size
         self.size = self.n_theta + len(self.subjects) * self.n_eta
+        self.fun = ScipyFun(self.value_and_grad)
         self._objs = []
         for s in self.subjects:
             t = np.asarray(s.t, dtype=np.float64)
@@ -113,14 +115,6 @@ class Population:
             g_theta += dp
             g_eta[i] += dp[self.eta_index]
         return total, np.concatenate([g_theta, g_eta.ravel()])
-
-    def fun(self, z):
-        """``value_and_grad`` for ``scipy.optimize.minimize(jac=True)``: a failed solve at a
-        trial point gives ``inf`` (the line search then backs off)."""
-        try:
-            return self.value_and_grad(z)
-        except ODESolveError:
-            return np.inf, np.zeros(self.size)
 
     def predict(self, z, i, t):
         """Subject ``i``'s states at times ``t`` (a new array)."""
