@@ -22,6 +22,7 @@ from numba import prange
 
 from .._jit import inline_kernel, kernel, parallel_kernel
 from ._activations import IDENTITY, activate
+from ._simd import lanes, vadd, vfill, vfma, vload, vsplat, vstore, vsum
 
 # layer kinds
 DENSE, ACTIVATION, DROPOUT, RESHAPE, CONV, MAXPOOL = 1, 2, 3, 4, 5, 6
@@ -55,226 +56,218 @@ def dropout_uniform(seed, step, layer, sample, feature):
 
 
 @kernel
-def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
-    """z[o, :m] = b[o] + sum_i W[o, i] x[i, :m] (rows of length T).
+def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
+    """z[r, :m] = bias[r] + sum_k A[r*sq + k*sk] x[k, :m] for r < R (rows of length T).
 
-    Blocked 4 outputs x 4 inputs: each pass over the batch loads 4 rows of ``x`` and updates 4
-    rows of ``z`` with 16 multiply-adds, 12 loads/stores for 16 FMAs, so the loop is bound by
-    the FMA units rather than by loads and stores.
+    The dense forward pass (A = W, sq = n_in, sk = 1) and dL/dx = W^T dL/dz (sq = 1,
+    sk = n_in). Register-blocked: 4 rows x 3 vectors of samples (12 accumulators) stay in
+    registers over the whole sum, so each step over k loads 3 vectors and 4 weights for 12
+    fused multiply-adds and nothing is stored until the end.
     """
+    nl = lanes(z)
+    blk = 3 * nl
+    m3 = m - m % blk
+    m1 = m - m % nl
+    R4 = R - R % 4
     zero = z.dtype.type(0.0)
-    n4 = n_in - n_in % 4
+    for r in range(0, R4, 4):
+        e0 = bias[r] if has_bias else zero
+        e1 = bias[r + 1] if has_bias else zero
+        e2 = bias[r + 2] if has_bias else zero
+        e3 = bias[r + 3] if has_bias else zero
+        f0 = vfill(z, e0)
+        f1 = vfill(z, e1)
+        f2 = vfill(z, e2)
+        f3 = vfill(z, e3)
+        a0 = r * sq
+        for b0 in range(0, m3, blk):
+            s00, s01, s02 = f0, f0, f0
+            s10, s11, s12 = f1, f1, f1
+            s20, s21, s22 = f2, f2, f2
+            s30, s31, s32 = f3, f3, f3
+            xb = b0
+            ab = a0
+            for _ in range(K):
+                v0 = vload(x, xb)
+                v1 = vload(x, xb + nl)
+                v2 = vload(x, xb + 2 * nl)
+                w = vsplat(A, ab)
+                s00 = vfma(w, v0, s00)
+                s01 = vfma(w, v1, s01)
+                s02 = vfma(w, v2, s02)
+                w = vsplat(A, ab + sq)
+                s10 = vfma(w, v0, s10)
+                s11 = vfma(w, v1, s11)
+                s12 = vfma(w, v2, s12)
+                w = vsplat(A, ab + 2 * sq)
+                s20 = vfma(w, v0, s20)
+                s21 = vfma(w, v1, s21)
+                s22 = vfma(w, v2, s22)
+                w = vsplat(A, ab + 3 * sq)
+                s30 = vfma(w, v0, s30)
+                s31 = vfma(w, v1, s31)
+                s32 = vfma(w, v2, s32)
+                xb += T
+                ab += sk
+            zb = r * T + b0
+            vstore(z, zb, s00)
+            vstore(z, zb + nl, s01)
+            vstore(z, zb + 2 * nl, s02)
+            zb += T
+            vstore(z, zb, s10)
+            vstore(z, zb + nl, s11)
+            vstore(z, zb + 2 * nl, s12)
+            zb += T
+            vstore(z, zb, s20)
+            vstore(z, zb + nl, s21)
+            vstore(z, zb + 2 * nl, s22)
+            zb += T
+            vstore(z, zb, s30)
+            vstore(z, zb + nl, s31)
+            vstore(z, zb + 2 * nl, s32)
+        for b0 in range(m3, m1, nl):
+            s0, s1, s2, s3 = f0, f1, f2, f3
+            xb = b0
+            ab = a0
+            for _ in range(K):
+                v = vload(x, xb)
+                s0 = vfma(vsplat(A, ab), v, s0)
+                s1 = vfma(vsplat(A, ab + sq), v, s1)
+                s2 = vfma(vsplat(A, ab + 2 * sq), v, s2)
+                s3 = vfma(vsplat(A, ab + 3 * sq), v, s3)
+                xb += T
+                ab += sk
+            zb = r * T + b0
+            vstore(z, zb, s0)
+            vstore(z, zb + T, s1)
+            vstore(z, zb + 2 * T, s2)
+            vstore(z, zb + 3 * T, s3)
+        for q in range(4):
+            for b in range(m1, m):
+                s = bias[r + q] if has_bias else zero
+                for k in range(K):
+                    s += A[(r + q) * sq + k * sk] * x[k * T + b]
+                z[(r + q) * T + b] = s
+    for r in range(R4, R):
+        e = bias[r] if has_bias else zero
+        f = vfill(z, e)
+        for b0 in range(0, m1, nl):
+            s = f
+            xb = b0
+            ab = r * sq
+            for _ in range(K):
+                s = vfma(vsplat(A, ab), vload(x, xb), s)
+                xb += T
+                ab += sk
+            vstore(z, r * T + b0, s)
+        for b in range(m1, m):
+            t = e
+            for k in range(K):
+                t += A[r * sq + k * sk] * x[k * T + b]
+            z[r * T + b] = t
+
+
+@kernel
+def _outer_acc(gz, x, gW, n_out, n_in, T, m):
+    """gW[o*n_in + i] += sum_{b<m} gz[o, b] x[i, b]: dL/dW of a dense layer.
+
+    Blocked 4 outputs x 2 inputs: 8 vector accumulators over the batch, 6 loads per 8 fused
+    multiply-adds; one horizontal sum per weight and tile.
+    """
+    nl = lanes(gz)
+    m1 = m - m % nl
     o4 = n_out - n_out % 4
-    for o in range(n_out):
-        zo = z[o * T : o * T + T]
-        bo = bias[o] if has_bias else zero
-        if n4 == 0 or o >= o4:
-            for b in range(m):
-                zo[b] = bo
+    i2 = n_in - n_in % 2
+    zv = vfill(gz, 0.0)
     for o in range(0, o4, 4):
-        z0 = z[o * T : o * T + T]
-        z1 = z[(o + 1) * T : (o + 1) * T + T]
-        z2 = z[(o + 2) * T : (o + 2) * T + T]
-        z3 = z[(o + 3) * T : (o + 3) * T + T]
-        r0 = o * n_in
-        r1 = r0 + n_in
-        r2 = r1 + n_in
-        r3 = r2 + n_in
-        for i in range(0, n4, 4):
-            x0 = x[i * T : i * T + T]
-            x1 = x[(i + 1) * T : (i + 1) * T + T]
-            x2 = x[(i + 2) * T : (i + 2) * T + T]
-            x3 = x[(i + 3) * T : (i + 3) * T + T]
-            a0, a1, a2, a3 = W[r0 + i], W[r0 + i + 1], W[r0 + i + 2], W[r0 + i + 3]
-            b0, b1, b2, b3 = W[r1 + i], W[r1 + i + 1], W[r1 + i + 2], W[r1 + i + 3]
-            c0, c1, c2, c3 = W[r2 + i], W[r2 + i + 1], W[r2 + i + 2], W[r2 + i + 3]
-            d0, d1, d2, d3 = W[r3 + i], W[r3 + i + 1], W[r3 + i + 2], W[r3 + i + 3]
-            if i == 0:
-                # the first pass writes bias + products: no separate initialisation pass
-                e0 = bias[o] if has_bias else zero
-                e1 = bias[o + 1] if has_bias else zero
-                e2 = bias[o + 2] if has_bias else zero
-                e3 = bias[o + 3] if has_bias else zero
-                for b in range(m):
-                    v0 = x0[b]
-                    v1 = x1[b]
-                    v2 = x2[b]
-                    v3 = x3[b]
-                    z0[b] = e0 + a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
-                    z1[b] = e1 + b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
-                    z2[b] = e2 + c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
-                    z3[b] = e3 + d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
-                continue
-            for b in range(m):
-                v0 = x0[b]
-                v1 = x1[b]
-                v2 = x2[b]
-                v3 = x3[b]
-                z0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
-                z1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
-                z2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
-                z3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
-        for i in range(n4, n_in):
-            xi = x[i * T : i * T + T]
-            a0, b0, c0, d0 = W[r0 + i], W[r1 + i], W[r2 + i], W[r3 + i]
-            for b in range(m):
-                v = xi[b]
-                z0[b] += a0 * v
-                z1[b] += b0 * v
-                z2[b] += c0 * v
-                z3[b] += d0 * v
-    for o in range(o4, n_out):
-        zo = z[o * T : o * T + T]
-        wo = W[o * n_in : o * n_in + n_in]
-        for i in range(0, n4, 4):
-            w0 = wo[i]
-            w1 = wo[i + 1]
-            w2 = wo[i + 2]
-            w3 = wo[i + 3]
-            x0 = x[i * T : i * T + T]
-            x1 = x[(i + 1) * T : (i + 1) * T + T]
-            x2 = x[(i + 2) * T : (i + 2) * T + T]
-            x3 = x[(i + 3) * T : (i + 3) * T + T]
-            for b in range(m):
-                zo[b] += w0 * x0[b] + w1 * x1[b] + w2 * x2[b] + w3 * x3[b]
-        for i in range(n4, n_in):
-            w = wo[i]
-            xi = x[i * T : i * T + T]
-            for b in range(m):
-                zo[b] += w * xi[b]
+        g0 = o * T
+        for i in range(0, i2, 2):
+            s00, s01, s10, s11 = zv, zv, zv, zv
+            s20, s21, s30, s31 = zv, zv, zv, zv
+            xa = i * T
+            for b in range(0, m1, nl):
+                c0 = vload(x, xa + b)
+                c1 = vload(x, xa + T + b)
+                a = vload(gz, g0 + b)
+                s00 = vfma(a, c0, s00)
+                s01 = vfma(a, c1, s01)
+                a = vload(gz, g0 + T + b)
+                s10 = vfma(a, c0, s10)
+                s11 = vfma(a, c1, s11)
+                a = vload(gz, g0 + 2 * T + b)
+                s20 = vfma(a, c0, s20)
+                s21 = vfma(a, c1, s21)
+                a = vload(gz, g0 + 3 * T + b)
+                s30 = vfma(a, c0, s30)
+                s31 = vfma(a, c1, s31)
+            t00 = vsum(s00)
+            t01 = vsum(s01)
+            t10 = vsum(s10)
+            t11 = vsum(s11)
+            t20 = vsum(s20)
+            t21 = vsum(s21)
+            t30 = vsum(s30)
+            t31 = vsum(s31)
+            for b in range(m1, m):
+                c0 = x[xa + b]
+                c1 = x[xa + T + b]
+                t00 += gz[g0 + b] * c0
+                t01 += gz[g0 + b] * c1
+                t10 += gz[g0 + T + b] * c0
+                t11 += gz[g0 + T + b] * c1
+                t20 += gz[g0 + 2 * T + b] * c0
+                t21 += gz[g0 + 2 * T + b] * c1
+                t30 += gz[g0 + 3 * T + b] * c0
+                t31 += gz[g0 + 3 * T + b] * c1
+            r = o * n_in + i
+            gW[r] += t00
+            gW[r + 1] += t01
+            gW[r + n_in] += t10
+            gW[r + n_in + 1] += t11
+            gW[r + 2 * n_in] += t20
+            gW[r + 2 * n_in + 1] += t21
+            gW[r + 3 * n_in] += t30
+            gW[r + 3 * n_in + 1] += t31
+    for o in range(n_out):
+        for i in range(0 if o >= o4 else i2, n_in):
+            s = zv
+            for b in range(0, m1, nl):
+                s = vfma(vload(gz, o * T + b), vload(x, i * T + b), s)
+            t = vsum(s)
+            for b in range(m1, m):
+                t += gz[o * T + b] * x[i * T + b]
+            gW[o * n_in + i] += t
+
+
+@kernel
+def _row_sums(gz, gb, n_out, T, m):
+    """gb[o] += sum_{b<m} gz[o, b]."""
+    nl = lanes(gz)
+    m1 = m - m % nl
+    for o in range(n_out):
+        s = vfill(gz, 0.0)
+        for b in range(0, m1, nl):
+            s = vadd(s, vload(gz, o * T + b))
+        t = vsum(s)
+        for b in range(m1, m):
+            t += gz[o * T + b]
+        gb[o] += t
+
+
+@kernel
+def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
+    """z[o, :m] = b[o] + sum_i W[o, i] x[i, :m] (rows of length T)."""
+    _matmul_rows(W, n_in, 1, bias, has_bias, x, z, n_in, n_out, T, m)
 
 
 @kernel
 def _dense_backward(W, gW, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m):
-    """Accumulate dL/dW, dL/db from dL/dz; write dL/dx into gx when ``want_gx``.
-
-    dL/dW[o, i] = sum_b gz[o, b] x[i, b] is computed for 2 outputs x 4 inputs at once (eight
-    dot products sharing six loads); dL/dx = W^T gz is blocked 4 x 4 like the forward pass.
-    """
-    zero = gz.dtype.type(0.0)
+    """Accumulate dL/dW, dL/db from dL/dz; write dL/dx = W^T dL/dz into gx when ``want_gx``."""
     if has_bias:
-        for o in range(n_out):
-            go = gz[o * T : o * T + T]
-            s = zero
-            for b in range(m):
-                s += go[b]
-            gb[o] += s
-    o2 = n_out - n_out % 2
-    i4 = n_in - n_in % 4
-    for o in range(0, o2, 2):
-        g0 = gz[o * T : o * T + T]
-        g1 = gz[(o + 1) * T : (o + 1) * T + T]
-        r0 = o * n_in
-        r1 = r0 + n_in
-        for i in range(0, i4, 4):
-            x0 = x[i * T : i * T + T]
-            x1 = x[(i + 1) * T : (i + 1) * T + T]
-            x2 = x[(i + 2) * T : (i + 2) * T + T]
-            x3 = x[(i + 3) * T : (i + 3) * T + T]
-            s00 = zero
-            s01 = zero
-            s02 = zero
-            s03 = zero
-            s10 = zero
-            s11 = zero
-            s12 = zero
-            s13 = zero
-            for b in range(m):
-                a0 = g0[b]
-                a1 = g1[b]
-                c0 = x0[b]
-                c1 = x1[b]
-                c2 = x2[b]
-                c3 = x3[b]
-                s00 += a0 * c0
-                s01 += a0 * c1
-                s02 += a0 * c2
-                s03 += a0 * c3
-                s10 += a1 * c0
-                s11 += a1 * c1
-                s12 += a1 * c2
-                s13 += a1 * c3
-            gW[r0 + i] += s00
-            gW[r0 + i + 1] += s01
-            gW[r0 + i + 2] += s02
-            gW[r0 + i + 3] += s03
-            gW[r1 + i] += s10
-            gW[r1 + i + 1] += s11
-            gW[r1 + i + 2] += s12
-            gW[r1 + i + 3] += s13
-        for i in range(i4, n_in):
-            xi = x[i * T : i * T + T]
-            s0 = zero
-            s1 = zero
-            for b in range(m):
-                s0 += g0[b] * xi[b]
-                s1 += g1[b] * xi[b]
-            gW[r0 + i] += s0
-            gW[r1 + i] += s1
-    for o in range(o2, n_out):
-        go = gz[o * T : o * T + T]
-        for i in range(n_in):
-            xi = x[i * T : i * T + T]
-            s = zero
-            for b in range(m):
-                s += go[b] * xi[b]
-            gW[o * n_in + i] += s
-    if not want_gx:
-        return
-    o4 = n_out - n_out % 4
-    for i in range(0, i4, 4):
-        h0 = gx[i * T : i * T + T]
-        h1 = gx[(i + 1) * T : (i + 1) * T + T]
-        h2 = gx[(i + 2) * T : (i + 2) * T + T]
-        h3 = gx[(i + 3) * T : (i + 3) * T + T]
-        for b in range(m):
-            h0[b] = zero
-            h1[b] = zero
-            h2[b] = zero
-            h3[b] = zero
-        for o in range(0, o4, 4):
-            g0 = gz[o * T : o * T + T]
-            g1 = gz[(o + 1) * T : (o + 1) * T + T]
-            g2 = gz[(o + 2) * T : (o + 2) * T + T]
-            g3 = gz[(o + 3) * T : (o + 3) * T + T]
-            r0 = o * n_in + i
-            r1 = r0 + n_in
-            r2 = r1 + n_in
-            r3 = r2 + n_in
-            a0, a1, a2, a3 = W[r0], W[r1], W[r2], W[r3]
-            b0, b1, b2, b3 = W[r0 + 1], W[r1 + 1], W[r2 + 1], W[r3 + 1]
-            c0, c1, c2, c3 = W[r0 + 2], W[r1 + 2], W[r2 + 2], W[r3 + 2]
-            d0, d1, d2, d3 = W[r0 + 3], W[r1 + 3], W[r2 + 3], W[r3 + 3]
-            for b in range(m):
-                v0 = g0[b]
-                v1 = g1[b]
-                v2 = g2[b]
-                v3 = g3[b]
-                h0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
-                h1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
-                h2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
-                h3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
-        for o in range(o4, n_out):
-            go = gz[o * T : o * T + T]
-            a0 = W[o * n_in + i]
-            a1 = W[o * n_in + i + 1]
-            a2 = W[o * n_in + i + 2]
-            a3 = W[o * n_in + i + 3]
-            for b in range(m):
-                v = go[b]
-                h0[b] += a0 * v
-                h1[b] += a1 * v
-                h2[b] += a2 * v
-                h3[b] += a3 * v
-    for i in range(i4, n_in):
-        gxi = gx[i * T : i * T + T]
-        for b in range(m):
-            gxi[b] = zero
-        for o in range(n_out):
-            w = W[o * n_in + i]
-            go = gz[o * T : o * T + T]
-            for b in range(m):
-                gxi[b] += w * go[b]
+        _row_sums(gz, gb, n_out, T, m)
+    _outer_acc(gz, x, gW, n_out, n_in, T, m)
+    if want_gx:
+        _matmul_rows(W, 1, n_in, gW[0:0], False, gz, gx, n_out, n_in, T, m)
 
 
 @kernel
