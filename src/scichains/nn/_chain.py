@@ -215,8 +215,12 @@ class SimpleChain:
     forward = __call__
 
     def workspace(self, dtype, nthreads: int, tile: int) -> np.ndarray:
-        """A zeroed work buffer of shape ``(nthreads, rows * tile)`` for the batched kernels."""
-        return np.zeros((nthreads, int(self._meta[K.M_ROWS]) * tile), dtype=dtype)
+        """A zeroed work buffer of shape ``(nthreads, rows * tile + 8 * num_params)`` for the
+        batched kernels: the activation rows of a tile, then room for one SIMD vector (at most
+        8 lanes) of partial sums per parameter."""
+        return np.zeros(
+            (nthreads, int(self._meta[K.M_ROWS]) * tile + 8 * self.num_params), dtype=dtype
+        )
 
     def kernel(self, dtype=np.float64) -> ChainKernel:
         """The arrays the single-vector compiled kernels need (with a fresh work buffer)."""

@@ -22,7 +22,7 @@ from numba import prange
 
 from .._jit import inline_kernel, kernel, parallel_kernel
 from ._activations import IDENTITY, activate
-from ._simd import lanes, vadd, vfill, vfma, vload, vsplat, vstore, vsum
+from ._simd import lanes, vadd, vfill, vfma, vload, vmul, vsplat, vstore, vsum
 
 # layer kinds
 DENSE, ACTIVATION, DROPOUT, RESHAPE, CONV, MAXPOOL = 1, 2, 3, 4, 5, 6
@@ -56,8 +56,10 @@ def dropout_uniform(seed, step, layer, sample, feature):
 
 
 @kernel
-def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
-    """z[r, :m] = bias[r] + sum_k A[r*sq + k*sk] x[k, :m] for r < R (rows of length T).
+def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m, d, has_d):
+    """z[r, :m] = bias[r] + sum_k A[r*sq + k*sk] x[k, :m] for r < R (rows of length T),
+    times d[r, :m] when ``has_d`` (dL/dx of a layer times the stored derivative of the layer
+    before it, which saves that layer a pass over its gradient rows).
 
     The dense forward pass (A = W, sq = n_in, sk = 1) and dL/dx = W^T dL/dz (sq = 1,
     sk = n_in). Register-blocked: 4 rows x 3 vectors of samples (12 accumulators) stay in
@@ -110,6 +112,19 @@ def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
                 xb += T
                 ab += sk
             zb = r * T + b0
+            if has_d:
+                s00 = vmul(s00, vload(d, zb))
+                s01 = vmul(s01, vload(d, zb + nl))
+                s02 = vmul(s02, vload(d, zb + 2 * nl))
+                s10 = vmul(s10, vload(d, zb + T))
+                s11 = vmul(s11, vload(d, zb + T + nl))
+                s12 = vmul(s12, vload(d, zb + T + 2 * nl))
+                s20 = vmul(s20, vload(d, zb + 2 * T))
+                s21 = vmul(s21, vload(d, zb + 2 * T + nl))
+                s22 = vmul(s22, vload(d, zb + 2 * T + 2 * nl))
+                s30 = vmul(s30, vload(d, zb + 3 * T))
+                s31 = vmul(s31, vload(d, zb + 3 * T + nl))
+                s32 = vmul(s32, vload(d, zb + 3 * T + 2 * nl))
             vstore(z, zb, s00)
             vstore(z, zb + nl, s01)
             vstore(z, zb + 2 * nl, s02)
@@ -138,6 +153,11 @@ def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
                 xb += T
                 ab += sk
             zb = r * T + b0
+            if has_d:
+                s0 = vmul(s0, vload(d, zb))
+                s1 = vmul(s1, vload(d, zb + T))
+                s2 = vmul(s2, vload(d, zb + 2 * T))
+                s3 = vmul(s3, vload(d, zb + 3 * T))
             vstore(z, zb, s0)
             vstore(z, zb + T, s1)
             vstore(z, zb + 2 * T, s2)
@@ -147,7 +167,7 @@ def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
                 s = bias[r + q] if has_bias else zero
                 for k in range(K):
                     s += A[(r + q) * sq + k * sk] * x[k * T + b]
-                z[(r + q) * T + b] = s
+                z[(r + q) * T + b] = s * d[(r + q) * T + b] if has_d else s
     for r in range(R4, R):
         e = bias[r] if has_bias else zero
         f = vfill(z, e)
@@ -159,20 +179,24 @@ def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m):
                 s = vfma(vsplat(A, ab), vload(x, xb), s)
                 xb += T
                 ab += sk
+            if has_d:
+                s = vmul(s, vload(d, r * T + b0))
             vstore(z, r * T + b0, s)
         for b in range(m1, m):
             t = e
             for k in range(K):
                 t += A[r * sq + k * sk] * x[k * T + b]
-            z[r * T + b] = t
+            z[r * T + b] = t * d[r * T + b] if has_d else t
 
 
 @kernel
-def _outer_acc(gz, x, gW, n_out, n_in, T, m):
-    """gW[o*n_in + i] += sum_{b<m} gz[o, b] x[i, b]: dL/dW of a dense layer.
+def _outer_acc(gz, x, gWv, n_out, n_in, T, m):
+    """Vector partial sums of dL/dW = sum_{b<m} gz[o, b] x[i, b] of a dense layer.
 
-    Blocked 4 outputs x 2 inputs: 8 vector accumulators over the batch, 6 loads per 8 fused
-    multiply-adds; one horizontal sum per weight and tile.
+    ``gWv[(o*n_in + i)*lanes : ...]`` holds one vector per weight whose lanes add up to the
+    weight's gradient (see :func:`fold_partials`): the sums stay vectors across the tiles of a
+    batch, so the lanes are added once per batch instead of once per tile. Blocked 4 outputs x
+    2 inputs: 8 vector accumulators over the batch, 6 loads per 8 fused multiply-adds.
     """
     nl = lanes(gz)
     m1 = m - m % nl
@@ -200,43 +224,56 @@ def _outer_acc(gz, x, gW, n_out, n_in, T, m):
                 a = vload(gz, g0 + 3 * T + b)
                 s30 = vfma(a, c0, s30)
                 s31 = vfma(a, c1, s31)
-            t00 = vsum(s00)
-            t01 = vsum(s01)
-            t10 = vsum(s10)
-            t11 = vsum(s11)
-            t20 = vsum(s20)
-            t21 = vsum(s21)
-            t30 = vsum(s30)
-            t31 = vsum(s31)
-            for b in range(m1, m):
-                c0 = x[xa + b]
-                c1 = x[xa + T + b]
-                t00 += gz[g0 + b] * c0
-                t01 += gz[g0 + b] * c1
-                t10 += gz[g0 + T + b] * c0
-                t11 += gz[g0 + T + b] * c1
-                t20 += gz[g0 + 2 * T + b] * c0
-                t21 += gz[g0 + 2 * T + b] * c1
-                t30 += gz[g0 + 3 * T + b] * c0
-                t31 += gz[g0 + 3 * T + b] * c1
-            r = o * n_in + i
-            gW[r] += t00
-            gW[r + 1] += t01
-            gW[r + n_in] += t10
-            gW[r + n_in + 1] += t11
-            gW[r + 2 * n_in] += t20
-            gW[r + 2 * n_in + 1] += t21
-            gW[r + 3 * n_in] += t30
-            gW[r + 3 * n_in + 1] += t31
+            r = (o * n_in + i) * nl
+            rn = n_in * nl
+            vstore(gWv, r, vadd(vload(gWv, r), s00))
+            vstore(gWv, r + nl, vadd(vload(gWv, r + nl), s01))
+            r += rn
+            vstore(gWv, r, vadd(vload(gWv, r), s10))
+            vstore(gWv, r + nl, vadd(vload(gWv, r + nl), s11))
+            r += rn
+            vstore(gWv, r, vadd(vload(gWv, r), s20))
+            vstore(gWv, r + nl, vadd(vload(gWv, r + nl), s21))
+            r += rn
+            vstore(gWv, r, vadd(vload(gWv, r), s30))
+            vstore(gWv, r + nl, vadd(vload(gWv, r + nl), s31))
     for o in range(n_out):
         for i in range(0 if o >= o4 else i2, n_in):
             s = zv
             for b in range(0, m1, nl):
                 s = vfma(vload(gz, o * T + b), vload(x, i * T + b), s)
-            t = vsum(s)
-            for b in range(m1, m):
-                t += gz[o * T + b] * x[i * T + b]
-            gW[o * n_in + i] += t
+            r = (o * n_in + i) * nl
+            vstore(gWv, r, vadd(vload(gWv, r), s))
+    if m1 < m:
+        # the last columns of a tile that is not a whole number of vectors: lane 0
+        for o in range(n_out):
+            for i in range(n_in):
+                t = gz.dtype.type(0.0)
+                for b in range(m1, m):
+                    t += gz[o * T + b] * x[i * T + b]
+                gWv[(o * n_in + i) * nl] += t
+
+
+@kernel
+def fold_partials(spec, gv, g):
+    """Add the lanes of the dense layers' vector partial sums (``_outer_acc``) into ``g``."""
+    nl = lanes(gv)
+    for l in range(spec.shape[0]):
+        if spec[l, S_KIND] == DENSE:
+            woff = spec[l, S_WOFF]
+            for j in range(woff, woff + spec[l, S_NIN] * spec[l, S_NOUT]):
+                g[j] += vsum(vload(gv, j * nl))
+
+
+@kernel
+def zero_partials(spec, gv):
+    """Zero the dense layers' vector partial sums."""
+    nl = lanes(gv)
+    for l in range(spec.shape[0]):
+        if spec[l, S_KIND] == DENSE:
+            woff = spec[l, S_WOFF]
+            for j in range(woff * nl, (woff + spec[l, S_NIN] * spec[l, S_NOUT]) * nl):
+                gv[j] = 0
 
 
 @kernel
@@ -257,17 +294,19 @@ def _row_sums(gz, gb, n_out, T, m):
 @kernel
 def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
     """z[o, :m] = b[o] + sum_i W[o, i] x[i, :m] (rows of length T)."""
-    _matmul_rows(W, n_in, 1, bias, has_bias, x, z, n_in, n_out, T, m)
+    _matmul_rows(W, n_in, 1, bias, has_bias, x, z, n_in, n_out, T, m, z[0:0], False)
 
 
 @kernel
-def _dense_backward(W, gW, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m):
-    """Accumulate dL/dW, dL/db from dL/dz; write dL/dx = W^T dL/dz into gx when ``want_gx``."""
+def _dense_backward(W, gWv, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m, d, has_d):
+    """Accumulate dL/db and the vector partials of dL/dW (see :func:`_outer_acc`) from dL/dz;
+    write dL/dx = W^T dL/dz into gx when ``want_gx`` (times ``d``, the derivative stored by the
+    layer before, when ``has_d``)."""
     if has_bias:
         _row_sums(gz, gb, n_out, T, m)
-    _outer_acc(gz, x, gW, n_out, n_in, T, m)
+    _outer_acc(gz, x, gWv, n_out, n_in, T, m)
     if want_gx:
-        _matmul_rows(W, 1, n_in, gW[0:0], False, gz, gx, n_out, n_in, T, m)
+        _matmul_rows(W, 1, n_in, gb[0:0], False, gz, gx, n_out, n_in, T, m, d, has_d)
 
 
 @kernel
@@ -890,15 +929,20 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 
 
 @kernel
-def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
+def tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train):
     """Back-propagate the output gradient held in rows ``meta[M_GA]`` of ``w``.
 
-    Accumulates dL/dp into ``g``. Returns the row where dL/d(input) ends up (valid when
+    Accumulates dL/dp into ``g``, except the dense layers' weights, whose gradients accumulate
+    as vector partial sums in ``gv`` (``lanes`` numbers per parameter, see
+    :func:`fold_partials`). Returns the row where dL/d(input) ends up (valid when
     ``want_gx``).
     """
+    nl = lanes(gv)
     L = spec.shape[0]
     # the two gradient buffers alternate; ``cur`` holds dL/d(output of layer l)
     cur, other = meta[M_GA], meta[M_GB]
+    # True when the layer after already multiplied dL/d(output of layer l) by l's derivative
+    scaled = False
     for l in range(L - 1, -1, -1):
         kind = spec[l, S_KIND]
         n_in = spec[l, S_NIN]
@@ -910,20 +954,28 @@ def tile_backward(spec, meta, p, g, w, T, m, want_gx, train):
         if kind == DROPOUT and not train:
             continue
         act = spec[l, S_ACT]
-        if kind == DROPOUT or act != IDENTITY:
+        if (kind == DROPOUT or act != IDENTITY) and not scaled:
             d = w[spec[l, S_D] * T : (spec[l, S_D] + n_out) * T]
             # whole rows, columns past m included (stale but finite): one flat loop vectorises
             for j in range(n_out * T):
                 gz[j] *= d[j]
+        scaled = False
         if kind == DENSE:
             woff = spec[l, S_WOFF]
             boff = spec[l, S_BOFF]
             W = p[woff : woff + n_in * n_out]
-            gW = g[woff : woff + n_in * n_out]
+            gWv = gv[woff * nl : (woff + n_in * n_out) * nl]
             gbias = g[boff : boff + n_out] if boff >= 0 else g[0:0]
             xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_in) * T]
             gx = w[other * T : (other + n_in) * T]
-            _dense_backward(W, gW, gbias, boff >= 0, xin, gz, gx, need_in, n_in, n_out, T, m)
+            # the layer before is a dense layer with an activation: its derivative is applied
+            # as dL/dx is written
+            scaled = need_in and l > 0 and spec[l - 1, S_KIND] == DENSE
+            scaled = scaled and spec[l - 1, S_ACT] != IDENTITY
+            dprev = w[spec[l - 1, S_D] * T : (spec[l - 1, S_D] + n_in) * T] if scaled else gx[0:0]
+            _dense_backward(
+                W, gWv, gbias, boff >= 0, xin, gz, gx, need_in, n_in, n_out, T, m, dprev, scaled
+            )
             cur, other = other, cur
         elif kind == CONV:
             woff = spec[l, S_WOFF]
@@ -1123,6 +1175,9 @@ def valgrad_batch(
         g = gbuf[t]
         for j in range(P):
             g[j] = 0
+        # past the rows: the dense weights' vector partial sums
+        gv = w[meta[M_ROWS] * T :]
+        zero_partials(spec, gv)
         acc = 0.0
         tix = _first_tile(start, count, nthreads, T, t)
         for c0 in range(lo, hi, T):
@@ -1153,9 +1208,10 @@ def valgrad_batch(
                 scale,
                 pretiled,
             )
-            r = tile_backward(spec, meta, p, g, w, T, m, want_gx, train)
+            r = tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train)
             if want_gx:
                 scatter_tile(w, r, F, T, m, gX, samples, c0)
+        fold_partials(spec, gv, g)
         lbuf[t] = acc
     for j in range(P):
         grad[j] = gbuf[0, j]

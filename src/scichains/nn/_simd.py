@@ -146,6 +146,18 @@ def vadd(typingctx, a, b):
 
 
 @intrinsic
+def vmul(typingctx, a, b):
+    """``a * b`` lane by lane."""
+    if not (isinstance(a, Vec) and a == b):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fmul(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
 def vsum(typingctx, a):
     """The sum of the lanes (as a scalar of the lane type)."""
     if not isinstance(a, Vec):
