@@ -49,7 +49,9 @@ def test_gradient_against_finite_differences_and_numpy(act, loss_kind):
     np.testing.assert_allclose(gx, fdx, rtol=1e-6, atol=1e-7 * np.abs(fdx).max())
 
 
-@pytest.mark.parametrize("n", [1, 300, 1000])
+# 300: one tile per thread (weight gradients summed per tile); 1000, 1001: several tiles
+# per thread (vector partial sums across tiles), 1001 with a tile that ends mid-vector
+@pytest.mark.parametrize("n", [1, 300, 1000, 1001])
 def test_gradient_single_sample_and_batches(n):
     cwl, p, X, target = _setup("tanh", "squared", n, seed=n)
     g = np.zeros_like(p)

@@ -190,13 +190,14 @@ def _matmul_rows(A, sq, sk, bias, has_bias, x, z, K, R, T, m, d, has_d):
 
 
 @kernel
-def _outer_acc(gz, x, gWv, n_out, n_in, T, m):
-    """Vector partial sums of dL/dW = sum_{b<m} gz[o, b] x[i, b] of a dense layer.
+def _outer_acc(gz, x, gW, gWv, direct, n_out, n_in, T, m):
+    """dL/dW += sum_{b<m} gz[o, b] x[i, b] for a dense layer.
 
-    ``gWv[(o*n_in + i)*lanes : ...]`` holds one vector per weight whose lanes add up to the
-    weight's gradient (see :func:`fold_partials`): the sums stay vectors across the tiles of a
-    batch, so the lanes are added once per batch instead of once per tile. Blocked 4 outputs x
-    2 inputs: 8 vector accumulators over the batch, 6 loads per 8 fused multiply-adds.
+    ``direct``: added to ``gW[o*n_in + i]``. Otherwise to vector partial sums:
+    ``gWv[(o*n_in + i)*lanes : ...]`` holds one vector per weight whose lanes add up to its
+    gradient (see :func:`fold_partials`), so that over a batch of many tiles the lanes are
+    added once per batch instead of once per tile. Blocked 4 outputs x 2 inputs: 8 vector
+    accumulators over the batch, 6 loads per 8 fused multiply-adds.
     """
     nl = lanes(gz)
     m1 = m - m % nl
@@ -224,6 +225,17 @@ def _outer_acc(gz, x, gWv, n_out, n_in, T, m):
                 a = vload(gz, g0 + 3 * T + b)
                 s30 = vfma(a, c0, s30)
                 s31 = vfma(a, c1, s31)
+            if direct:
+                r = o * n_in + i
+                gW[r] += vsum(s00)
+                gW[r + 1] += vsum(s01)
+                gW[r + n_in] += vsum(s10)
+                gW[r + n_in + 1] += vsum(s11)
+                gW[r + 2 * n_in] += vsum(s20)
+                gW[r + 2 * n_in + 1] += vsum(s21)
+                gW[r + 3 * n_in] += vsum(s30)
+                gW[r + 3 * n_in + 1] += vsum(s31)
+                continue
             r = (o * n_in + i) * nl
             rn = n_in * nl
             vstore(gWv, r, vadd(vload(gWv, r), s00))
@@ -242,16 +254,22 @@ def _outer_acc(gz, x, gWv, n_out, n_in, T, m):
             s = zv
             for b in range(0, m1, nl):
                 s = vfma(vload(gz, o * T + b), vload(x, i * T + b), s)
-            r = (o * n_in + i) * nl
-            vstore(gWv, r, vadd(vload(gWv, r), s))
+            if direct:
+                gW[o * n_in + i] += vsum(s)
+            else:
+                r = (o * n_in + i) * nl
+                vstore(gWv, r, vadd(vload(gWv, r), s))
     if m1 < m:
-        # the last columns of a tile that is not a whole number of vectors: lane 0
+        # the last columns of a tile that is not a whole number of vectors
         for o in range(n_out):
             for i in range(n_in):
                 t = gz.dtype.type(0.0)
                 for b in range(m1, m):
                     t += gz[o * T + b] * x[i * T + b]
-                gWv[(o * n_in + i) * nl] += t
+                if direct:
+                    gW[o * n_in + i] += t
+                else:
+                    gWv[(o * n_in + i) * nl] += t
 
 
 @kernel
@@ -298,13 +316,15 @@ def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
 
 
 @kernel
-def _dense_backward(W, gWv, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m, d, has_d):
-    """Accumulate dL/db and the vector partials of dL/dW (see :func:`_outer_acc`) from dL/dz;
-    write dL/dx = W^T dL/dz into gx when ``want_gx`` (times ``d``, the derivative stored by the
-    layer before, when ``has_d``)."""
+def _dense_backward(
+    W, gW, gWv, direct, gb, has_bias, x, gz, gx, want_gx, n_in, n_out, T, m, d, has_d
+):
+    """Accumulate dL/db and dL/dW (into ``gW``, or its vector partials ``gWv``: see
+    :func:`_outer_acc`) from dL/dz; write dL/dx = W^T dL/dz into gx when ``want_gx`` (times
+    ``d``, the derivative stored by the layer before, when ``has_d``)."""
     if has_bias:
         _row_sums(gz, gb, n_out, T, m)
-    _outer_acc(gz, x, gWv, n_out, n_in, T, m)
+    _outer_acc(gz, x, gW, gWv, direct, n_out, n_in, T, m)
     if want_gx:
         _matmul_rows(W, 1, n_in, gb[0:0], False, gz, gx, n_out, n_in, T, m, d, has_d)
 
@@ -929,11 +949,11 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 
 
 @kernel
-def tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train):
+def tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train):
     """Back-propagate the output gradient held in rows ``meta[M_GA]`` of ``w``.
 
-    Accumulates dL/dp into ``g``, except the dense layers' weights, whose gradients accumulate
-    as vector partial sums in ``gv`` (``lanes`` numbers per parameter, see
+    Accumulates dL/dp into ``g``; unless ``direct``, the dense layers' weight gradients
+    accumulate as vector partial sums in ``gv`` instead (``lanes`` numbers per parameter, see
     :func:`fold_partials`). Returns the row where dL/d(input) ends up (valid when
     ``want_gx``).
     """
@@ -964,6 +984,7 @@ def tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train):
             woff = spec[l, S_WOFF]
             boff = spec[l, S_BOFF]
             W = p[woff : woff + n_in * n_out]
+            gW = g[woff : woff + n_in * n_out]
             gWv = gv[woff * nl : (woff + n_in * n_out) * nl]
             gbias = g[boff : boff + n_out] if boff >= 0 else g[0:0]
             xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_in) * T]
@@ -974,7 +995,22 @@ def tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train):
             scaled = scaled and spec[l - 1, S_ACT] != IDENTITY
             dprev = w[spec[l - 1, S_D] * T : (spec[l - 1, S_D] + n_in) * T] if scaled else gx[0:0]
             _dense_backward(
-                W, gWv, gbias, boff >= 0, xin, gz, gx, need_in, n_in, n_out, T, m, dprev, scaled
+                W,
+                gW,
+                gWv,
+                direct,
+                gbias,
+                boff >= 0,
+                xin,
+                gz,
+                gx,
+                need_in,
+                n_in,
+                n_out,
+                T,
+                m,
+                dprev,
+                scaled,
             )
             cur, other = other, cur
         elif kind == CONV:
@@ -1175,9 +1211,12 @@ def valgrad_batch(
         g = gbuf[t]
         for j in range(P):
             g[j] = 0
-        # past the rows: the dense weights' vector partial sums
+        # past the rows: the dense weights' vector partial sums, used when this thread has
+        # more than one tile (with one, they would only add a pass over the partials)
         gv = w[meta[M_ROWS] * T :]
-        zero_partials(spec, gv)
+        direct = hi - lo <= T
+        if not direct:
+            zero_partials(spec, gv)
         acc = 0.0
         tix = _first_tile(start, count, nthreads, T, t)
         for c0 in range(lo, hi, T):
@@ -1208,10 +1247,11 @@ def valgrad_batch(
                 scale,
                 pretiled,
             )
-            r = tile_backward(spec, meta, p, g, gv, w, T, m, want_gx, train)
+            r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
             if want_gx:
                 scatter_tile(w, r, F, T, m, gX, samples, c0)
-        fold_partials(spec, gv, g)
+        if not direct:
+            fold_partials(spec, gv, g)
         lbuf[t] = acc
     for j in range(P):
         grad[j] = gbuf[0, j]
