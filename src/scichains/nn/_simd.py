@@ -5,10 +5,10 @@ LLVM's loop vectoriser turns the kernels' inner loops over the batch into vector
 keeps every partial result in memory between the loops over a layer's inputs (a load and a store
 per multiply-add group), and numba leaves the SLP vectoriser off, so a loop written with scalar
 accumulators per lane stays scalar. With these intrinsics a kernel holds a block of outputs for
-several vectors of samples in registers across a whole dot product: the loads and stores per multiply-add
-drop from about 0.75 to about 0.6, and the 32 -> 16 layer of the matrix-exponential MLP ran at
-70 instead of 43 GFLOP/s on one core in isolation; a whole training step of that MLP took
-~1.25x less time on one thread (see ``benchmarks/README.md``).
+several vectors of samples in registers across a whole dot product: the loads and stores per
+multiply-add drop from about 0.75 to about 0.6, and the 32 -> 16 layer of the
+matrix-exponential MLP ran at 70 instead of 43 GFLOP/s on one core in isolation; a whole
+training step of that MLP took ~1.25x less time on one thread (see ``benchmarks/README.md``).
 
 ``Vec`` is ``lanes(arr)`` values of ``arr.dtype`` (8 float32 or 4 float64: 32 bytes). Loads
 and stores take an element index into a 1-D array and do no bounds check and no negative-index
