@@ -34,7 +34,7 @@ def test_teacher_student_unbatched(opt):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_full_batch_pre_tiled_data_gives_the_same_steps(threads):
     """train_unbatched lays the data out as the tiles read them, once per call (uneven
-    tiles: 1000 samples over 1-2 threads in tiles of 256); the steps are bit-identical to
+    tiles: 1000 samples over 1-2 threads in tiles of TILE); the steps are bit-identical to
     gathering every tile at every step."""
     from scichains.nn._train import _Trainer
 

@@ -11,8 +11,11 @@ from . import _kernels as K
 from ._layers import Layer
 from ._validate import as_data, check_params, float_dtype
 
-#: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache.
-TILE = 256
+#: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache. A
+#: multiple of the dense kernels' 24-sample register blocks (3 vectors of 8 float32): 264 took
+#: 12-15% less time per step than 256 (whose last 16 samples per row group fall to a slower
+#: 1-vector block), same process, 11 alternating rounds on one and on two threads.
+TILE = 264
 
 
 def tile_width(batch: int, nthreads: int) -> int:
