@@ -9,6 +9,7 @@ import numpy as np
 from .._jit import resolve_threads
 from . import _kernels as K
 from ._layers import Layer
+from ._simd import MAX_LANES
 from ._validate import as_data, check_params, float_dtype
 
 #: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache. A
@@ -218,12 +219,11 @@ class SimpleChain:
     forward = __call__
 
     def workspace(self, dtype, nthreads: int, tile: int) -> np.ndarray:
-        """A zeroed work buffer of shape ``(nthreads, rows * tile + 8 * num_params)`` for the
-        batched kernels: the activation rows of a tile, then room for one SIMD vector (at most
-        8 lanes) of partial sums per parameter."""
-        return np.zeros(
-            (nthreads, int(self._meta[K.M_ROWS]) * tile + 8 * self.num_params), dtype=dtype
-        )
+        """A zeroed work buffer of shape ``(nthreads, rows * tile + MAX_LANES * num_params)``
+        for the batched kernels: the activation rows of a tile, then room for one SIMD vector
+        of partial sums per parameter."""
+        rows = int(self._meta[K.M_ROWS])
+        return np.zeros((nthreads, rows * tile + MAX_LANES * self.num_params), dtype=dtype)
 
     def kernel(self, dtype=np.float64) -> ChainKernel:
         """The arrays the single-vector compiled kernels need (with a fresh work buffer)."""

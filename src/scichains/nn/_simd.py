@@ -24,6 +24,10 @@ from numba.extending import intrinsic, models, register_model
 
 _I32 = ir.IntType(32)
 
+#: Bytes of one vector (AVX2), and the most lanes a vector has (float32).
+VEC_BYTES = 32
+MAX_LANES = VEC_BYTES // 4
+
 
 class Vec(types.Type):
     """``n`` lanes of the numba scalar type ``dtype`` in one register."""
@@ -44,7 +48,7 @@ class _VecModel(models.PrimitiveModel):
 def _vec_of(arr):
     if not isinstance(arr, types.Array) or arr.dtype not in (types.float32, types.float64):
         raise TypeError(f"SIMD kernels take float32/float64 arrays, got {arr}")
-    return Vec(arr.dtype, 32 // (arr.dtype.bitwidth // 8))
+    return Vec(arr.dtype, VEC_BYTES // (arr.dtype.bitwidth // 8))
 
 
 def _ptr(context, builder, arrty, arr, idx):
