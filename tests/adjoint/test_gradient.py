@@ -393,6 +393,7 @@ def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
             obj._K,
             obj.adjoint_stats,
             False,
+            np.zeros(5),  # where a user function failed: [t, lam, u]
         )
         obj.adjoint_stats[:] = 0
         before = rtsys.get_allocation_stats()

@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..ode._solution import ODESolveError, ReturnCode
-from ..ode._solve import SolvePlan, run_plan, stop_tables
-from ._continuous import _Failed, adjoint_over_plan
+from ..ode._solve import SolvePlan, check_run, run_plan, stop_tables
+from ._continuous import adjoint_over_plan
 
 
 class Checkpoints:
@@ -54,15 +53,13 @@ class Checkpoints:
         """Solve segment ``j`` from ``u`` into the plan's step buffers; returns the number of
         stored entries."""
         span = (self.times[j], self.times[j + 1])
-        code = run_plan(plan, u, p, span=span, dt0=self.dt0[j], tables=self.tables[j])
-        m = int(plan.stats[0])
-        if code != 0:
-            raise ODESolveError(_Failed(ReturnCode(code), plan.ts[m - 1]))
-        return m
+        check_run(plan, run_plan(plan, u, p, span=span, dt0=self.dt0[j], tables=self.tables[j]), p)
+        return int(plan.stats[0])
 
     def forward(self, plan: SolvePlan, u0, p):
         """Solve segment after segment, keeping the checkpoint states and the saved states
         (``plan.save_u``)."""
+        plan.save_buffers()
         u = u0
         h = 0.0  # the first segment: Hairer's initial step
         for j in range(self.times.size - 1):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import inline_kernel, kernel
 from ..ode._kernels import rhs_from_address, vjp_from_address
-from ..ode._solution import ODESolveError, ReturnCode
+from ..ode._solution import FailedSolve, ReturnCode, raise_failure, user_error_failure
 
 INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2
 
@@ -61,15 +61,31 @@ def _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb
     npar = pb.shape[0]
     if mode == BACKSOLVE:
         u = y[n + npar : n + npar + n]
-        f(dy[n + npar : n + npar + n], u, p, t, k)
-        vjp(y[:n], u, p, t, k, ub, pb)
+        for i in range(n):
+            ui[i] = u[i]
+        if f(dy[n + npar : n + npar + n], u, p, t, k) != 0:
+            return 1
+        if vjp(y[:n], u, p, t, k, ub, pb) != 0:
+            return 1
     else:
         _hermite(ts, us, fs, lo, hi, t, d, ui)
-        vjp(y[:n], ui, p, t, k, ub, pb)
+        if vjp(y[:n], ui, p, t, k, ub, pb) != 0:
+            return 1
     for i in range(n):
         dy[i] = -ub[i]
     for j in range(npar):
         dy[n + j] = -pb[j]
+    return 0
+
+
+@inline_kernel
+def _record_vjp_failure(fail, t, lam, u):
+    """``fail = [t, lam, u]``: where the adjoint's user functions failed."""
+    n = u.shape[0]
+    fail[0] = t
+    for i in range(n):
+        fail[1 + i] = lam[i]
+        fail[1 + n + i] = u[i]
 
 
 @kernel
@@ -99,6 +115,7 @@ def continuous_adjoint(
     K,
     stats,
     carry,
+    fail,
 ):
     """Integrate the adjoint system backward over the stored forward solve.
 
@@ -114,7 +131,8 @@ def continuous_adjoint(
     ``(5, 2 n + len(p))``; ``K``: scratch of shape ``(stages, 2 n + len(p))``; ``stats``: out,
     ``[steps accepted, rejected, vjp calls]`` (added to). ``carry``: start from the adjoint
     state ``lam = ubar``, ``g = pbar`` given at the last entry (a checkpointed solve runs
-    one segment at a time) instead of zero. Returns 0, or 1 if ``max_steps`` was hit.
+    one segment at a time) instead of zero. Returns 0, 1 if ``max_steps`` was hit, or 2 if
+    the right-hand side or the vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``).
     Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
@@ -189,7 +207,10 @@ def continuous_adjoint(
             landing = h >= dist * (1.0 - 1e-12)
             h_try = dist if landing else h
             hs = -d * h_try
-            _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb)
+            if _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb):
+                _record_vjp_failure(fail, t, y, ui)
+                code = 2
+                break
             for st in range(1, s):
                 for i in range(N):
                     acc = 0.0
@@ -199,7 +220,14 @@ def continuous_adjoint(
                 ts_ = t + c[st] * hs
                 if landing and c[st] == 1.0:
                     ts_ = tend
-                _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb)
+                if _adjoint_rhs(
+                    f, vjp, mode, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb
+                ):
+                    _record_vjp_failure(fail, ts_, tmp, ui)
+                    code = 2
+                    break
+            if code != 0:
+                break
             nvjp += s
             e = 0.0
             for i in range(N):
@@ -251,13 +279,14 @@ def adjoint_rhs_at(vaddr, k, p, ts, us, fs, lo, hi, t, y, dy, ui, ub, pb):
     vjp = vjp_from_address(vaddr)
     f = rhs_from_address(0)  # not called in this mode
     d = 1.0 if ts[hi] >= ts[lo] else -1.0
-    _adjoint_rhs(f, vjp, INTERPOLATING, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb)
+    return _adjoint_rhs(f, vjp, INTERPOLATING, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb)
 
 
 @kernel
 def adjoint_jacobian_at(vaddr, k, p, ts, us, fs, lo, hi, t, JJ, ui, e, row, pb):
     """The Jacobian of :func:`adjoint_rhs_at` with respect to ``[lam, g]``: ``-(df/du)^T``
-    and ``-(df/dp)^T`` in the first ``n`` columns, zeros elsewhere (from ``n`` vjps)."""
+    and ``-(df/dp)^T`` in the first ``n`` columns, zeros elsewhere (from ``n`` vjps).
+    Returns 0, or 1 if the vjp raised."""
     vjp = vjp_from_address(vaddr)
     n = ui.shape[0]
     d = 1.0 if ts[hi] >= ts[lo] else -1.0
@@ -269,28 +298,24 @@ def adjoint_jacobian_at(vaddr, k, p, ts, us, fs, lo, hi, t, JJ, ui, e, row, pb):
         for j in range(n):
             e[j] = 0.0
         e[i] = 1.0
-        vjp(e, ui, p, t, k, row, pb)  # row i of df/du and of df/dp
+        if vjp(e, ui, p, t, k, row, pb) != 0:  # row i of df/du and of df/dp
+            return 1
         for j in range(n):
             JJ[j, i] = -row[j]
         for j in range(pb.shape[0]):
             JJ[n + j, i] = -pb[j]
-
-
-class _Failed:
-    """The parts of a Solution that an ODESolveError reports."""
-
-    def __init__(self, status, t, what=""):
-        self.status = status
-        self.message = what + status.message
-        self.t_reached = float(t)
+    return 0
 
 
 def adjoint_over_plan(
     mode, plan, vaddr, p, rtol, atol, m, save_pos, dl_du, dp, du0, ws, K, stats, carry
 ):
     """:func:`continuous_adjoint` over the ``m`` stored entries of ``plan`` (its tableau,
-    controller and step buffers); raises :class:`ODESolveError` if it runs out of steps."""
+    controller and step buffers); raises :class:`ODESolveError` if it runs out of steps or a
+    user function raised (chained to that exception)."""
     prob = plan.prob
+    n = prob.u0.size
+    fail = np.zeros(1 + 2 * n)
     code = continuous_adjoint(
         mode,
         prob.f_address,
@@ -317,6 +342,10 @@ def adjoint_over_plan(
         K,
         stats,
         carry,
+        fail,
     )
+    if code == 1:
+        raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
     if code != 0:
-        raise ODESolveError(_Failed(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
+        v, u = fail[1 : 1 + n].copy(), fail[1 + n : 1 + 2 * n].copy()
+        raise_failure(user_error_failure(prob, p, fail[0], u, v, "adjoint solve: "))

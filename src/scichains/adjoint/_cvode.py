@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ode._solution import ODESolveError, ReturnCode
+from ..ode._solution import FailedSolve, ReturnCode, raise_failure, user_error_failure
 from ._continuous import adjoint_jacobian_at, adjoint_rhs_at
 
 
@@ -31,15 +31,24 @@ def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_ste
     # positive steps only; starting at 0 keeps tiny first steps above rounding)
     d = 1.0 if ts[-1] >= ts[0] else -1.0
 
+    failed = []
+
+    def user_error(t, v):
+        failure = user_error_failure(prob, p, t, ui, v, "adjoint solve: ")
+        failed.append(failure)
+        raise failure.exception or RuntimeError(failure.message)
+
     def rhsfn(s, y, yp):
         ybuf[:] = y
         t = ts[seg[1]] - d * s
-        adjoint_rhs_at(vaddr, k, p, ts, us, fs, seg[0], seg[1], t, ybuf, yp, ui, ub, pb)
+        if adjoint_rhs_at(vaddr, k, p, ts, us, fs, seg[0], seg[1], t, ybuf, yp, ui, ub, pb):
+            user_error(t, ybuf[:n].copy())
         yp *= -d
 
     def jacfn(s, y, yp, JJ):
         t = ts[seg[1]] - d * s
-        adjoint_jacobian_at(vaddr, k, p, ts, us, fs, seg[0], seg[1], t, JJ, ui, e, row, pb)
+        if adjoint_jacobian_at(vaddr, k, p, ts, us, fs, seg[0], seg[1], t, JJ, ui, e, row, pb):
+            user_error(t, None)
         JJ *= -d
 
     options = dict(
@@ -70,17 +79,23 @@ def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_ste
         # start with the forward solve's last step there (CVODE's own guess can be tiny)
         cv = CVODE(rhsfn, **options)
         s1 = d * float(ts[hi] - ts[lo])
-        cv.init_step(0.0, y)
-        res = cv.step(s1, tstop=s1)
+        try:
+            cv.init_step(0.0, y)
+            res = cv.step(s1, tstop=s1)
+        except Exception:
+            if failed:  # a user function raised: ODESolveError chained to it
+                raise_failure(failed[-1])
+            raise
         if res.status < 0:
-            raise ODESolveError(_Failed(res))
+            raise_failure(
+                FailedSolve(
+                    ReturnCode.SOLVER_FAILURE,
+                    res.t,
+                    "adjoint solve: ",
+                    f"CVODE failed with return code {res.status}: {res.message}",
+                )
+            )
         y = np.array(res.y, dtype=np.float64)
         hi = lo
     return y[n:].copy(), y[:n].copy()
 
-
-class _Failed:
-    def __init__(self, res):
-        self.status = ReturnCode.SOLVER_FAILURE
-        self.message = f"adjoint solve: CVODE failed with return code {res.status}: {res.message}"
-        self.t_reached = float(res.t)

@@ -37,6 +37,7 @@ def discrete_adjoint(
     ubar,
     ws,
     pb,
+    fail,
 ):
     """Reverse sweep through the stored steps of du/dt = f(u, p, t).
 
@@ -55,7 +56,8 @@ def discrete_adjoint(
     ``save_pos[i]`` and was interpolated, ``u_prev + h sum_st save_w[i, st] K_st``, and the
     sweep differentiates through that continuous extension. Writes dL/dp into ``pbar`` and
     dL/du0 into ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like
-    ``p``. Allocates nothing.
+    ``p``. Returns 0, or 2 if the vjp raised (``fail = [t, v, u]`` of that call, length
+    ``1 + 2 n``). Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
     s = b.shape[0]
@@ -115,7 +117,12 @@ def discrete_adjoint(
                     for j in range(st):
                         acc += A[st, j] * K[j, i]
                     y[i] = u[i] + h * acc
-                vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb)
+                if vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb) != 0:
+                    fail[0] = ts[m - 1] + c[st] * h
+                    for i in range(n):
+                        fail[1 + i] = Kbar[st, i]
+                        fail[1 + n + i] = y[i]
+                    return 2
             for j in range(pbar.shape[0]):
                 pbar[j] += pb[j]
             for i in range(n):

@@ -35,13 +35,15 @@ def _augmented(dy, y, pa, t, k):
     J = pa[s0 : s0 + n * (n + npar)]  # row i: [df_i/du, df_i/dp]
     e = pa[s0 + n * (n + npar) : s0 + n * (n + npar) + n]
     u = y[:n]
-    f(dy[:n], u, p, t, k)
+    if f(dy[:n], u, p, t, k) != 0:
+        return 1
     for i in range(n):
         for j in range(n):
             e[j] = 0.0
         e[i] = 1.0
         r = i * (n + npar)
-        vjp(e, u, p, t, k, J[r : r + n], J[r + n : r + n + npar])
+        if vjp(e, u, p, t, k, J[r : r + n], J[r + n : r + n + npar]) != 0:
+            return 1
     for i in range(n):
         r = i * (n + npar)
         out = dy[n + i * P : n + (i + 1) * P]
@@ -55,6 +57,7 @@ def _augmented(dy, y, pa, t, k):
                 srow = y[n + m * P : n + (m + 1) * P]
                 for j in range(P):
                     out[j] += jim * srow[j]
+    return 0
 
 
 _CFLAGS = {key: v for key, v in FLAGS.items() if key != "nogil"}

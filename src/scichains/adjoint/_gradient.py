@@ -7,12 +7,18 @@ from dataclasses import replace
 import numpy as np
 
 from ..ode._problem import ODEProblem
-from ..ode._solution import ODESolveError, ReturnCode
-from ..ode._solve import plan_solve, run_plan, stop_tables
+from ..ode._solution import (
+    FailedSolve,
+    ODESolveError,
+    ReturnCode,
+    raise_failure,
+    user_error_failure,
+)
+from ..ode._solve import STATS_SIZE, check_run, plan_solve, run_plan, stop_tables
 from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._checkpoint import Checkpoints
-from ._continuous import _Failed, adjoint_over_plan
+from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
 from ._forward import augmented_params, augmented_rhs, augmented_u0
@@ -124,7 +130,7 @@ class Objective:
                 ts=np.empty(cap),
                 us=np.empty((cap, width)),
                 fs=np.empty((cap, width)),
-                stats=np.zeros(4, dtype=np.int64),
+                stats=np.zeros(STATS_SIZE, dtype=np.int64),
                 kstore=np.zeros((0, solver.stages, width)),
             )
             self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
@@ -140,8 +146,9 @@ class Objective:
 
     def _grow_activation_store(self, steps):
         plan = self.plan
-        cap = min(int(steps), plan.ts.size)
-        plan.astore = np.empty((cap, plan.solver.stages, self.prob.kernel.work.size))
+        plan.set_activation_store(
+            np.empty((int(steps), plan.solver.stages, self.prob.kernel.work.size))
+        )
 
     def _init_cvode(self, saveat, rtol, atol, max_steps, tstops, jumps, dtmin):
         if not isinstance(self.sensealg, InterpolatingAdjoint):
@@ -164,11 +171,11 @@ class Objective:
 
     def _cvode_forward(self, p, u0):
         rtol, atol, max_steps, dtmin = self._cv
-        code, ts, us, fs, _, message = solve_cvode(
+        code, ts, us, fs, _, message, exc = solve_cvode(
             self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p
         )
         if code != 0:
-            raise ODESolveError(_Failed(ReturnCode(code), ts[-1], (message or "") + ": "))
+            raise_failure(FailedSolve(code, ts[-1], message=message, exception=exc))
         if not find_save_positions(ts, ts.size, self.saveat, self._pos):
             raise RuntimeError("a save time is not among the stored steps")
         return ts, us, fs
@@ -204,9 +211,7 @@ class Objective:
         if self._cp is not None:
             self._cp.forward(plan, u0, p)
             return 0
-        code = run_plan(plan, u0, p)
-        if code != 0:
-            raise ODESolveError(_Failed(ReturnCode(code), plan.ts[plan.stats[0] - 1]))
+        check_run(plan, run_plan(plan, u0, p), p)
         if not plan.locate_saves():
             raise RuntimeError("a save time is not among the stored steps")
         return int(plan.stats[0])
@@ -292,7 +297,11 @@ class Objective:
             # more steps than the activation store holds: grow it and solve again
             self._grow_activation_store(2 * m)
             m = self._forward(p, u0)
-        discrete_adjoint(*self.discrete_args(p, dp, du0))
+        args = self.discrete_args(p, dp, du0)
+        if discrete_adjoint(*args) != 0:
+            fail = args[-1]
+            v, u = fail[1 : 1 + u0.size], fail[1 + u0.size :]
+            raise_failure(user_error_failure(self.prob, p, fail[0], u, v, "adjoint sweep: "))
         return value, dp, du0
 
     def discrete_args(self, p, dp, du0, astore=None):
@@ -320,6 +329,7 @@ class Objective:
             du0,
             self._ws,
             self._pb,
+            np.zeros(1 + 2 * self.prob.u0.size),  # where a vjp failed
         )
 
     def _forward_sensitivities(self, p, u0):
@@ -327,8 +337,9 @@ class Objective:
         n, npar = u0.size, p.size
         self._pa[4 : 4 + npar] = p
         code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.address)
-        if code != 0:
-            raise ODESolveError(_Failed(ReturnCode(code), aug.ts[aug.stats[0] - 1]))
+        if code == ReturnCode.RHS_ERROR:
+            raise_failure(user_error_failure(self.prob, p, aug.fail[0], aug.fail[1 : 1 + n]))
+        check_run(aug, code, p)
         m = int(aug.stats[0])
         if not find_save_positions(aug.ts, m, self.saveat, self._pos):
             raise RuntimeError("a save time is not among the stored steps")
@@ -356,8 +367,9 @@ class ScipyFun:
     """``value_and_grad(q) -> (value, gradient)`` wrapped for
     ``scipy.optimize.minimize(fun, q0, jac=True)``: a solve that fails at a trial point
     (:class:`~scichains.ode.ODESolveError`) gives ``(inf, zeros)``, so the line search backs
-    off instead of the fit stopping. ``last_value`` holds the latest finite value (for a
-    ``callback`` that records accepted iterates)."""
+    off instead of the fit stopping. An exception raised by a user function (status
+    ``RHS_ERROR``) is not a numerical failure: it is raised. ``last_value`` holds the latest
+    finite value (for a ``callback`` that records accepted iterates)."""
 
     def __init__(self, value_and_grad):
         self.value_and_grad = value_and_grad
@@ -366,7 +378,9 @@ class ScipyFun:
     def __call__(self, q):
         try:
             value, g = self.value_and_grad(q)
-        except ODESolveError:
+        except ODESolveError as e:
+            if e.solution.status == ReturnCode.RHS_ERROR:
+                raise
             return np.inf, np.zeros(np.size(q))
         self.last_value = value
         return value, g

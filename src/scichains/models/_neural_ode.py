@@ -24,13 +24,32 @@ def _vjp(v, u, p, t, k, ubar, pbar):
     chain_vjp(k, p, u, v, ubar, pbar)
 
 
-# the C-callables the solver and the adjoints call, cached on disk; the dispatchers stand for
-# them in the ODEProblem (and run the same code when called from Python)
-_CFLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
-_neural_rhs = numba.cfunc(RHS_SIGNATURE, **_CFLAGS)(_rhs)
-_neural_vjp = numba.cfunc(VJP_SIGNATURE, **_CFLAGS)(_vjp)
 _rhs_jit = numba.njit(**FLAGS)(_rhs)
 _vjp_jit = numba.njit(**FLAGS)(_vjp)
+
+
+def _rhs_status(du, u, p, t, k):
+    try:
+        _rhs_jit(du, u, p, t, k)
+    except Exception:
+        return 1
+    return 0
+
+
+def _vjp_status(v, u, p, t, k, ubar, pbar):
+    try:
+        _vjp_jit(v, u, p, t, k, ubar, pbar)
+    except Exception:
+        return 1
+    return 0
+
+
+# the C-callables the solver and the adjoints call (status 1: the kernel raised, e.g. a
+# length check), cached on disk; the dispatchers stand for them in the ODEProblem (and run the
+# same code when called from Python)
+_CFLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
+_neural_rhs = numba.cfunc(RHS_SIGNATURE, **_CFLAGS)(_rhs_status)
+_neural_vjp = numba.cfunc(VJP_SIGNATURE, **_CFLAGS)(_vjp_status)
 register_cfunc(_rhs_jit, _neural_rhs, True)
 register_cfunc(_vjp_jit, _neural_vjp, True)
 

@@ -20,8 +20,9 @@ from numba.extending import intrinsic
 from .._jit import FLAGS
 from ..nn._chain import ChainKernel, SimpleChain
 
-# return codes of the stepper (see _solution.ReturnCode)
-SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE = 0, 1, 2, 3
+# return codes of the stepper (see _solution.ReturnCode); GROW is internal: the step buffers
+# are full, the caller grows them and resumes (see ``integrate``)
+SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW = 0, 1, 2, 3, 5, 100
 
 F64 = types.float64[::1]
 I64 = types.int64[::1]
@@ -37,12 +38,16 @@ NO_NETWORK = _empty_chain_kernel()
 """The ChainKernel handed to right-hand sides of problems without a network."""
 
 KERNEL_TYPE = numba.typeof(NO_NETWORK)
-RHS_SIGNATURE = types.void(F64, F64, F64, types.float64, KERNEL_TYPE)
+RHS_SIGNATURE = types.int64(F64, F64, F64, types.float64, KERNEL_TYPE)
+"""``f(du, u, p, t, k) -> status`` of the C-callables the solvers call: writes ``du`` and returns
+0, or nonzero when the user's function raised (the adapter catches the exception; numba cannot
+carry it across a C call, so the solver stops and Python re-runs the function to raise it)."""
 RHS_TYPE = types.FunctionType(RHS_SIGNATURE)
 
 
-VJP_SIGNATURE = types.void(F64, F64, F64, types.float64, KERNEL_TYPE, F64, F64)
-"""``vjp(v, u, p, t, k, ubar, pbar)``: *writes* ``ubar = v^T df/du`` and ``pbar = v^T df/dp``."""
+VJP_SIGNATURE = types.int64(F64, F64, F64, types.float64, KERNEL_TYPE, F64, F64)
+"""``vjp(v, u, p, t, k, ubar, pbar) -> status``: *writes* ``ubar = v^T df/du`` and
+``pbar = v^T df/dp``; returns 0, or nonzero when the user's function raised."""
 VJP_TYPE = types.FunctionType(VJP_SIGNATURE)
 
 
@@ -104,7 +109,8 @@ _STEP_SIG = types.int64(
     #       stored entry, the step size the controller would try next
     types.float64[:, ::1],  # us: out, states at step times
     types.float64[:, ::1],  # fs: out, f at step times (right limits)
-    I64,  # stats: out [n_steps_stored, nf, naccept, nreject]
+    I64,  # stats: [n_steps_stored, nf, naccept, nreject, steps, stop index, resume]: out,
+    #       and in with stats[6] = 1 to resume a solve that returned GROW (buffers grown)
     types.float64[:, :, ::1],  # kstore: out, the stages of the step ending at each stored
     #                            entry (shape (capacity, s, n)), or shape (0, s, n) for none
     types.float64[:, :, ::1],  # astore: out, the work buffer of each stage's evaluation, for
@@ -112,6 +118,8 @@ _STEP_SIG = types.int64(
     #                            R = k.work.size); R = 0 for none. A network right-hand side
     #                            leaves its activations there, so an adjoint need not
     #                            recompute them.
+    F64,  # carry: the controller's state for a resume (length 3 + R)
+    F64,  # fail: out, on RHS_ERROR the time and the state (length 1 + n) of the failed call
 )
 
 
@@ -122,6 +130,14 @@ def _store(ts, us, fs, m, t, u, du):
     for i in range(u.shape[0]):
         us[m, i] = u[i]
         fs[m, i] = du[i]
+
+
+@numba.njit(**FLAGS)
+def record_failure(fail, t, x):
+    """``fail = [t, x]``: where a user function raised (Python re-runs it there)."""
+    fail[0] = t
+    for i in range(x.shape[0]):
+        fail[1 + i] = x[i]
 
 
 @numba.njit(_STEP_SIG, **FLAGS)
@@ -154,17 +170,24 @@ def integrate(
     stats,
     kstore,
     astore,
+    carry,
+    fail,
 ):
     """Integrate from ``t0`` to ``t1`` (either direction), storing every step.
 
-    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE). Jumps at a stop are applied
-    when the stepper lands on it; the stored state there is the value after the jumps.
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW). Jumps at a
+    stop are applied when the stepper lands on it; the stored state there is the value after
+    the jumps. RHS_ERROR: the right-hand side returned nonzero (raised); ``fail`` holds the
+    time and state of that call. GROW: ``ts``/``us``/``fs`` (and ``kstore`` if kept) are
+    full; the stepper's state is in ``stats`` and ``carry``: copy the stored entries into
+    larger buffers and call again with ``stats[6] = 1`` to go on exactly where it stopped.
     """
     f = rhs_from_address(faddr)
     n = u0.shape[0]
     s = b.shape[0]
     R = astore.shape[2]
     acap = astore.shape[0]
+    cap = ts.shape[0]
     acur0 = np.empty(R)  # k.work[:R] after the evaluation of stage 0 of the next step
     work = k.work
     direction = 1.0 if t1 >= t0 else -1.0
@@ -173,65 +196,92 @@ def integrate(
     unew = np.empty(n)
     tmp = np.empty(n)
     err = np.empty(n)
-    nf = 0
-    naccept = 0
-    nreject = 0
-    t = t0
-    stop_i = 0
-    # jumps at t0 act on the initial state
-    while stop_i < stops.shape[0] and stops[stop_i] == t0:
-        j0 = jump_index[stop_i]
-        if j0 >= 0:
-            for j in range(j0, j0 + jump_count[stop_i]):
-                u[jump_state[j]] += jump_amount[j]
-        stop_i += 1
-    f(K[0], u, p, t, k)
-    nf += 1
-    for i in range(R):
-        acur0[i] = work[i]
-    _store(ts, us, fs, 0, t, u, K[0])
-    nstore = 1
     adaptive = ctrl_order > 0
-    # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
-    if dt0 > 0.0:
-        h = dt0
+    code = SUCCESS
+    if stats[6] != 0:
+        # resume after GROW: the last stored entry is the current point
+        nstore = stats[0]
+        nf = stats[1]
+        naccept = stats[2]
+        nreject = stats[3]
+        steps = stats[4]
+        stop_i = stats[5]
+        t = ts[nstore - 1]
+        for i in range(n):
+            u[i] = us[nstore - 1, i]
+            K[0, i] = fs[nstore - 1, i]
+        h = carry[0]
+        qold = carry[1]
+        last_nonfinite = carry[2] != 0.0
+        for i in range(R):
+            acur0[i] = carry[3 + i]
     else:
-        d0 = 0.0
-        d1 = 0.0
-        for i in range(n):
-            sc = atol + abs(u[i]) * rtol
-            d0 += (u[i] / sc) ** 2
-            d1 += (K[0, i] / sc) ** 2
-        d0 = math.sqrt(d0 / n)
-        d1 = math.sqrt(d1 / n)
-        h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-        h0 = min(h0, abs(t1 - t0))
-        for i in range(n):
-            tmp[i] = u[i] + direction * h0 * K[0, i]
-        f(err, tmp, p, t + direction * h0, k)
+        nf = 0
+        naccept = 0
+        nreject = 0
+        steps = 0
+        qold = 1e-4
+        last_nonfinite = False
+        t = t0
+        stop_i = 0
+        h = 0.0
+        # jumps at t0 act on the initial state
+        while stop_i < stops.shape[0] and stops[stop_i] == t0:
+            j0 = jump_index[stop_i]
+            if j0 >= 0:
+                for j in range(j0, j0 + jump_count[stop_i]):
+                    u[jump_state[j]] += jump_amount[j]
+            stop_i += 1
         nf += 1
-        d2 = 0.0
-        for i in range(n):
-            sc = atol + abs(u[i]) * rtol
-            d2 += ((err[i] - K[0, i]) / sc) ** 2
-        d2 = math.sqrt(d2 / n) / h0
-        dmax = max(d1, d2)
-        order = max(ctrl_order, 1)
-        h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
-        h = min(100.0 * h0, h1)
-    h = abs(h)
+        if f(K[0], u, p, t, k) != 0:
+            record_failure(fail, t, u)
+            code = RHS_ERROR
+        for i in range(R):
+            acur0[i] = work[i]
+        _store(ts, us, fs, 0, t, u, K[0])
+        nstore = 1
+        # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
+        if dt0 > 0.0:
+            h = dt0
+        elif code == SUCCESS:
+            d0 = 0.0
+            d1 = 0.0
+            for i in range(n):
+                sc = atol + abs(u[i]) * rtol
+                d0 += (u[i] / sc) ** 2
+                d1 += (K[0, i] / sc) ** 2
+            d0 = math.sqrt(d0 / n)
+            d1 = math.sqrt(d1 / n)
+            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+            h0 = min(h0, abs(t1 - t0))
+            for i in range(n):
+                tmp[i] = u[i] + direction * h0 * K[0, i]
+            nf += 1
+            if f(err, tmp, p, t + direction * h0, k) != 0:
+                record_failure(fail, t + direction * h0, tmp)
+                code = RHS_ERROR
+            d2 = 0.0
+            for i in range(n):
+                sc = atol + abs(u[i]) * rtol
+                d2 += ((err[i] - K[0, i]) / sc) ** 2
+            d2 = math.sqrt(d2 / n) / h0
+            dmax = max(d1, d2)
+            order = max(ctrl_order, 1)
+            h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
+            h = min(100.0 * h0, h1)
+        h = abs(h)
     beta1 = 7.0 / (10.0 * max(ctrl_order, 1))
     beta2 = 2.0 / (5.0 * max(ctrl_order, 1))
-    qold = 1e-4
     gamma = 0.9
     qmin = 0.2
     qmax = 10.0
-    steps = 0
-    code = SUCCESS
-    last_nonfinite = False
-    while direction * (t1 - t) > 0.0:
+    while code == SUCCESS and direction * (t1 - t) > 0.0:
         if steps >= max_steps:
             code = MAX_STEPS
+            break
+        if nstore + 3 > cap or (kstore.shape[0] > 0 and nstore + 3 > kstore.shape[0]):
+            # room for a step, a jump's two entries and the proposal after them: grow
+            code = GROW
             break
         # the next time we must land on (the last stop is t1)
         target = stops[stop_i]
@@ -252,14 +302,20 @@ def integrate(
                 for j in range(st):
                     acc += A[st, j] * K[j, i]
                 tmp[i] = u[i] + hs * acc
+            nf += 1
             if nstore < acap:
                 # the network works straight in the store's slot for this step and stage
                 # (R is the whole work buffer), where the adjoint sweep will read it
                 slot = ChainKernel(k.spec, k.fspec, k.meta, astore[nstore, st], k.samples)
-                f(K[st], tmp, p, t + c[st] * hs, slot)
+                failed = f(K[st], tmp, p, t + c[st] * hs, slot) != 0
             else:
-                f(K[st], tmp, p, t + c[st] * hs, k)
-            nf += 1
+                failed = f(K[st], tmp, p, t + c[st] * hs, k) != 0
+            if failed:
+                record_failure(fail, t + c[st] * hs, tmp)
+                code = RHS_ERROR
+                break
+        if code != SUCCESS:
+            break
         for i in range(n):
             acc = 0.0
             for j in range(s):
@@ -323,11 +379,13 @@ def integrate(
                 for i in range(R):
                     acur0[i] = astore[accepted_at, s - 1, i]
         else:
-            f(K[0], u, p, t, k)
             nf += 1
+            if f(K[0], u, p, t, k) != 0:
+                record_failure(fail, t, u)
+                code = RHS_ERROR
             for i in range(R):
                 acur0[i] = work[i]
-        if landing:
+        if landing and code == SUCCESS:
             j0 = jump_index[stop_i]
             if j0 >= 0:
                 # keep the left limit too, so that dense output never interpolates across
@@ -336,8 +394,10 @@ def integrate(
                 nstore += 1
                 for j in range(j0, j0 + jump_count[stop_i]):
                     u[jump_state[j]] += jump_amount[j]
-                f(K[0], u, p, t, k)
                 nf += 1
+                if f(K[0], u, p, t, k) != 0:
+                    record_failure(fail, t, u)
+                    code = RHS_ERROR
                 for i in range(R):
                     acur0[i] = work[i]
             stop_i += 1
@@ -349,6 +409,13 @@ def integrate(
     stats[1] = nf
     stats[2] = naccept
     stats[3] = nreject
+    stats[4] = steps
+    stats[5] = stop_i
+    carry[0] = h
+    carry[1] = qold
+    carry[2] = 1.0 if last_nonfinite else 0.0
+    for i in range(R):
+        carry[3 + i] = acur0[i]
     ts[nstore] = h  # the step the controller would try next (a continuation's dt0)
     return code
 
@@ -364,10 +431,13 @@ def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
     ending at entry ``j``: ``pos[i] = j``, ``inner[i] = True``, ``W[i]`` the stage weights
     ``b_i(theta)`` and ``out[i] = us[j-1] + h sum_st W[i, st] kstore[j, st]``. Both are ordered
     in the direction of integration. Returns False if a save time lies beyond ``ts[m-1]``.
+    ``pos``, ``inner`` and ``W`` may have length 0: only ``out`` is wanted (``solve``).
     """
     s = P.shape[0]
     deg = P.shape[1]
     n = us.shape[1]
+    keep = W.shape[0] > 0
+    w = np.empty(s)
     direction = 1.0 if ts[m - 1] >= ts[0] else -1.0
     j = 0
     for i in range(saveat.shape[0]):
@@ -379,10 +449,11 @@ def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
         if ts[j] == t:
             while j + 1 < m and ts[j + 1] == t:
                 j += 1
-            pos[i] = j
-            inner[i] = False
-            for st in range(s):
-                W[i, st] = 0.0
+            if keep:
+                pos[i] = j
+                inner[i] = False
+                for st in range(s):
+                    W[i, st] = 0.0
             for c in range(n):
                 out[i, c] = us[j, c]
             continue
@@ -394,14 +465,17 @@ def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
             for d in range(deg):
                 tp *= th
                 acc += P[st, d] * tp
-            W[i, st] = acc
+            w[st] = acc
         for c in range(n):
             acc = 0.0
             for st in range(s):
-                acc += W[i, st] * kstore[j, st, c]
+                acc += w[st] * kstore[j, st, c]
             out[i, c] = us[j - 1, c] + h * acc
-        pos[i] = j
-        inner[i] = True
+        if keep:
+            for st in range(s):
+                W[i, st] = w[st]
+            pos[i] = j
+            inner[i] = True
     return True
 
 

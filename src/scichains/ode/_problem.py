@@ -62,7 +62,7 @@ def _as_cfunc(f, sig, k_at, what, form):
         return known[1], known[2]
     short = sig.args[:k_at] + sig.args[k_at + 1 :]
     try:
-        f.compile(sig)
+        f.compile(sig.args)
         five = True
     except Exception as e5:  # noqa: BLE001 - report both attempts below
         err5 = e5
@@ -76,28 +76,46 @@ def _as_cfunc(f, sig, k_at, what, form):
                 f"float: {str(e4).splitlines()[0]}; nor with the network kernels k: "
                 f"{str(err5).splitlines()[0]}"
             ) from None
+    # the adapters return a status: an exception raised in the user's code cannot cross the C
+    # call, so it becomes 1 here, the solver stops, and Python re-runs the function to raise it
     user = f
     if k_at == 4 and len(sig.args) == 5:
         if five:
 
             def adapter(du, u, p, t, k):
-                user(du, u, p, t, k)
+                try:
+                    user(du, u, p, t, k)
+                except Exception:
+                    return 1
+                return 0
 
         else:
 
             def adapter(du, u, p, t, k):
-                user(du, u, p, t)
+                try:
+                    user(du, u, p, t)
+                except Exception:
+                    return 1
+                return 0
 
     else:
         if five:
 
             def adapter(v, u, p, t, k, ubar, pbar):
-                user(v, u, p, t, k, ubar, pbar)
+                try:
+                    user(v, u, p, t, k, ubar, pbar)
+                except Exception:
+                    return 1
+                return 0
 
         else:
 
             def adapter(v, u, p, t, k, ubar, pbar):
-                user(v, u, p, t, ubar, pbar)
+                try:
+                    user(v, u, p, t, ubar, pbar)
+                except Exception:
+                    return 1
+                return 0
 
     cf = numba.cfunc(sig, cache=False)(adapter)
     register_cfunc(f, cf, five)
@@ -158,7 +176,7 @@ class ODEProblem:
             raise TypeError(f"the right-hand side must be a function, got {type(f).__name__}")
         self.takes_kernel = five
         self.vjp = vjp
-        self._vjp_cfunc = None if vjp is None else _as_vjp(vjp)[0]
+        self._vjp_cfunc, self.vjp_takes_kernel = (None, False) if vjp is None else _as_vjp(vjp)
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":

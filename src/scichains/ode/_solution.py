@@ -15,6 +15,7 @@ class ReturnCode(enum.IntEnum):
     DT_UNDERFLOW = 2
     NONFINITE = 3
     SOLVER_FAILURE = 4
+    RHS_ERROR = 5
 
     @property
     def message(self) -> str:
@@ -29,19 +30,84 @@ _MESSAGES = {
     "singular (try a stiff solver, or loosen the tolerances)",
     ReturnCode.NONFINITE: "the solution or the right-hand side became NaN or infinite",
     ReturnCode.SOLVER_FAILURE: "the SUNDIALS solver failed",
+    ReturnCode.RHS_ERROR: "the right-hand side (or a function it calls) raised an exception",
 }
 
 
 class ODESolveError(RuntimeError):
-    """Raised by ``solve(..., throw=True)`` when the solve fails; ``.solution`` holds the
-    partial result."""
+    """Raised by ``solve(..., throw=True)`` (and by every gradient and fit) when a solve
+    fails; ``.solution`` holds the partial result (or the parts of it that describe the
+    failure: ``status``, ``message``, ``t_reached``). When a user function raised
+    (``RHS_ERROR``), that exception is the ``__cause__``."""
 
     def __init__(self, solution):
         super().__init__(
-            f"solve failed at t = {solution.t_reached!r} ({solution.status.name}): "
+            f"solve failed at t = {float(solution.t_reached)!r} ({solution.status.name}): "
             f"{solution.message}"
         )
         self.solution = solution
+
+
+class FailedSolve:
+    """The parts of a Solution that an :class:`ODESolveError` reports, for solves that keep no
+    Solution (adjoints, objectives)."""
+
+    def __init__(self, status, t, what="", message=None, exception=None):
+        self.status = ReturnCode(status)
+        self.message = what + (message or self.status.message)
+        self.t_reached = float(t)
+        self.exception = exception
+
+
+def reproduce_user_error(prob, p, t, u, v=None):
+    """Call the problem's own functions from Python at the point where the compiled solver saw
+    one fail (numba cannot carry an exception across its C calls): the right-hand side at
+    ``(u, t)``, then the vjp with ``v`` (or each unit vector). Returns ``(exception, which)``:
+    what it raised and ``"right-hand side"`` or ``"vjp"``; ``(None, "")`` if nothing raised
+    (a function that fails only sometimes)."""
+    import numpy as np
+
+    u = np.array(u, dtype=np.float64)
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    n = prob.u0.size
+    u = u[:n].copy()
+    try:
+        prob.rhs(np.empty(n), u, float(t), p)
+    except Exception as exc:  # noqa: BLE001 - handed to the caller to raise
+        return exc, "right-hand side"
+    vjp = getattr(prob, "vjp", None)
+    if vjp is None:
+        return None, ""
+    vs = [np.array(v, dtype=np.float64)] if v is not None else list(np.eye(n))
+    for vi in vs:
+        ub, pb = np.empty(n), np.empty(p.size)
+        try:
+            if prob.vjp_takes_kernel:
+                vjp(vi, u.copy(), p, float(t), prob.kernel, ub, pb)
+            else:
+                vjp(vi, u.copy(), p, float(t), ub, pb)
+        except Exception as exc:  # noqa: BLE001
+            return exc, "vjp"
+    return None, ""
+
+
+def user_error_failure(prob, p, t, u, v=None, what=""):
+    """A :class:`FailedSolve` (status RHS_ERROR) naming the exception a user function raised
+    at ``(u, t)``; its ``exception`` is that exception (None if it could not be reproduced)."""
+    exc, which = reproduce_user_error(prob, p, t, u, v)
+    if exc is None:
+        message = (
+            "a user function (right-hand side or vjp) raised an exception in compiled code, "
+            "but not when called again from Python at the same point"
+        )
+    else:
+        message = f"the {which} raised {type(exc).__name__}: {exc}"
+    return FailedSolve(ReturnCode.RHS_ERROR, t, what, message + f" (at t = {float(t)!r})", exc)
+
+
+def raise_failure(failure):
+    """Raise :class:`ODESolveError` for ``failure``, chained to the user's exception."""
+    raise ODESolveError(failure) from getattr(failure, "exception", None)
 
 
 class Solution:
@@ -55,6 +121,7 @@ class Solution:
         The states at those times (right limits at jump times).
     status : ReturnCode
     message : str
+    exception : the exception a user function raised (status ``RHS_ERROR``), else None
     stats : dict
         ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps).
 
@@ -65,10 +132,23 @@ class Solution:
     """
 
     def __init__(
-        self, t, u, status, stats, step_t, step_u, step_f, t_reached, message=None, dense=None
+        self,
+        t,
+        u,
+        status,
+        stats,
+        step_t,
+        step_u,
+        step_f,
+        t_reached,
+        message=None,
+        dense=None,
+        exception=None,
     ):
         # dense: (stages of the step ending at each stored entry, the method's ExplicitRK.interp)
         self._dense = dense
+        self.exception = exception
+        """With status RHS_ERROR: the exception the user's function raised (or None)."""
         self._message = message
         self.t = t
         self.u = u

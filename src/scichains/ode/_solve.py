@@ -6,11 +6,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels import find_save_positions, integrate, interpolate_saves
+from ._kernels import GROW, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
-from ._solution import ODESolveError, ReturnCode, Solution
+from ._solution import (
+    ODESolveError,
+    ReturnCode,
+    Solution,
+    raise_failure,
+    user_error_failure,
+)
 from ._sundials import CVODESolver, solve_cvode
 from ._tableaus import ExplicitRK, Tsit5
+
+STATS_SIZE = 7
+"""Length of the stepper's ``stats`` array (see ``integrate``)."""
 
 
 def _times(name, x, t0, t1):
@@ -57,18 +66,32 @@ class SolvePlan:
     interpolate: bool = False
     """True: ``save`` is not among the stops; the saved states come from the method's
     continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
+    fail: np.ndarray | None = None
+    """After RHS_ERROR: ``[t, state]`` where the right-hand side raised."""
 
     def __post_init__(self):
         if self.astore is None:
             self.astore = np.zeros((0, self.solver.stages, 0))
+        n = self.us.shape[1]
+        self.fail = np.zeros(1 + n)
+        self.carry = np.zeros(3 + self.astore.shape[2])
         if self.interpolate:
             self.keep_stages()
+        # the saved states and where they lie (made by save_buffers: solve() needs none)
+        self.save_u = np.zeros((0, n))
+        self.save_pos = np.zeros(0, dtype=np.int64)
+        self.save_inner = np.zeros(0, dtype=np.bool_)
+        self.save_w = np.zeros((0, self.solver.stages))
+
+    def save_buffers(self) -> None:
+        """Make ``save_u``, ``save_pos``, ``save_inner`` and ``save_w`` (the interpolation
+        weights of each save point, for the discrete adjoint) if not made yet."""
         nsave = 0 if self.save is None else self.save.size
-        n = self.us.shape[1]
-        self.save_u = np.zeros((nsave, n))
-        self.save_pos = np.zeros(nsave, dtype=np.int64)
-        self.save_inner = np.zeros(nsave, dtype=np.bool_)
-        self.save_w = np.zeros((nsave, self.solver.stages))
+        if self.save_u.shape[0] != nsave:
+            self.save_u = np.zeros((nsave, self.us.shape[1]))
+            self.save_pos = np.zeros(nsave, dtype=np.int64)
+            self.save_inner = np.zeros(nsave, dtype=np.bool_)
+            self.save_w = np.zeros((nsave, self.solver.stages))
 
     def keep_stages(self) -> None:
         """Make the stepper store the stages of every step (for the discrete adjoint)."""
@@ -76,11 +99,38 @@ class SolvePlan:
         if self.kstore.shape[0] != cap:
             self.kstore = np.empty((cap, self.solver.stages, n))
 
+    def set_activation_store(self, astore: np.ndarray) -> None:
+        """Keep each stage's network work buffer in ``astore`` (shape ``(capacity, s, R)``)."""
+        self.astore = astore
+        self.carry = np.zeros(3 + astore.shape[2])
+
+    def grow(self) -> None:
+        """Double the step buffers (the stepper returned GROW), keeping what they hold.
+
+        Storage follows the steps actually taken: a solve starts with room for a few hundred
+        steps (or its stops) and doubles, so ``max_steps`` is only a limit, never an
+        allocation."""
+        m = int(self.stats[0])
+        cap, n = self.us.shape
+        new = 2 * cap
+        ts = np.empty(new)
+        ts[:m] = self.ts[:m]
+        us = np.empty((new, n))
+        us[:m] = self.us[:m]
+        fs = np.empty((new, n))
+        fs[:m] = self.fs[:m]
+        self.ts, self.us, self.fs = ts, us, fs
+        if self.kstore.shape[0] > 0:
+            ks = np.empty((new,) + self.kstore.shape[1:])
+            ks[:m] = self.kstore[:m]
+            self.kstore = ks
+
     def locate_saves(self) -> bool:
         """After a solve: fill ``save_u`` (the states at ``save``), ``save_pos``,
         ``save_inner`` and ``save_w`` (see ``interpolate_saves``; without interpolation every
         save is a stored step). False if a save time was not reached."""
         m = int(self.stats[0])
+        self.save_buffers()
         if not self.interpolate:
             if not find_save_positions(self.ts, m, self.save, self.save_pos):
                 return False
@@ -118,34 +168,42 @@ def run_plan(
     t0, t1 = prob.tspan if span is None else span
     if tables is None:
         tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
-    return int(
-        integrate(
-            f_address or prob.f_address,
-            prob.kernel,
-            u0,
-            p,
-            t0,
-            t1,
-            plan.A,
-            plan.b,
-            plan.c,
-            plan.btilde,
-            plan.ctrl,
-            plan.solver.fsal,
-            plan.rtol,
-            plan.atol,
-            plan.dt0 if dt0 is None else dt0,
-            plan.dtmin,
-            plan.max_steps,
-            *tables,
-            plan.ts,
-            plan.us,
-            plan.fs,
-            plan.stats,
-            plan.kstore,
-            plan.astore,
+    plan.stats[6] = 0
+    while True:
+        code = int(
+            integrate(
+                f_address or prob.f_address,
+                prob.kernel,
+                u0,
+                p,
+                t0,
+                t1,
+                plan.A,
+                plan.b,
+                plan.c,
+                plan.btilde,
+                plan.ctrl,
+                plan.solver.fsal,
+                plan.rtol,
+                plan.atol,
+                plan.dt0 if dt0 is None else dt0,
+                plan.dtmin,
+                plan.max_steps,
+                *tables,
+                plan.ts,
+                plan.us,
+                plan.fs,
+                plan.stats,
+                plan.kstore,
+                plan.astore,
+                plan.carry,
+                plan.fail,
+            )
         )
-    )
+        if code != GROW:
+            return code
+        plan.grow()
+        plan.stats[6] = 1
 
 
 def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
@@ -251,7 +309,8 @@ def plan_solve(
         prob, saveat, tstops, jumps, land_on_saves=not interpolate
     )
     n = prob.u0.size
-    cap = int(max_steps) + 2 * stops.size + 2
+    # room to start with; the buffers double as the solve needs (SolvePlan.grow)
+    cap = min(int(max_steps), 256) + 2 * stops.size + 4
     A, b, c, bt = solver.arrays()
     return SolvePlan(
         prob=prob,
@@ -275,7 +334,7 @@ def plan_solve(
         ts=np.empty(cap),
         us=np.empty((cap, n)),
         fs=np.empty((cap, n)),
-        stats=np.zeros(4, dtype=np.int64),
+        stats=np.zeros(STATS_SIZE, dtype=np.int64),
         kstore=np.zeros((0, solver.stages, n)),
         interpolate=interpolate,
     )
@@ -326,10 +385,10 @@ def solve(
         if int(max_steps) < 1:
             raise ValueError("max_steps must be positive")
         save, *tables = stop_tables(prob, saveat, tstops, jumps)
-        code, st, su, sf, stats, message = solve_cvode(
+        code, st, su, sf, stats, message, exc = solve_cvode(
             prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin
         )
-        return _solution(prob, save, code, st, su, sf, stats, message, throw)
+        return _solution(prob, save, code, st, su, sf, stats, message, throw, exception=exc)
     plan = plan_solve(
         prob,
         solver,
@@ -348,30 +407,66 @@ def solve(
         plan.keep_stages()  # dense output by the method's own continuous extension
     code = run_plan(plan, prob.u0, prob.p)
     m = int(plan.stats[0])
+    save, stats = plan.save, plan.stats
+    if code == ReturnCode.RHS_ERROR:
+        failure = plan_failure(plan, code, prob.p)
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
     dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
-    return _solution(
-        prob, plan.save, code, st, su, sf, _stats(plan.stats), None, throw, dense=dense
-    )
+    del plan  # its buffers: the solution keeps copies of what it needs
+    message = exc = None
+    if code == ReturnCode.RHS_ERROR:
+        message, exc = failure.message, failure.exception
+    return _solution(prob, save, code, st, su, sf, _stats(stats), message, throw, dense, exc)
 
 
-def _solution(prob, save, code, st, su, sf, stats, message, throw, dense=None):
+def plan_failure(plan: SolvePlan, code: int, p, what: str = ""):
+    """The :class:`FailedSolve` for a failed run of ``plan`` (code from :func:`run_plan`); for
+    RHS_ERROR it names the exception the user's function raised."""
+    from ._solution import FailedSolve
+
+    m = int(plan.stats[0])
+    if code == ReturnCode.RHS_ERROR:
+        return user_error_failure(plan.prob, p, plan.fail[0], plan.fail[1:], what=what)
+    return FailedSolve(code, plan.ts[m - 1], what)
+
+
+def check_run(plan: SolvePlan, code: int, p, what: str = "") -> None:
+    """Raise :class:`ODESolveError` (chained to a user function's exception) unless ``code``
+    is SUCCESS: gradients and fits never use a failed or truncated solve."""
+    if code != ReturnCode.SUCCESS:
+        raise_failure(plan_failure(plan, code, p, what))
+
+
+def _solution(prob, save, code, st, su, sf, stats, message, throw, dense=None, exception=None):
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
     n = prob.u0.size
     status = ReturnCode(int(code))
     if save is not None:
         reached = direction * (save - st[-1]) <= 0
-        sol_t = save[reached]
-        sol = Solution(sol_t, None, status, stats, st, su, sf, st[-1], message, dense)
-        sol.u = sol(sol_t) if sol_t.size else np.zeros((0, n))
+        sol_t = save if reached.all() else save[reached]
+        sol = Solution(sol_t, None, status, stats, st, su, sf, st[-1], message, dense, exception)
+        sol.u = np.empty((sol_t.size, n))
+        empty = np.zeros(0, dtype=np.int64)
+        if dense is not None:
+            # the method's continuous extension, compiled, straight into the result
+            stages, P = dense
+            interpolate_saves(
+                st, su, stages, st.size, P, sol_t, sol.u, empty, empty.astype(bool), P[:0]
+            )
+        else:  # the steps landed on every save time
+            pos = np.empty(sol_t.size, dtype=np.int64)
+            find_save_positions(st, st.size, sol_t, pos)
+            np.take(su, pos, axis=0, out=sol.u)
     else:
         # every step, right limits only (drop the left limits kept at jumps)
         keep = np.ones(st.size, dtype=bool)
         keep[:-1] = st[1:] != st[:-1]
-        sol = Solution(st[keep], su[keep], status, stats, st, su, sf, st[-1], message, dense)
+        sol = Solution(
+            st[keep], su[keep], status, stats, st, su, sf, st[-1], message, dense, exception
+        )
     if throw and not sol.success:
-        raise ODESolveError(sol)
+        raise ODESolveError(sol) from exception
     return sol
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._jit import kernel
 from ._kernels import vjp_from_address
-from ._solution import ReturnCode
+from ._solution import ReturnCode, user_error_failure
 
 
 @kernel
@@ -25,7 +25,9 @@ def jacobian_from_vjp(vaddr, k, u, p, t, J, e, pb):
         for j in range(n):
             e[j] = 0.0
         e[i] = 1.0
-        vjp(e, u, p, t, k, J[i], pb)
+        if vjp(e, u, p, t, k, J[i], pb) != 0:
+            return 1
+    return 0
 
 
 class CVODESolver:
@@ -97,14 +99,14 @@ def solve_cvode(
     p=None,
 ):
     """Run CVODE over ``prob`` (at ``u0``, ``p``: default the problem's) landing on ``stops``;
-    returns ``(code, ts, us, fs, stats, message)`` with every step stored (left and right
-    limits at doses)."""
+    returns ``(code, ts, us, fs, stats, message, exception)`` with every step stored (left and
+    right limits at doses); ``exception``: what a user function raised (code RHS_ERROR)."""
     CVODE = _cvode_class()
     n = prob.u0.size
     t0, t1 = prob.tspan
     p = prob.p if p is None else p
     k = prob.kernel
-    counters = {"nf": 0}
+    counters = {"nf": 0, "naccept": 0}
     ubuf = np.empty(n)  # CVODE's y is read-only: copy it, so compiled code sees one type
 
     def rhsfn(t, y, yp):
@@ -137,7 +139,9 @@ def solve_cvode(
 
         def jacfn(t, y, yp, JJ):
             ubuf[:] = y
-            jacobian_from_vjp(vaddr, k, ubuf, p, t, JJ, e, pb)
+            if jacobian_from_vjp(vaddr, k, ubuf, p, t, JJ, e, pb) != 0:
+                failure = user_error_failure(prob, p, t, ubuf)
+                raise failure.exception or RuntimeError(failure.message)
 
         options["jacfn"] = jacfn
     cv = CVODE(rhsfn, **options)
@@ -159,11 +163,42 @@ def solve_cvode(
             for j in range(jump_index[si], jump_index[si] + jump_count[si]):
                 u[js[j]] += ja[j]
         si += 1
-    store(t0, u)
-    res = cv.init_step(t0, u)
+    code, message, exc = ReturnCode.SUCCESS, None, None
+    try:
+        store(t0, u)
+        cv.init_step(t0, u)
+        code, message = _step_through(
+            cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
+        )
+    except Exception as e:  # noqa: BLE001 - a user function raised inside CVODE: reported
+        code, exc = ReturnCode.RHS_ERROR, e
+        t_fail = ts[-1] if ts else t0
+        message = (
+            f"the right-hand side (or the Jacobian) raised {type(e).__name__}: {e} "
+            f"(CVODE stopped after t = {t_fail!r})"
+        )
+    stats = {"nf": counters["nf"], "naccept": counters["naccept"], "nreject": 0}
+    if not ts:
+        store_failed = np.array([t0]), u.reshape(1, n), np.full((1, n), np.nan)
+        return (code, *store_failed, stats, message, exc)
+    return (
+        code,
+        np.array(ts),
+        np.array(us).reshape(-1, n),
+        np.array(fs).reshape(-1, n),
+        stats,
+        message,
+        exc,
+    )
+
+
+def _step_through(
+    cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
+):
+    """CVODE in one-step mode from the last stored entry through the remaining stops
+    (accepted steps counted in ``counters``); returns ``(code, message)``."""
     steps = 0
     code, message = ReturnCode.SUCCESS, None
-    naccept = 0
     while si < stops.size:
         stop = float(stops[si])
         t = ts[-1]
@@ -182,7 +217,7 @@ def solve_cvode(
             if not np.all(np.isfinite(y)):
                 code = ReturnCode.NONFINITE
                 break
-            naccept += 1
+            counters["naccept"] += 1
             store(t, y)
         if code != ReturnCode.SUCCESS:
             break
@@ -193,12 +228,4 @@ def solve_cvode(
             store(stop, u)
             cv.init_step(stop, u)
         si += 1
-    stats = {"nf": counters["nf"], "naccept": naccept, "nreject": 0}
-    return (
-        code,
-        np.array(ts),
-        np.array(us).reshape(-1, n),
-        np.array(fs).reshape(-1, n),
-        stats,
-        message,
-    )
+    return code, message
