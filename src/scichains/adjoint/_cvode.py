@@ -98,4 +98,3 @@ def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_ste
         y = np.array(res.y, dtype=np.float64)
         hi = lo
     return y[n:].copy(), y[:n].copy()
-

@@ -367,13 +367,16 @@ def solve(
         ``None``: save every step.
     rtol, atol : tolerances of the embedded error estimate (RMS norm over components)
     dt0 : first step size (adaptive, default: Hairer's estimate) or the step (fixed)
-    max_steps : limit on attempted steps
+    max_steps : limit on attempted steps (status ``MAX_STEPS`` when reached). Storage grows
+        with the steps actually taken, so a huge limit costs nothing.
     tstops : extra times the stepper must land on
     jumps : ``[(t_i, state_index, amount), ...]`` added to ``u[state_index]`` exactly at
         ``t_i`` (doses); the integration restarts there. Saved values and ``sol(t_i)`` are
         the values after the jump; a jump at ``t0`` acts on ``u0``.
     dtmin : smallest allowed step (default ``1e-14 * max(1, |t1 - t0|)``)
-    throw : raise :class:`ODESolveError` instead of returning a failed solution
+    throw : raise :class:`ODESolveError` instead of returning a failed solution. When the
+        right-hand side raised (status ``RHS_ERROR``), its exception is ``sol.exception`` and
+        the ``__cause__`` of the ``ODESolveError``: the solve stops at the first one.
     adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
         when the method has an error estimate)
     """
