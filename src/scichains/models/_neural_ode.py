@@ -6,6 +6,7 @@ import numba
 import numpy as np
 
 from .._jit import FLAGS
+from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
 from ..adjoint._sensealg import InterpolatingAdjoint, SensitivityAlgorithm
@@ -29,19 +30,11 @@ _vjp_jit = numba.njit(**FLAGS)(_vjp)
 
 
 def _rhs_status(du, u, p, t, k):
-    try:
-        _rhs_jit(du, u, p, t, k)
-    except Exception:
-        return 1
-    return 0
+    return call_status5(_rhs_jit, du, u, p, t, k)
 
 
 def _vjp_status(v, u, p, t, k, ubar, pbar):
-    try:
-        _vjp_jit(v, u, p, t, k, ubar, pbar)
-    except Exception:
-        return 1
-    return 0
+    return call_status7(_vjp_jit, v, u, p, t, k, ubar, pbar)
 
 
 # the C-callables the solver and the adjoints call (status 1: the kernel raised, e.g. a

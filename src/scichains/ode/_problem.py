@@ -8,6 +8,7 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
+from .._status import call_status4, call_status5, call_status6, call_status7
 from ._kernels import NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE
 
 
@@ -77,45 +78,30 @@ def _as_cfunc(f, sig, k_at, what, form):
                 f"{str(err5).splitlines()[0]}"
             ) from None
     # the adapters return a status: an exception raised in the user's code cannot cross the C
-    # call, so it becomes 1 here, the solver stops, and Python re-runs the function to raise it
+    # call, so it becomes 1 here (scichains._status), the solver stops, and Python re-runs the
+    # function to raise it
     user = f
     if k_at == 4 and len(sig.args) == 5:
         if five:
 
             def adapter(du, u, p, t, k):
-                try:
-                    user(du, u, p, t, k)
-                except Exception:
-                    return 1
-                return 0
+                return call_status5(user, du, u, p, t, k)
 
         else:
 
             def adapter(du, u, p, t, k):
-                try:
-                    user(du, u, p, t)
-                except Exception:
-                    return 1
-                return 0
+                return call_status4(user, du, u, p, t)
 
     else:
         if five:
 
             def adapter(v, u, p, t, k, ubar, pbar):
-                try:
-                    user(v, u, p, t, k, ubar, pbar)
-                except Exception:
-                    return 1
-                return 0
+                return call_status7(user, v, u, p, t, k, ubar, pbar)
 
         else:
 
             def adapter(v, u, p, t, k, ubar, pbar):
-                try:
-                    user(v, u, p, t, ubar, pbar)
-                except Exception:
-                    return 1
-                return 0
+                return call_status6(user, v, u, p, t, ubar, pbar)
 
     cf = numba.cfunc(sig, cache=False)(adapter)
     register_cfunc(f, cf, five)
