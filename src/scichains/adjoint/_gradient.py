@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -32,6 +35,23 @@ from ._sensealg import (
 )
 
 
+def _one_call_per_buffer_set(method):
+    """Run ``method`` on the objective's own buffers when no other call holds them, else on
+    the calling thread's copy of the objective (see :meth:`Objective._thread_copy`)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if not self._busy.acquire(blocking=False):
+            return getattr(self._thread_copy(), name)(*args, **kwargs)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy.release()
+
+    return wrapper
+
+
 class Objective:
     """A loss on the solution of ``prob`` at ``saveat``, with its gradient, for repeated
     evaluation at new parameters (buffers and tables are made once).
@@ -48,6 +68,13 @@ class Objective:
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
+
+    Threading: ``value``, ``value_and_grad`` and ``obj(...)`` may be called from several
+    threads at once, with results identical bit for bit to the same calls made one after
+    another. The buffers (solution, adjoint, network scratch) serve one call at a time; a call
+    that finds them in use runs on a copy of the objective kept for its thread (made on its
+    first such call). Attributes describing the last call (``plan``, ``adjoint_stats``) are
+    those of the latest call that ran on the object's own buffers.
     """
 
     def __init__(
@@ -83,6 +110,11 @@ class Objective:
         self.prob = prob
         self.loss = loss
         self.solver = solver
+        self._busy = threading.Lock()  # held by the call using this object's buffers
+        self._spare = threading.local()  # .obj: a thread's copy, when the buffers are taken
+        saveat, tstops, jumps = copy.deepcopy((saveat, tstops, jumps))  # the copies' settings
+        self._spare_args = (loss, saveat, solver, self.sensealg, rtol, atol, max_steps)
+        self._spare_args += (tstops, jumps, dtmin)
         self._cp = None  # checkpointed continuous adjoints: the segments
         if isinstance(solver, CVODESolver):
             self._init_cvode(saveat, rtol, atol, max_steps, tstops, jumps, dtmin)
@@ -143,6 +175,17 @@ class Objective:
             self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
             if sa.checkpointing:
                 self._cp = Checkpoints(prob, self.plan, tstops, jumps)
+
+    def _thread_copy(self) -> Objective:
+        """The calling thread's copy of this objective: the same problem with its own network
+        scratch, and buffers of its own; made on first use."""
+        obj = getattr(self._spare, "obj", None)
+        if obj is None:
+            prob = copy.copy(self.prob)
+            k = prob.kernel
+            prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
+            obj = self._spare.obj = Objective(prob, *self._spare_args)
+        return obj
 
     def _grow_activation_store(self, steps):
         plan = self.plan
@@ -216,6 +259,7 @@ class Objective:
             raise RuntimeError("a save time is not among the stored steps")
         return int(plan.stats[0])
 
+    @_one_call_per_buffer_set
     def value(self, p=None, u0=None) -> float:
         """The loss at ``(p, u0)``."""
         p, u0 = self._args(p, u0)
@@ -226,6 +270,7 @@ class Objective:
             saved = self.plan.save_u
         return self.loss.value_and_grad(self.saveat, saved, self._dl_du)
 
+    @_one_call_per_buffer_set
     def value_and_grad(self, p=None, u0=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``; the arrays are new."""
         p, u0 = self._args(p, u0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
@@ -60,6 +62,12 @@ class NeuralODE:
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
 
     ``p`` is the chain's flat parameter vector (float64).
+
+    Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
+    with results identical bit for bit to the same calls made one after another;
+    ``last_du0`` is the calling thread's. The solver's buffers, the network's scratch and the
+    data buffer of the loss serve one call at a time; a call that finds them in use runs on a
+    set kept for its thread (made on its first such call).
     """
 
     def __init__(
@@ -91,20 +99,33 @@ class NeuralODE:
         saveat = np.asarray(saveat, dtype=np.float64)
         if saveat.ndim != 1 or saveat.size == 0:
             raise ValueError("saveat must be a non-empty vector of times")
+        self._settings = (tspan, saveat, solver, sensealg, rtol, atol, max_steps)
+        self._obj, self._loss = self._objective()
+        self.tspan = self._obj.prob.tspan
+        self.sensealg = self._obj.sensealg
+        self.saveat = self._obj.saveat
+        self.solver = solver
+        self._busy = threading.Lock()  # held by the call using _obj and _loss
+        self._spare = threading.local()  # .pair: a thread's own (objective, loss)
+        self._last = threading.local()  # .du0: dL/du0 of the thread's latest loss_and_grad
+
+    def _objective(self):
+        """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
+        own (the loss's data buffer is rewritten by each ``loss_and_grad``)."""
+        tspan, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
         prob = ODEProblem(
             _rhs_jit,
             np.zeros(self.n),
             tspan,
-            np.zeros(chain.num_params),
-            kernel=chain.kernel(np.float64),
+            np.zeros(self.chain.num_params),
+            kernel=self.chain.kernel(np.float64),
             vjp=_vjp_jit,
         )
         prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
-        self.tspan = prob.tspan
-        self._loss = SquaredError(np.zeros((saveat.size, self.n)))
-        self._obj = Objective(
+        loss = SquaredError(np.zeros((saveat.size, self.n)))
+        obj = Objective(
             prob,
-            self._loss,
+            loss,
             saveat,
             solver=solver,
             sensealg=InterpolatingAdjoint() if sensealg is None else sensealg,
@@ -112,29 +133,54 @@ class NeuralODE:
             atol=atol,
             max_steps=max_steps,
         )
-        self.sensealg = self._obj.sensealg
-        self.saveat = self._obj.saveat
-        self.solver = solver
+        return obj, loss
+
+    def _claim(self):
+        """``(objective, loss, owned)`` for one call: this object's own pair when free
+        (``owned``: release ``_busy`` after the call), else the calling thread's pair."""
+        if self._busy.acquire(blocking=False):
+            return self._obj, self._loss, True
+        pair = getattr(self._spare, "pair", None)
+        if pair is None:
+            pair = self._spare.pair = self._objective()
+        return pair[0], pair[1], False
+
+    @property
+    def last_du0(self) -> np.ndarray:
+        """dL/du0 of the latest :meth:`loss_and_grad` call made by the calling thread."""
+        try:
+            return self._last.du0
+        except AttributeError:
+            raise AttributeError("last_du0: no loss_and_grad call in this thread yet") from None
 
     def predict(self, u0, p) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``."""
-        obj = self._obj
-        p, u0 = obj._args(p, u0)
-        obj._forward(p, u0)
-        return obj.plan.save_u.copy()
+        obj, _, owned = self._claim()
+        try:
+            p, u0 = obj._args(p, u0)
+            obj._forward(p, u0)
+            return obj.plan.save_u.copy()
+        finally:
+            if owned:
+                self._busy.release()
 
     def loss_and_grad(self, u0, p, data):
         """``(L, dL/dp)`` for ``L = sum over saveat of |u(t_i) - data_i|^2``.
 
         ``data`` has shape ``(len(saveat), n)``. The gradient is a new float64 array;
-        ``self.last_du0`` holds dL/du0.
+        ``self.last_du0`` holds dL/du0 (the calling thread's).
         """
         data = np.asarray(data, dtype=np.float64)
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
         if not np.all(np.isfinite(data)):
             raise ValueError("data contains NaN or infinite values")
-        self._loss.data[...] = data
-        loss, dp, du0 = self._obj.value_and_grad(p, u0)
-        self.last_du0 = du0
+        obj, sq, owned = self._claim()
+        try:
+            sq.data[...] = data
+            loss, dp, du0 = obj.value_and_grad(p, u0)
+        finally:
+            if owned:
+                self._busy.release()
+        self._last.du0 = du0
         return loss, dp

@@ -53,6 +53,11 @@ class Population:
     ``scipy.optimize.minimize(jac=True)`` (a failed solve at a trial point gives ``inf``; see
     :class:`scichains.adjoint.ScipyFun`); ``pop.split(z)`` gives ``(theta, etas)``;
     ``pop.individual(z, i)`` the parameters of subject ``i``.
+
+    Threading: ``value_and_grad``, ``fun`` and ``predict`` may be called from several threads
+    at once, with results identical bit for bit to the same calls made one after another
+    (each subject's :class:`~scichains.adjoint.Objective` is; ``fun.last_value`` is the
+    latest of any thread).
     """
 
     def __init__(self, model, subjects, eta_index, omega, **objective_kwargs):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from .._jit import resolve_threads
@@ -24,6 +26,28 @@ def tile_width(batch: int, nthreads: int) -> int:
     than one thread's share, so that small batches fill their tiles (the convolution kernels
     then run along whole rows of the image)."""
     return min(TILE, max(1, -(-int(batch) // int(nthreads))))
+
+
+_PARALLEL_LOCK = threading.Lock()
+_SERIALISE_LAUNCHES: list[bool] = []  # [True/False] once numba has picked its threading layer
+
+
+def parallel_lock() -> threading.Lock | None:
+    """The lock to hold around a call into the parallel (``prange``) kernels, or ``None``.
+
+    numba's ``omp`` and ``tbb`` threading layers take launches from several Python threads
+    at once; the ``workqueue`` layer does not (it aborts the process: "Concurrent access has
+    been detected"), so under it launches are serialised. Until the first launch has
+    started a layer, launches are serialised too (the layer is not known yet).
+    """
+    if _SERIALISE_LAUNCHES:
+        return _PARALLEL_LOCK if _SERIALISE_LAUNCHES[0] else None
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        return _PARALLEL_LOCK
+    _SERIALISE_LAUNCHES.append(layer == "workqueue")
+    return parallel_lock()
 
 
 class ChainKernel(NamedTuple):
@@ -201,6 +225,7 @@ class SimpleChain:
 
         ``X`` has shape ``(N, *input_shape)`` (or ``input_shape`` for one sample); returns a new
         array of shape ``(N, *output_shape)`` (or ``output_shape``) and the dtype of ``p``.
+        Safe to call from several threads at once (each call has its own work buffer).
         """
         p = check_params(self, p)
         X, single = as_data(self, X, p.dtype, "X")
@@ -210,9 +235,16 @@ class SimpleChain:
         out = np.empty((N, self.n_out), dtype=p.dtype)
         work = self.workspace(p.dtype, nthreads, TILE)
         samples = np.arange(N, dtype=np.int64)
-        K.forward_batch(
-            self._spec, self._fspec, self._meta, p, X, out, samples, nthreads, TILE, work
-        )
+        lock = parallel_lock()
+        if lock is not None:
+            lock.acquire()
+        try:
+            K.forward_batch(
+                self._spec, self._fspec, self._meta, p, X, out, samples, nthreads, TILE, work
+            )
+        finally:
+            if lock is not None:
+                lock.release()
         out = out.reshape((N,) + self.shapes[-1])
         return out[0] if single else out
 

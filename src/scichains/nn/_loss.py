@@ -10,11 +10,13 @@ Scaling convention, used identically by the value, the gradient and training: th
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .._jit import kernel, resolve_threads
 from . import _kernels as K
-from ._chain import TILE, SimpleChain, tile_width
+from ._chain import TILE, SimpleChain, parallel_lock, tile_width
 from ._validate import as_data, check_buffer, check_params
 
 _NOT_PRETILED = {t: np.zeros((0, 0), dtype=t) for t in (np.float32, np.float64)}
@@ -170,7 +172,14 @@ def penalty_grad(pen, p, g):
 
 
 class ChainWithLoss:
-    """A chain, a loss (with its targets) and an optional penalty; made by ``chain.add_loss``."""
+    """A chain, a loss (with its targets) and an optional penalty; made by ``chain.add_loss``.
+
+    Threading: one ``ChainWithLoss`` may be shared by several threads (``valgrad``,
+    ``loss_and_grad``, ``evaluate_loss``, ``accuracy_and_loss``, ``train_*`` on separate
+    parameter vectors), with results identical bit for bit to the same calls made one after
+    the other. The work buffers it keeps between calls belong to one call at a time; a call
+    that finds them in use runs on a set kept for its thread (made on its first such call).
+    """
 
     def __init__(self, chain: SimpleChain, loss: Loss, penalty: Penalty | None = None):
         if not isinstance(chain, SimpleChain):
@@ -183,7 +192,39 @@ class ChainWithLoss:
         self.loss = loss
         self.penalty = penalty
         self._pen = penalty.encode(chain) if penalty is not None else np.zeros(5)
-        self._buffers: dict = {}
+        self._init_buffers()
+
+    def _init_buffers(self):
+        self._buffers: dict = {}  # used by the call holding _lock
+        self._lock = threading.Lock()
+        self._spare = threading.local()  # .store: a thread's own, when _buffers are taken
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for k in ("_buffers", "_lock", "_spare"):
+            del state[k]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_buffers()
+
+    def claim_buffers(self) -> tuple[dict, bool]:
+        """``(store, owned)``: the store of buffers one call may use (pass it to
+        :meth:`buffers`). ``owned``: the object's own store was free and is now held by the
+        caller, who must hand it back with :meth:`release_buffers`; otherwise it is the
+        calling thread's spare store (another call holds the object's)."""
+        if self._lock.acquire(blocking=False):
+            return self._buffers, True
+        store = getattr(self._spare, "store", None)
+        if store is None:
+            store = self._spare.store = {}
+        return store, False
+
+    def release_buffers(self, owned: bool) -> None:
+        """Hand back the store :meth:`claim_buffers` gave (a no-op unless ``owned``)."""
+        if owned:
+            self._lock.release()
 
     def __repr__(self) -> str:
         return f"{self.chain!r}.add_loss({type(self.loss).__name__}, penalty={self.penalty!r})"
@@ -205,17 +246,19 @@ class ChainWithLoss:
         Y, labels = loss.targets(self.chain, X.shape[0], p.dtype)
         return X, Y, labels
 
-    def buffers(self, dtype, nthreads: int, tile: int = TILE):
-        """Per-thread work and gradient buffers, kept between calls (never returned to users)."""
+    def buffers(self, dtype, nthreads: int, tile: int, store: dict):
+        """Work and gradient buffers (one row per numba thread) from ``store`` (as given by
+        :meth:`claim_buffers`), made on first use and kept between calls; never returned to
+        users."""
         key = (np.dtype(dtype), nthreads, tile)
-        b = self._buffers.get(key)
+        b = store.get(key)
         if b is None:
             b = (
                 self.chain.workspace(dtype, nthreads, tile),
                 np.zeros((nthreads, self.chain.num_params), dtype=dtype),
                 np.zeros(nthreads, dtype=np.float64),
             )
-            self._buffers[key] = b
+            store[key] = b
         return b
 
 
@@ -238,32 +281,41 @@ def _run_valgrad(
 ):
     chain = cwl.chain
     T = tile_width(count, nthreads)
-    work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T)
-    value = K.valgrad_batch(
-        chain._spec,
-        chain._fspec,
-        chain._meta,
-        cwl.loss.kind,
-        p,
-        X,
-        Y,
-        labels,
-        samples,
-        start,
-        count,
-        nthreads,
-        T,
-        work,
-        gbuf,
-        lbuf,
-        grad,
-        gX,
-        want_gx,
-        train,
-        seed,
-        step,
-        _NOT_PRETILED[p.dtype.type],
-    )
+    store, owned = cwl.claim_buffers()
+    lock = parallel_lock()
+    if lock is not None:
+        lock.acquire()
+    try:
+        work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T, store)
+        value = K.valgrad_batch(
+            chain._spec,
+            chain._fspec,
+            chain._meta,
+            cwl.loss.kind,
+            p,
+            X,
+            Y,
+            labels,
+            samples,
+            start,
+            count,
+            nthreads,
+            T,
+            work,
+            gbuf,
+            lbuf,
+            grad,
+            gX,
+            want_gx,
+            train,
+            seed,
+            step,
+            _NOT_PRETILED[p.dtype.type],
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+        cwl.release_buffers(owned)
     return value + penalty_grad(cwl._pen, p, grad)
 
 
@@ -296,6 +348,9 @@ def valgrad(
     -------
     float
         The loss (mean over samples plus penalty).
+
+    Safe to call from several threads at once on one ``cwl`` (with separate ``grad`` and
+    ``grad_x`` buffers): the results are those of the same calls made one after another.
     """
     p = check_params(cwl.chain, p)
     grad = check_buffer(grad, p.shape, p.dtype, "grad")
@@ -347,7 +402,7 @@ def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | Non
 
     The data is validated and converted once here. ``fun`` computes in ``dtype`` (float64 by
     default, what scipy's line searches expect) and returns a fresh float64 gradient. Dropout
-    is off, so ``fun`` is deterministic.
+    is off, so ``fun`` is deterministic. ``fun`` may be called from several threads at once.
     """
     dt = np.dtype(dtype)
     p0 = np.zeros(cwl.chain.num_params, dtype=dt)

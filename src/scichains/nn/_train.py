@@ -3,19 +3,26 @@
 Python only runs between chunks of steps (to call the user's callback or draw the progress
 bar); each chunk is one compiled loop of (forward, backward, penalty, optimizer update) that
 allocates nothing after warm-up.
+
+Threading: several threads may train at once with one ``ChainWithLoss`` (results identical bit
+for bit to the same runs made one after another), each on its own parameter vector with its
+own optimizer. An optimizer (its moments and step count) or a parameter vector that is
+already in a training call is refused with a ``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
 from .._jit import kernel, resolve_threads
 from . import _kernels as K
-from ._chain import tile_width
+from ._chain import parallel_lock, tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._optim import Optimizer, opt_update
 from ._validate import check_params
@@ -131,10 +138,44 @@ class _Progress:
         sys.stderr.flush()
 
 
-class _Trainer:
-    """Validated state shared by the two training entry points."""
+_IN_TRAINING: set = set()  # ("optimizer", id) and ("parameters", address) of running trainings
+_IN_TRAINING_LOCK = threading.Lock()
 
-    def __init__(self, p, cwl, X, opt, threads, batch, pretile=False):
+
+@contextmanager
+def _exclusive(p, opt, what: str):
+    """Hold ``opt`` and the memory of ``p`` for one training call; refuse them (RuntimeError)
+    while another training call, in any thread, holds either."""
+    keys = [("optimizer", id(opt)), ("parameters", p.__array_interface__["data"][0])]
+    with _IN_TRAINING_LOCK:
+        if keys[0] in _IN_TRAINING:
+            raise RuntimeError(
+                f"{what}: this {type(opt).__name__} optimizer is in use by another training "
+                "call (in another thread, or an outer call in this one). An optimizer holds "
+                "the moments and step count of one training run: make one optimizer per "
+                "thread (a new one, or copy.deepcopy(opt))"
+            )
+        if keys[1] in _IN_TRAINING:
+            raise RuntimeError(
+                f"{what}: this parameter vector is being trained by another call (in another "
+                "thread, or an outer call in this one); training updates it in place: give "
+                "each thread its own copy (p.copy())"
+            )
+        _IN_TRAINING.update(keys)
+    try:
+        yield
+    finally:
+        with _IN_TRAINING_LOCK:
+            _IN_TRAINING.difference_update(keys)
+
+
+class _Trainer:
+    """Validated state shared by the two training entry points.
+
+    ``store``: where the work buffers come from (see ``ChainWithLoss.claim_buffers``); by
+    default a new store of this trainer's own."""
+
+    def __init__(self, p, cwl, X, opt, threads, batch, pretile=False, store=None):
         if not isinstance(cwl, ChainWithLoss):
             raise TypeError("training needs a chain with a loss (chain.add_loss(...))")
         if not isinstance(opt, Optimizer):
@@ -154,7 +195,9 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
-        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile)
+        self.work, self.gbuf, self.lbuf = cwl.buffers(
+            self.p.dtype, self.nthreads, self.tile, {} if store is None else store
+        )
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -183,6 +226,13 @@ class _Trainer:
                 )
 
     def run(self, nsteps: int, losses: np.ndarray) -> int:
+        lock = parallel_lock()
+        if lock is None:
+            return self._run(nsteps, losses)
+        with lock:
+            return self._run(nsteps, losses)
+
+    def _run(self, nsteps: int, losses: np.ndarray) -> int:
         c = self.cwl.chain
         return train_steps(
             c._spec,
@@ -242,16 +292,36 @@ def train_unbatched(
     counts from 1, ``loss`` is that of the step's parameters before the update). A non-finite
     loss raises :class:`NonFiniteLossError`, leaving ``p`` at its last value with a finite loss.
     Returns the loss of every step (float64 array of length ``iters``).
+
+    Several threads may train at once with one ``cwl``, each with its own ``p`` and ``opt``
+    (an ``opt`` or ``p`` already in a training call raises ``RuntimeError``).
     """
-    tr = _Trainer(p, cwl, X, opt, threads, None, pretile=True)
-    iters = int(iters)
-    losses = np.zeros(iters, dtype=np.float64)
-    every = _every(iters, callback, callback_every, progress)
-    bar = _Progress(iters, progress, "train")
-    for done, n in _chunks(iters, every):
-        k = tr.run(n, losses[done : done + n])
-        _after_chunk(done, n, k, losses, tr.p, callback, bar)
+    with _training(p, cwl, opt, "train_unbatched") as store:
+        tr = _Trainer(p, cwl, X, opt, threads, None, pretile=True, store=store)
+        iters = int(iters)
+        losses = np.zeros(iters, dtype=np.float64)
+        every = _every(iters, callback, callback_every, progress)
+        bar = _Progress(iters, progress, "train")
+        for done, n in _chunks(iters, every):
+            k = tr.run(n, losses[done : done + n])
+            _after_chunk(done, n, k, losses, tr.p, callback, bar)
     return losses
+
+
+@contextmanager
+def _training(p, cwl, opt, what):
+    """Claim ``p``, ``opt`` (see :func:`_exclusive`) and a buffer store of ``cwl`` for one
+    training call; yields the store."""
+    if not isinstance(cwl, ChainWithLoss):
+        raise TypeError("training needs a chain with a loss (chain.add_loss(...))")
+    if not isinstance(p, np.ndarray):
+        raise TypeError(f"parameters must be a numpy array, got {type(p).__name__}")
+    with _exclusive(p, opt, what):
+        store, owned = cwl.claim_buffers()
+        try:
+            yield store
+        finally:
+            cwl.release_buffers(owned)
 
 
 def train_batched(
@@ -273,25 +343,28 @@ def train_batched(
     ``batch_size`` defaults to ``min(N, 64 * threads)``. Each epoch shuffles an index
     permutation with ``numpy.random.default_rng(seed)`` (the data is never copied); the last
     batch of an epoch may be smaller. Returns the loss of every step.
+
+    Threading: as :func:`train_unbatched`.
     """
     threads_n = resolve_threads(threads)
     N = np.shape(X)[0] if np.ndim(X) else 0
     if batch_size is None:
         batch_size = max(1, min(N, 64 * threads_n))
-    tr = _Trainer(p, cwl, X, opt, threads_n, batch_size)
-    rng = np.random.default_rng(seed)
-    per_epoch = -(-tr.N // tr.batch)
-    total = int(epochs) * per_epoch
-    losses = np.zeros(total, dtype=np.float64)
-    every = _every(total, callback, callback_every, progress)
-    bar = _Progress(total, progress, "train")
-    pos = 0
-    for _ in range(int(epochs)):
-        rng.shuffle(tr.samples)
-        for done, n in _chunks(per_epoch, every):
-            k = tr.run(n, losses[pos + done : pos + done + n])
-            _after_chunk(pos + done, n, k, losses, tr.p, callback, bar)
-        pos += per_epoch
+    with _training(p, cwl, opt, "train_batched") as store:
+        tr = _Trainer(p, cwl, X, opt, threads_n, batch_size, store=store)
+        rng = np.random.default_rng(seed)
+        per_epoch = -(-tr.N // tr.batch)
+        total = int(epochs) * per_epoch
+        losses = np.zeros(total, dtype=np.float64)
+        every = _every(total, callback, callback_every, progress)
+        bar = _Progress(total, progress, "train")
+        pos = 0
+        for _ in range(int(epochs)):
+            rng.shuffle(tr.samples)
+            for done, n in _chunks(per_epoch, every):
+                k = tr.run(n, losses[pos + done : pos + done + n])
+                _after_chunk(pos + done, n, k, losses, tr.p, callback, bar)
+            pos += per_epoch
     return losses
 
 

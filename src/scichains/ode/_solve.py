@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels import GROW, find_save_positions, integrate, interpolate_saves
+from ._kernels import GROW, NO_NETWORK, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
 from ._solution import (
     ODESolveError,
@@ -380,6 +381,11 @@ def solve(
     adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
         when the method has an error estimate)
     """
+    if isinstance(prob, ODEProblem) and prob.kernel is not NO_NETWORK:
+        # the network's scratch is per call, so threads may share one problem
+        prob = copy.copy(prob)
+        k = prob.kernel
+        prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
     if isinstance(solver, CVODESolver):
         if not isinstance(prob, ODEProblem):
             raise TypeError("solve needs an ODEProblem")
