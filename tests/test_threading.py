@@ -348,3 +348,33 @@ def test_population_shared_between_threads():
         pop.pack([np.log(1.5) + 0.1 * k, np.log(0.3)], 0.05 * k * np.ones((2, 2))) for k in range(5)
     ]
     assert _hammer(pop.value_and_grad, cases, 4, 300) == 0
+
+
+def test_solve_of_one_network_problem_shared_between_threads():
+    """``solve`` on one problem whose right-hand side calls a network: the network's scratch
+    is per call (it was the problem's, shared by every thread)."""
+    import numba
+
+    from scichains.ode import ODEProblem, Tsit5
+
+    chain = sc.SimpleChain(2, sc.Dense(16, "tanh"), sc.Dense(2))
+
+    @numba.njit
+    def f(du, u, p, t, k):
+        nn.chain_forward(k, p, u, du)
+
+    probs = [
+        ODEProblem(
+            f,
+            np.array([1.0, 0.5]) * s,
+            (0.0, 20.0),
+            chain.init_params(seed=2, dtype=np.float64),
+            kernel=chain.kernel(np.float64),
+        )
+        for s in (0.5, 1.0)
+    ]
+    shared = probs[1].kernel
+    for prob in probs:
+        prob.kernel = shared  # one network scratch for both problems and all threads
+    ts = np.linspace(0.0, 20.0, 5)
+    assert _hammer(lambda prob: solve(prob, Tsit5(), saveat=ts, rtol=1e-10).u, probs, 4, 100) == 0
