@@ -1582,16 +1582,46 @@ def vec_backward(spec, meta, p, g, w):
 
 
 @kernel
+def _length_error(fn, name, got, want, what):
+    # the error branch of the entry points' checks, out of line: it builds a message (which
+    # allocates); the checks themselves are integer compares
+    raise ValueError(
+        f"{fn}: {name} has length {got}, but the chain's {what} has {want} entries; pass an "
+        f"array of exactly that length (a slice, e.g. u[:{want}], is free in compiled code)"
+    )
+
+
+@kernel
+def _check_lengths(fn, meta, p, x, out, oname, pbar, pname):
+    # the lengths every entry point shares: x the input, out (out or v) the chain's output,
+    # pbar (p_bar, or p again for chain_forward) the parameter vector's
+    if x.shape[0] != meta[M_NIN]:
+        _length_error(fn, "x", x.shape[0], meta[M_NIN], "input")
+    if p.shape[0] != meta[M_NPARAMS]:
+        _length_error(fn, "p", p.shape[0], meta[M_NPARAMS], "parameter vector")
+    if out.shape[0] != meta[M_NOUT]:
+        _length_error(fn, oname, out.shape[0], meta[M_NOUT], "output")
+    if pbar.shape[0] != meta[M_NPARAMS]:
+        _length_error(fn, pname, pbar.shape[0], meta[M_NPARAMS], "parameter vector")
+
+
+@kernel
 def chain_forward(k, p, x, out):
     """``out = chain(x, p)`` for one sample, from compiled code.
 
     ``k`` is the :class:`~scichains.nn.ChainKernel` from ``chain.kernel(dtype)``; ``x`` has
-    shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector; all of the
-    kernel's dtype. Allocates nothing; uses ``k.work``, so one ``ChainKernel`` serves one thread.
-    Dropout layers are the identity here (inference).
+    shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector of shape
+    ``(num_params,)``; all of the kernel's dtype. Allocates nothing; uses ``k.work``, so one
+    ``ChainKernel`` serves one thread. Dropout layers are the identity here (inference).
+
+    The lengths are checked (a few integer compares): each array must have *exactly* the length
+    above, else ``ValueError`` naming the array. Longer arrays are refused too, since a state
+    or parameter vector longer than the chain's is as likely a wrong model as a deliberate
+    prefix: pass a slice (``u[:2]``, ``p[3:3 + num_params]``, free in numba) to use part of one.
     """
     w = k.work
     meta = k.meta
+    _check_lengths("chain_forward", meta, p, x, out, "out", p, "p")
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)
@@ -1605,11 +1635,16 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
     """Vector-Jacobian product of the chain at one sample, from compiled code.
 
     Overwrites ``x_bar`` (shape ``(n_in,)``) with ``v^T d chain/dx`` and ``p_bar`` (shape
-    ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``. Runs the
-    forward pass itself. Allocates nothing.
+    ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``, ``x``
+    ``(n_in,)`` and ``p`` ``(num_params,)``. Runs the forward pass itself. Allocates nothing.
+    Every array must have exactly its length above, else ``ValueError`` naming it (as for
+    :func:`chain_forward`).
     """
     w = k.work
     meta = k.meta
+    _check_lengths("chain_vjp", meta, p, x, v, "v", p_bar, "p_bar")
+    if x_bar.shape[0] != meta[M_NIN]:
+        _length_error("chain_vjp", "x_bar", x_bar.shape[0], meta[M_NIN], "input")
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)
