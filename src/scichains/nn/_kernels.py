@@ -1583,8 +1583,6 @@ def vec_backward(spec, meta, p, g, w):
 
 @kernel
 def _length_error(fn, name, got, want, what):
-    # the error branch of the entry points' checks, out of line: it builds a message (which
-    # allocates); the checks themselves are integer compares
     raise ValueError(
         f"{fn}: {name} has length {got}, but the chain's {what} has {want} entries; pass an "
         f"array of exactly that length (a slice, e.g. u[:{want}], is free in compiled code)"
@@ -1592,17 +1590,20 @@ def _length_error(fn, name, got, want, what):
 
 
 @kernel
-def _check_lengths(fn, meta, p, x, out, oname, pbar, pname):
-    # the lengths every entry point shares: x the input, out (out or v) the chain's output,
-    # pbar (p_bar, or p again for chain_forward) the parameter vector's
-    if x.shape[0] != meta[M_NIN]:
-        _length_error(fn, "x", x.shape[0], meta[M_NIN], "input")
-    if p.shape[0] != meta[M_NPARAMS]:
-        _length_error(fn, "p", p.shape[0], meta[M_NPARAMS], "parameter vector")
-    if out.shape[0] != meta[M_NOUT]:
-        _length_error(fn, oname, out.shape[0], meta[M_NOUT], "output")
-    if pbar.shape[0] != meta[M_NPARAMS]:
-        _length_error(fn, pname, pbar.shape[0], meta[M_NPARAMS], "parameter vector")
+def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname):
+    # the error branch of the entry points' checks, reached only when a length is wrong;
+    # out of line, with one call site per entry point, so that the message building (which
+    # allocates) stays off the fast path
+    if nx != meta[M_NIN]:
+        _length_error(fn, "x", nx, meta[M_NIN], "input")
+    if np_ != meta[M_NPARAMS]:
+        _length_error(fn, "p", np_, meta[M_NPARAMS], "parameter vector")
+    if nout != meta[M_NOUT]:
+        _length_error(fn, oname, nout, meta[M_NOUT], "output")
+    if npbar != meta[M_NPARAMS]:
+        _length_error(fn, pname, npbar, meta[M_NPARAMS], "parameter vector")
+    if n_in_arr != meta[M_NIN]:
+        _length_error(fn, "x_bar", n_in_arr, meta[M_NIN], "input")
 
 
 @kernel
@@ -1621,7 +1622,18 @@ def chain_forward(k, p, x, out):
     """
     w = k.work
     meta = k.meta
-    _check_lengths("chain_forward", meta, p, x, out, "out", p, "p")
+    if x.shape[0] != meta[M_NIN] or out.shape[0] != meta[M_NOUT] or p.shape[0] != meta[M_NPARAMS]:
+        _report_lengths(
+            "chain_forward",
+            meta,
+            x.shape[0],
+            meta[M_NIN],
+            out.shape[0],
+            "out",
+            p.shape[0],
+            p.shape[0],
+            "p",
+        )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)
@@ -1642,9 +1654,25 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
     """
     w = k.work
     meta = k.meta
-    _check_lengths("chain_vjp", meta, p, x, v, "v", p_bar, "p_bar")
-    if x_bar.shape[0] != meta[M_NIN]:
-        _length_error("chain_vjp", "x_bar", x_bar.shape[0], meta[M_NIN], "input")
+    n_in, n_p = meta[M_NIN], meta[M_NPARAMS]
+    if (
+        x.shape[0] != n_in
+        or x_bar.shape[0] != n_in
+        or v.shape[0] != meta[M_NOUT]
+        or p.shape[0] != n_p
+        or p_bar.shape[0] != n_p
+    ):
+        _report_lengths(
+            "chain_vjp",
+            meta,
+            x.shape[0],
+            x_bar.shape[0],
+            v.shape[0],
+            "v",
+            p.shape[0],
+            p_bar.shape[0],
+            "p_bar",
+        )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)
