@@ -1,8 +1,12 @@
 """scichains: scientific machine learning with small neural networks on the CPU.
 
-Subpackages: ``scichains.nn`` (imported here), ``scichains.ode``, ``scichains.adjoint`` and
-``scichains.models`` (import them explicitly; they load compiled solver kernels).
+Subpackages: ``scichains.nn`` (imported here); ``scichains.ode``, ``scichains.adjoint``,
+``scichains.models``, ``scichains.datasets`` and ``scichains.discovery`` are imported on first
+access (``sc.ode``, as in numpy and scipy), or explicitly: they load compiled solver kernels,
+which ``import scichains`` alone does not pay for.
 """
+
+import importlib as _importlib
 
 from . import nn
 from .nn import (
@@ -30,6 +34,20 @@ from .nn import (
 )
 
 __version__ = "0.1.0"
+
+#: the subpackages imported on first attribute access
+_LAZY = ("adjoint", "datasets", "discovery", "models", "ode")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return _importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AbsoluteLoss",

@@ -1,7 +1,11 @@
 """The contract with compiled code: the chain's kernels called from user @njit code."""
 
+import subprocess
+import sys
+
 import numba
 import numpy as np
+import pytest
 from numba.core.runtime import rtsys
 
 import scichains as sc
@@ -190,3 +194,73 @@ def test_single_vector_kernels_do_not_allocate():
 
     # the loops allocate a few work vectors once per call; the kernels add nothing per step
     assert count(10) == count(1000)
+
+
+# ---------------------------------------------------------------- length checks (issue 11.3)
+@numba.njit(cache=False)
+def _user_forward(k, p, x, out):
+    nn.chain_forward(k, p, x, out)
+
+
+@numba.njit(cache=False)
+def _user_vjp(k, p, x, v, xb, pb):
+    nn.chain_vjp(k, p, x, v, xb, pb)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wrong_lengths_raise_from_user_njit_code(dtype):
+    # input 3 (a state of 2 is the "silently wrong" case of the issue), output 2
+    chain = sc.SimpleChain(3, sc.Dense(5, "tanh"), sc.Dense(2))
+    k = chain.kernel(dtype)
+    P = chain.num_params
+    good = {
+        "p": np.zeros(P, dtype),
+        "x": np.zeros(3, dtype),
+        "out": np.zeros(2, dtype),
+        "v": np.ones(2, dtype),
+        "x_bar": np.zeros(3, dtype),
+        "p_bar": np.zeros(P, dtype),
+    }
+    sizes = {"p": P, "x": 3, "out": 2, "v": 2, "x_bar": 3, "p_bar": P}
+    _user_forward(k, good["p"], good["x"], good["out"])
+    _user_vjp(k, good["p"], good["x"], good["v"], good["x_bar"], good["p_bar"])
+    for name, n in sizes.items():
+        for bad in (n - 1, n + 1, 0):
+            a = dict(good)
+            a[name] = np.zeros(bad, dtype)
+            if name in ("p", "x", "out"):
+                with pytest.raises(ValueError, match=rf"chain_forward: {name} has length {bad}\b"):
+                    _user_forward(k, a["p"], a["x"], a["out"])
+            if name != "out":
+                with pytest.raises(ValueError, match=rf"chain_vjp: {name} has length {bad}\b"):
+                    _user_vjp(k, a["p"], a["x"], a["v"], a["x_bar"], a["p_bar"])
+
+
+_HUGE_OUTPUT = """
+import numba, numpy as np
+import scichains as sc
+from scichains import nn
+
+@numba.njit
+def rhs(k, p, u, du):
+    nn.chain_forward(k, p, u, du)
+
+chain = sc.SimpleChain(2, sc.Dense(100_000))
+k = chain.kernel(np.float64)
+p = chain.init_params(dtype=np.float64)
+try:
+    rhs(k, p, np.ones(2), np.zeros(2))
+except ValueError as e:
+    print("ValueError:", e)
+"""
+
+
+def test_huge_output_into_short_du_raises_instead_of_crashing():
+    # on the old code this wrote 100,000 numbers into a 2-entry array: the process died (SIGSEGV
+    # or SIGABRT from a corrupted heap)
+    r = subprocess.run(
+        [sys.executable, "-c", _HUGE_OUTPUT], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ValueError: chain_forward: out has length 2" in r.stdout
+    assert "100000 entries" in r.stdout

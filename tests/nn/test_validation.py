@@ -114,3 +114,28 @@ def test_training_needs_loss_and_optimizer(setup):
         q.flags.writeable = False
         sc.train_unbatched(q, chain.add_loss(sc.SquaredLoss(y)), X, sc.Adam(), 1)
     assert isinstance(nn.NonFiniteLossError("x"), FloatingPointError)
+
+
+def test_class_instead_of_instance_says_what_to_pass(setup):
+    # issue 11.6: a class where an instance is expected
+    chain, p, X, y = setup
+    with pytest.raises(
+        TypeError, match=r"layer 1 is the class Dense, not an inst.*Dense\(\.\.\.\)"
+    ):
+        sc.SimpleChain(3, sc.Dense(4), sc.Dense)
+    with pytest.raises(TypeError, match=r"layer 0 is the class Flatten.*pass Flatten\(\)"):
+        sc.SimpleChain((2, 2), sc.Flatten, sc.Dense(2))
+    with pytest.raises(TypeError, match=r"loss is the class SquaredLoss.*SquaredLoss\(\.\.\.\)"):
+        chain.add_loss(sc.SquaredLoss)
+    with pytest.raises(TypeError, match=r"penalty is the class L2Penalty"):
+        chain.add_loss(sc.SquaredLoss(y), sc.L2Penalty)
+    cwl = chain.add_loss(sc.SquaredLoss(y))
+    for opt in (sc.Adam, sc.AdamW):
+        with pytest.raises(
+            TypeError, match=rf"opt is the class {opt.__name__}.*pass {opt.__name__}\(\)"
+        ):
+            sc.train_unbatched(p, cwl, X, opt, 1)
+        with pytest.raises(TypeError, match=rf"pass {opt.__name__}\(\)"):
+            sc.train_batched(p, cwl, X, opt, 1, 5)
+    with pytest.raises(TypeError, match=r"opt is the class SGD.*pass SGD\(\.\.\.\)"):
+        sc.train_unbatched(p, cwl, X, sc.SGD, 1)

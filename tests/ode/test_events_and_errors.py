@@ -4,7 +4,10 @@ import numba
 import numpy as np
 import pytest
 
-from scichains import ode
+import scichains as sc
+from scichains import nn, ode
+from scichains.adjoint import DiscreteAdjoint, Objective, SquaredError
+from scichains.models import NeuralODE
 
 
 @numba.njit
@@ -89,7 +92,7 @@ def test_bad_input():
         ode.solve(prob, saveat=[0.5, 0.2])
     with pytest.raises(ValueError, match="fixed-step"):
         ode.solve(prob, solver=ode.RK4())
-    with pytest.raises(ValueError, match="state indices"):
+    with pytest.raises(ValueError, match=r"jumps\[0\].*state index must lie in 0\.\.1"):
         ode.solve(prob, jumps=[(0.5, 2, 1.0)])
 
 
@@ -110,3 +113,103 @@ def test_wrong_u0_length_is_a_clear_error():
     # too long: du[2] is never written
     with pytest.raises(ValueError, match="did not set du"):
         ode.ODEProblem(one_compartment, [1.0, 0.0, 0.0], (0.0, 1.0), [1.3, 0.4])
+
+
+# ------------------------------------------------------------ issue 11.3 and 11.6: messages
+@pytest.mark.parametrize(
+    "jumps, match",
+    [
+        ([(0.5, 0, 1.0), (0.6, 0, 0.0)], r"jumps\[1\] = \(0\.6, 0, 0\.0\): .*positive"),
+        ([(0.5, 0, -1.0)], r"jumps\[0\] = \(0\.5, 0, -1\.0\): .*positive.*got -1\.0"),
+        ([(0.5, 0, np.inf)], r"jumps\[0\] .*positive and finite"),
+        ([(0.2, 0, 1.0), (0.5, 0)], r"jumps\[1\] = \(0\.5, 0\) has 2 fields"),
+        ([(0.5, 0, None)], r"jumps\[0\] = \(0\.5, 0, None\): .*real numbers"),
+        ([(0.5, 0, 1.0, 2.0)], r"jumps\[0\] = \(0\.5, 0, 1\.0, 2\.0\) has 4 fields.*rate"),
+        ([(0.5, 0.5, 1.0)], r"jumps\[0\] .*state index must be an integer"),
+        ([0.5], r"jumps\[0\] = 0\.5: a jump is a \(time, state_index, amount\) triple"),
+    ],
+)
+def test_bad_jumps_are_rejected_naming_the_entry(jumps, match):
+    prob = ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0), [1.3, 0.4])
+    with pytest.raises(ValueError, match=match):
+        ode.solve(prob, jumps=jumps)
+
+
+def test_jump_state_index_given_as_whole_float_is_accepted():
+    prob = ode.ODEProblem(one_compartment, [0.0, 0.0], (0.0, 1.0), [1.3, 0.4])
+    a = ode.solve(prob, saveat=[1.0], jumps=np.array([[0.5, 0.0, 2.0]]))
+    b = ode.solve(prob, saveat=[1.0], jumps=[(0.5, 0, 2.0)])
+    np.testing.assert_array_equal(a.u, b.u)
+    assert a.u[0, 0] > 1.0
+
+
+def test_non_finite_p_is_rejected_by_index():
+    # it used to be solved and reported as DT_UNDERFLOW ("the problem may be stiff")
+    with pytest.raises(ValueError, match=r"p contains NaN or infinite values at index 1 "):
+        ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0), [1.3, np.inf])
+    prob = ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0), [1.3, 0.4])
+    with pytest.raises(ValueError, match=r"at index 0, 1 \(p\[0\] = nan\)"):
+        prob.p = np.array([np.nan, -np.inf])
+    np.testing.assert_array_equal(prob.p, [1.3, 0.4])  # left as it was
+    assert ode.solve(prob).success
+
+
+def test_short_p_is_blamed_not_u0():
+    with pytest.raises(ValueError, match=r"^p has length 1, but the right-hand side indexes past"):
+        ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0), [1.3])
+    with pytest.raises(ValueError, match=r"^p has length 0"):
+        ode.ODEProblem(one_compartment, [1.0, 0.0], (0.0, 1.0))
+    with pytest.raises(ValueError, match=r"^u0 has length 1"):
+        ode.ODEProblem(one_compartment, [1.0], (0.0, 1.0), [1.3, 0.4])
+
+
+@numba.njit
+def net_rhs(du, u, p, t, k):
+    nn.chain_forward(k, p, u, du)
+
+
+def test_network_length_errors_surface_at_problem_construction():
+    # a chain with input 3 for a 2-entry state used to be silently wrong
+    chain = sc.SimpleChain(3, sc.Dense(4, "tanh"), sc.Dense(2))
+    k = chain.kernel(np.float64)
+    p = chain.init_params(dtype=np.float64)
+    with pytest.raises(ValueError, match=r"network call failed.*chain_forward: x has length 2"):
+        ode.ODEProblem(net_rhs, [1.0, 0.0], (0.0, 1.0), p, kernel=k)
+    chain = sc.SimpleChain(2, sc.Dense(4, "tanh"), sc.Dense(2))
+    k = chain.kernel(np.float64)
+    p = chain.init_params(dtype=np.float64)
+    with pytest.raises(ValueError, match=r"chain_forward: p has length 11, .* has 22 entries"):
+        ode.ODEProblem(net_rhs, [1.0, 0.0], (0.0, 1.0), p[:11], kernel=k)
+    prob = ode.ODEProblem(net_rhs, [1.0, 0.0], (0.0, 1.0), p, kernel=k)
+    assert ode.solve(prob).success
+
+
+@numba.njit
+def one_compartment_vjp(v, u, p, t, ubar, pbar):
+    ubar[0] = -p[0] * v[0] + p[0] * v[1]
+    ubar[1] = -p[1] * v[1]
+    pbar[0] = -u[0] * v[0] + u[0] * v[1]
+    pbar[1] = -u[1] * v[1]
+
+
+def test_class_instead_of_instance_in_the_ode_layer():
+    prob = ode.ODEProblem(
+        one_compartment, [1.0, 0.0], (0.0, 1.0), [1.3, 0.4], vjp=one_compartment_vjp
+    )
+    loss = SquaredError(np.zeros((2, 2)))
+    ts = [0.5, 1.0]
+    with pytest.raises(
+        TypeError, match=r"sensealg is the class DiscreteAdjoint.*DiscreteAdjoint\(\)"
+    ):
+        Objective(prob, loss, ts, sensealg=DiscreteAdjoint)
+    with pytest.raises(TypeError, match=r"solver is the class CVODE_BDF.*pass CVODE_BDF\(\)"):
+        Objective(prob, loss, ts, solver=ode.CVODE_BDF)
+    with pytest.raises(TypeError, match=r"loss is the class SquaredError.*SquaredError\(\.\.\.\)"):
+        Objective(prob, SquaredError, ts)
+    chain = sc.SimpleChain(2, sc.Dense(4, "tanh"), sc.Dense(2))
+    with pytest.raises(TypeError, match=r"solver is the class CVODE_BDF"):
+        NeuralODE(chain, (0.0, 1.0), ts, solver=ode.CVODE_BDF)
+    # the index of a non-finite entry of a new p is named by the adjoint entry points too
+    obj = Objective(prob, loss, ts)
+    with pytest.raises(ValueError, match=r"p contains NaN or infinite values at index 1"):
+        obj.value(np.array([1.3, np.inf]))

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ode._problem import ODEProblem
+from ..nn._validate import reject_class
+from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import (
     FailedSolve,
     ODESolveError,
@@ -91,6 +92,8 @@ class Objective:
         jumps=None,
         dtmin: float | None = None,
     ):
+        for what, arg in (("solver", solver), ("loss", loss), ("sensealg", sensealg)):
+            reject_class(arg, what)
         if not isinstance(prob, ODEProblem):
             raise TypeError("gradient needs an ODEProblem")
         if not isinstance(loss, SolutionLoss):
@@ -233,8 +236,7 @@ class Objective:
                 raise ValueError(
                     f"p must have shape {prob.p.shape} (the number of parameters), got {p.shape}"
                 )
-        if not np.all(np.isfinite(p)):
-            raise ValueError("p contains NaN or infinite values")
+        _check_p(p)  # finite, else the entries named
         if u0 is None:
             u0 = prob.u0
         else:

@@ -14,6 +14,7 @@ from ..adjoint._loss import SquaredError
 from ..adjoint._sensealg import InterpolatingAdjoint, SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
+from ..nn._validate import reject_class
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import ODEProblem, register_cfunc
 from ..ode._tableaus import ExplicitRK, Tsit5
@@ -88,6 +89,7 @@ class NeuralODE:
                 f"the chain must map the state to its derivative: input shape "
                 f"{chain.input_shape}, output shape {chain.output_shape()}"
             )
+        reject_class(solver, "solver")
         if not isinstance(solver, ExplicitRK):
             raise TypeError(f"unknown solver {solver!r}")
         if not solver.adaptive:

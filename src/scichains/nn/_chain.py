@@ -12,7 +12,7 @@ from .._jit import resolve_threads
 from . import _kernels as K
 from ._layers import Layer
 from ._simd import MAX_LANES
-from ._validate import as_data, check_params, float_dtype
+from ._validate import as_data, check_params, float_dtype, reject_class
 
 #: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache. A
 #: multiple of the dense kernels' 24-sample register blocks (3 vectors of 8 float32): 264 took
@@ -92,6 +92,7 @@ class SimpleChain:
         if not layers:
             raise ValueError("SimpleChain needs at least one layer")
         for i, layer in enumerate(layers):
+            reject_class(layer, f"layer {i}")
             if not isinstance(layer, Layer):
                 raise TypeError(f"layer {i} is a {type(layer).__name__}, not a scichains layer")
         self.input_shape = input_shape

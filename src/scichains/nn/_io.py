@@ -16,23 +16,73 @@ _FORMAT = "scichains.nn/1"
 
 
 def save(path: str | os.PathLike, chain: SimpleChain, p: np.ndarray) -> None:
-    """Write ``p`` and ``chain.describe()`` to an ``.npz`` file."""
+    """Write ``p`` (shape ``(num_params,)``) and ``chain.describe()`` to an ``.npz`` file.
+
+    Raises ``ValueError`` before writing when :func:`load` could not rebuild the chain: a layer
+    class not registered with :func:`register_layer`, or whose ``config()`` does not describe
+    it fully (an activation known only by object, not by name, for one).
+    """
+    if not isinstance(chain, SimpleChain):
+        raise TypeError(f"save needs a SimpleChain, got {type(chain).__name__}")
     p = check_params(chain, p)
-    desc = json.dumps({"format": _FORMAT, **chain.describe()})
+    try:
+        desc = json.dumps({"format": _FORMAT, **chain.describe()})
+    except TypeError as e:
+        raise ValueError(f"this chain cannot be saved: a layer's config() is not JSON ({e})") from e
+    _check_rebuilds(chain, json.loads(desc))
     np.savez(path, params=p, chain=np.array(desc))
 
 
+def _layer_from_config(cfg: dict):
+    cfg = dict(cfg)
+    kind = cfg.pop("type")
+    if kind not in LAYERS:
+        raise ValueError(f"unknown layer type {kind!r} in saved chain")
+    for key in ("activation", "fn"):
+        if key in cfg:
+            cfg[key] = get_activation(cfg[key])
+    return LAYERS[kind](**cfg)
+
+
+def _check_rebuilds(chain: SimpleChain, desc: dict) -> None:
+    """``ValueError`` naming the first layer that :func:`load` would not rebuild as it is."""
+    for i, (layer, cfg) in enumerate(zip(chain.layers, desc["layers"])):
+        why = None
+        if LAYERS.get(layer.name) is not type(layer):
+            why = (
+                f"its class {type(layer).__name__} is not registered under the name "
+                f"{layer.name!r} (decorate it with scichains.nn.register_layer)"
+            )
+        else:
+            try:
+                again = _layer_from_config(cfg)
+            except (TypeError, ValueError) as e:
+                why = f"{type(layer).__name__}(**config()) fails: {e}"
+            else:
+                shape = chain.shapes[i]
+                if (
+                    type(again) is not type(layer)
+                    or again != layer
+                    or getattr(again, "seed", 0) != getattr(layer, "seed", 0)
+                    or again.output_shape(shape) != layer.output_shape(shape)
+                    or again.param_shapes(shape) != layer.param_shapes(shape)
+                    or not _same_code(again.encode(shape), layer.encode(shape))
+                ):
+                    why = "its config() does not describe it fully (the rebuilt layer differs)"
+        if why is not None:
+            raise ValueError(f"this chain cannot be saved: layer {i} ({layer!r}): {why}")
+
+
+def _same_code(a, b) -> bool:
+    tables = (a.table is None and b.table is None) or (
+        a.table is not None and b.table is not None and np.array_equal(a.table, b.table)
+    )
+    return a._replace(table=None) == b._replace(table=None) and tables
+
+
 def chain_from_description(desc: dict) -> SimpleChain:
-    layers = []
-    for cfg in desc["layers"]:
-        cfg = dict(cfg)
-        kind = cfg.pop("type")
-        if kind not in LAYERS:
-            raise ValueError(f"unknown layer type {kind!r} in saved chain")
-        for key in ("activation", "fn"):
-            if key in cfg:
-                cfg[key] = get_activation(cfg[key])
-        layers.append(LAYERS[kind](**cfg))
+    """The chain that ``desc`` (``chain.describe()``, as :func:`save` writes it) describes."""
+    layers = [_layer_from_config(cfg) for cfg in desc["layers"]]
     return SimpleChain(tuple(desc["input_shape"]), *layers)
 
 

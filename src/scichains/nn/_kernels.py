@@ -1582,16 +1582,58 @@ def vec_backward(spec, meta, p, g, w):
 
 
 @kernel
+def _length_error(fn, name, got, want, what):
+    raise ValueError(
+        f"{fn}: {name} has length {got}, but the chain's {what} has {want} entries; pass an "
+        f"array of exactly that length (a slice, e.g. u[:{want}], is free in compiled code)"
+    )
+
+
+@kernel
+def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname):
+    # the error branch of the entry points' checks, reached only when a length is wrong;
+    # out of line, with one call site per entry point, so that the message building (which
+    # allocates) stays off the fast path
+    if nx != meta[M_NIN]:
+        _length_error(fn, "x", nx, meta[M_NIN], "input")
+    if np_ != meta[M_NPARAMS]:
+        _length_error(fn, "p", np_, meta[M_NPARAMS], "parameter vector")
+    if nout != meta[M_NOUT]:
+        _length_error(fn, oname, nout, meta[M_NOUT], "output")
+    if npbar != meta[M_NPARAMS]:
+        _length_error(fn, pname, npbar, meta[M_NPARAMS], "parameter vector")
+    if n_in_arr != meta[M_NIN]:
+        _length_error(fn, "x_bar", n_in_arr, meta[M_NIN], "input")
+
+
+@kernel
 def chain_forward(k, p, x, out):
     """``out = chain(x, p)`` for one sample, from compiled code.
 
     ``k`` is the :class:`~scichains.nn.ChainKernel` from ``chain.kernel(dtype)``; ``x`` has
-    shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector; all of the
-    kernel's dtype. Allocates nothing; uses ``k.work``, so one ``ChainKernel`` serves one thread.
-    Dropout layers are the identity here (inference).
+    shape ``(n_in,)``, ``out`` ``(n_out,)``, ``p`` is the flat parameter vector of shape
+    ``(num_params,)``; all of the kernel's dtype. Allocates nothing; uses ``k.work``, so one
+    ``ChainKernel`` serves one thread. Dropout layers are the identity here (inference).
+
+    The lengths are checked (a few integer compares): each array must have *exactly* the length
+    above, else ``ValueError`` naming the array. Longer arrays are refused too, since a state
+    or parameter vector longer than the chain's is as likely a wrong model as a deliberate
+    prefix: pass a slice (``u[:2]``, ``p[3:3 + num_params]``, free in numba) to use part of one.
     """
     w = k.work
     meta = k.meta
+    if x.shape[0] != meta[M_NIN] or out.shape[0] != meta[M_NOUT] or p.shape[0] != meta[M_NPARAMS]:
+        _report_lengths(
+            "chain_forward",
+            meta,
+            x.shape[0],
+            meta[M_NIN],
+            out.shape[0],
+            "out",
+            p.shape[0],
+            p.shape[0],
+            "p",
+        )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)
@@ -1605,11 +1647,32 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
     """Vector-Jacobian product of the chain at one sample, from compiled code.
 
     Overwrites ``x_bar`` (shape ``(n_in,)``) with ``v^T d chain/dx`` and ``p_bar`` (shape
-    ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``. Runs the
-    forward pass itself. Allocates nothing.
+    ``(num_params,)``) with ``v^T d chain/dp``, where ``v`` has shape ``(n_out,)``, ``x``
+    ``(n_in,)`` and ``p`` ``(num_params,)``. Runs the forward pass itself. Allocates nothing.
+    Every array must have exactly its length above, else ``ValueError`` naming it (as for
+    :func:`chain_forward`).
     """
     w = k.work
     meta = k.meta
+    n_in, n_p = meta[M_NIN], meta[M_NPARAMS]
+    if (
+        x.shape[0] != n_in
+        or x_bar.shape[0] != n_in
+        or v.shape[0] != meta[M_NOUT]
+        or p.shape[0] != n_p
+        or p_bar.shape[0] != n_p
+    ):
+        _report_lengths(
+            "chain_vjp",
+            meta,
+            x.shape[0],
+            x_bar.shape[0],
+            v.shape[0],
+            "v",
+            p.shape[0],
+            p_bar.shape[0],
+            "p_bar",
+        )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
     vec_forward(k.spec, k.fspec, meta, p, w)

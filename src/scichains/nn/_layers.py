@@ -367,10 +367,17 @@ class MaxPool(Layer):
         return {"window": list(self.window)}
 
 
-LAYERS: dict[str, type[Layer]] = {cls.name: cls for cls in (Dense, Activation, Dropout, Flatten)}
+#: every layer kind that :func:`scichains.nn.load` can rebuild, by ``Layer.name``
+LAYERS: dict[str, type[Layer]] = {
+    cls.name: cls for cls in (Dense, Activation, Dropout, Flatten, Conv, MaxPool)
+}
 
 
 def register_layer(cls: type[Layer]) -> type[Layer]:
-    """Make a layer class known to :func:`scichains.nn.load` (used by ``Conv``, ``MaxPool``)."""
+    """Make a layer class known to :func:`scichains.nn.load` under ``cls.name`` (a decorator).
+
+    A chain with such a layer can be saved only when ``cls(**layer.config())`` rebuilds a layer
+    the kernels see as the same (:func:`scichains.nn.save` checks this).
+    """
     LAYERS[cls.name] = cls
     return cls

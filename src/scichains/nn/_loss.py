@@ -17,7 +17,7 @@ import numpy as np
 from .._jit import kernel, resolve_threads
 from . import _kernels as K
 from ._chain import TILE, SimpleChain, parallel_lock, tile_width
-from ._validate import as_data, check_buffer, check_params
+from ._validate import as_data, check_buffer, check_params, reject_class
 
 _NOT_PRETILED = {t: np.zeros((0, 0), dtype=t) for t in (np.float32, np.float64)}
 
@@ -184,6 +184,8 @@ class ChainWithLoss:
     def __init__(self, chain: SimpleChain, loss: Loss, penalty: Penalty | None = None):
         if not isinstance(chain, SimpleChain):
             raise TypeError("ChainWithLoss needs a SimpleChain")
+        reject_class(loss, "loss")
+        reject_class(penalty, "penalty")
         if not isinstance(loss, Loss):
             raise TypeError(f"loss must be a scichains loss, got {type(loss).__name__}")
         if penalty is not None and not isinstance(penalty, Penalty):

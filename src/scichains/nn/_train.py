@@ -25,7 +25,7 @@ from . import _kernels as K
 from ._chain import parallel_lock, tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._optim import Optimizer, opt_update
-from ._validate import check_params
+from ._validate import check_params, reject_class
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -178,6 +178,7 @@ class _Trainer:
     def __init__(self, p, cwl, X, opt, threads, batch, pretile=False, store=None):
         if not isinstance(cwl, ChainWithLoss):
             raise TypeError("training needs a chain with a loss (chain.add_loss(...))")
+        reject_class(opt, "opt")
         if not isinstance(opt, Optimizer):
             raise TypeError(f"opt must be a scichains optimizer, got {type(opt).__name__}")
         self.p = check_params(cwl.chain, p)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -69,3 +71,20 @@ def check_buffer(buf, shape, dtype, what: str) -> np.ndarray:
     if not buf.flags.c_contiguous or not buf.flags.writeable:
         raise ValueError(f"{what} must be a writeable contiguous array")
     return buf
+
+
+def reject_class(obj, what: str) -> None:
+    """Refuse a class passed where an instance of it is expected (``sensealg=DiscreteAdjoint``
+    for ``DiscreteAdjoint()``, ``Adam`` for ``Adam()``) with a ``TypeError`` saying what to
+    pass; anything else passes through to the caller's own checks."""
+    if not isinstance(obj, type):
+        return
+    try:
+        needs_args = any(
+            q.default is q.empty and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)
+            for q in inspect.signature(obj).parameters.values()
+        )
+    except (TypeError, ValueError):
+        needs_args = True
+    call = f"{obj.__name__}(...)" if needs_args else f"{obj.__name__}()"
+    raise TypeError(f"{what} is the class {obj.__name__}, not an instance of it: pass {call}")

@@ -12,21 +12,61 @@ from .._status import call_status4, call_status5, call_status6, call_status7
 from ._kernels import NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE
 
 
+def _call(f, du, u, p, t0, kernel, five):
+    if five:
+        f(du, u, p, t0, kernel)
+    else:
+        f(du, u, p, t0)
+
+
+def _indexes_past(py, u0, p, t0, kernel, five, which):
+    """Whether the IndexError of the probe goes away when ``which`` ("u" or "p") is padded
+    with NaN: that array is the one indexed past its end."""
+    pad = np.full(max(64, 4 * max(u0.size, p.size)), np.nan)
+    u, q = u0, p
+    if which == "u":
+        u = np.concatenate([u0, pad])
+    else:
+        q = np.concatenate([p, pad])
+    try:
+        _call(py, np.full(u.size, np.nan), u, q, t0, kernel, five)
+    except IndexError:
+        return False
+    except Exception:  # noqa: BLE001 - the NaN padding may upset the function otherwise
+        return True
+    return True
+
+
 def _probe(f, u0, p, t0, kernel, five):
-    """Run the right-hand side once as plain Python: an index past ``u0`` raises here (the
-    compiled code has no bounds checks), and every component of ``du`` must be written."""
+    """Run the right-hand side once as plain Python: an index past ``u0`` or ``p`` raises here
+    (the compiled code has no bounds checks), and every component of ``du`` must be written.
+
+    A ``ValueError`` from the network entry points (``nn.chain_forward``/``nn.chain_vjp``
+    check the lengths of what they are given) is raised as it is; other exceptions are
+    ignored, since numba-only constructs may not run as Python."""
     du = np.full(u0.size, np.nan)
     py = getattr(f, "py_func", f)
     try:
-        if five:
-            py(du, u0.copy(), p, t0, kernel)
-        else:
-            py(du, u0.copy(), p, t0)
+        _call(py, du, u0.copy(), p, t0, kernel, five)
     except IndexError as e:
+        if _indexes_past(py, u0, p, t0, kernel, five, "p"):
+            raise ValueError(
+                f"p has length {p.size}, but the right-hand side indexes past it ({e}); "
+                "check the length of p"
+            ) from None
+        if _indexes_past(py, u0, p, t0, kernel, five, "u"):
+            raise ValueError(
+                f"u0 has length {u0.size}, but the right-hand side indexes past it ({e}); "
+                "check the length of u0"
+            ) from None
         raise ValueError(
-            f"u0 has length {u0.size}, but the right-hand side indexes past it ({e}); "
-            "check the length of u0 (and of p)"
+            f"the right-hand side indexes past the end of an array at (u0, t0) ({e}); check "
+            f"the lengths of u0 (here {u0.size}) and p (here {p.size})"
         ) from None
+    except ValueError as e:
+        if str(e).startswith(("chain_forward:", "chain_vjp:")):
+            raise ValueError(f"the right-hand side's network call failed at (u0, t0): {e}") from e
+        return
     except Exception:  # noqa: BLE001 - numba-only constructs may not run as Python
         return
     if np.isnan(du).any():
@@ -34,6 +74,20 @@ def _probe(f, u0, p, t0, kernel, five):
             f"the right-hand side did not set du[{int(np.argmax(np.isnan(du)))}] at (u0, t0), "
             f"or set it to NaN: u0 has length {u0.size}; check it matches the model"
         )
+
+
+def _check_p(p) -> np.ndarray:
+    """``p`` as a contiguous float64 vector of finite numbers, else ``ValueError``."""
+    p = np.ascontiguousarray(p, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"p must be a vector, got shape {p.shape}")
+    bad = np.flatnonzero(~np.isfinite(p))
+    if bad.size:
+        raise ValueError(
+            f"p contains NaN or infinite values at index {', '.join(map(str, bad[:5]))}"
+            f"{', ...' if bad.size > 5 else ''} (p[{bad[0]}] = {p[bad[0]]})"
+        )
+    return p
 
 
 _ADAPTERS: dict[int, tuple] = {}
@@ -140,7 +194,8 @@ class ODEProblem:
     tspan : (t0, t1)
         ``t1 < t0`` integrates backward in time.
     p : array, optional
-        Parameters (float64 vector), passed to ``f`` unchanged.
+        Parameters (float64 vector of finite numbers: NaN or inf raise ``ValueError``, here
+        and when ``prob.p`` is assigned), passed to ``f`` unchanged.
     kernel : ChainKernel, optional
         The network kernels handed to ``f`` (float64: ``chain.kernel(np.float64)``).
     vjp : numba-compiled function, optional
@@ -184,16 +239,22 @@ class ODEProblem:
         if t0 == t1:
             raise ValueError(f"tspan has zero length: {tspan!r}")
         self.tspan = (t0, t1)
-        p = np.zeros(0) if p is None else np.ascontiguousarray(p, dtype=np.float64)
-        if p.ndim != 1:
-            raise ValueError(f"p must be a vector, got shape {p.shape}")
-        self.p = p
+        self.p = np.zeros(0) if p is None else p
         if kernel is None:
             kernel = NO_NETWORK
         elif kernel.work.dtype != np.float64:
             raise TypeError("the network kernel must be float64: chain.kernel(np.float64)")
         self.kernel = kernel
-        _probe(f, u0, p, t0, kernel, five)
+        _probe(f, u0, self.p, t0, kernel, five)
+
+    @property
+    def p(self) -> np.ndarray:
+        """The parameters (float64 vector); assigning checks that they are finite."""
+        return self._p
+
+    @p.setter
+    def p(self, value) -> None:
+        self._p = _check_p(value)
 
     def rhs(self, du, u, t, p=None) -> None:
         """Evaluate ``f`` from Python (the SUNDIALS solvers' callback); ``p`` defaults to

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -207,11 +208,48 @@ def run_plan(
         plan.stats[6] = 1
 
 
+def _parse_jumps(jumps, n):
+    """``(times, state indices, amounts)`` of ``jumps``, each a ``(time, state_index, amount)``
+    triple: a dose of a positive, finite amount into state ``0 <= state_index < n``. Anything
+    else (a missing, zero or negative amount, a fourth field such as an infusion rate) raises
+    ``ValueError`` naming the entry."""
+    jt = np.empty(len(jumps))
+    js = np.empty(len(jumps), dtype=np.int64)
+    ja = np.empty(len(jumps))
+    form = "a jump is a (time, state_index, amount) triple"
+    for e, jump in enumerate(jumps):
+        try:
+            fields = tuple(jump)
+        except TypeError:
+            raise ValueError(f"jumps[{e}] = {jump!r}: {form}") from None
+        if len(fields) != 3:
+            rate = " (infusions with a rate are not supported)" if len(fields) == 4 else ""
+            raise ValueError(f"jumps[{e}] = {jump!r} has {len(fields)} fields: {form}{rate}")
+        t, i, a = fields
+        if isinstance(i, bool) or not (isinstance(i, numbers.Real) and float(i).is_integer()):
+            raise ValueError(f"jumps[{e}] = {jump!r}: the state index must be an integer")
+        if not 0 <= int(i) < n:
+            raise ValueError(f"jumps[{e}] = {jump!r}: the state index must lie in 0..{n - 1}")
+        try:
+            jt[e] = float(t)
+            ja[e] = float(a)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"jumps[{e}] = {jump!r}: the time and the amount must be real numbers"
+            ) from None
+        js[e] = int(i)
+        if not (np.isfinite(ja[e]) and ja[e] > 0):
+            raise ValueError(
+                f"jumps[{e}] = {jump!r}: the dose amount must be positive and finite, got {a!r}"
+            )
+    return jt, js, ja
+
+
 def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
     """Validate ``saveat``/``tstops``/``jumps``; return ``(save, stops, jump_index, jump_count,
     jump_state, jump_amount)``: the times to land on (ordered in the direction of
     integration, ending with t1; the save times too unless ``land_on_saves`` is False) and the
-    jumps grouped by stop."""
+    jumps grouped by stop. Jumps are doses: see :func:`_parse_jumps`."""
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
     save = None
@@ -230,17 +268,8 @@ def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
     if jumps is not None:
         jumps = list(jumps)
         if jumps:
-            try:
-                jt = np.array([float(j[0]) for j in jumps])
-                js = np.array([int(j[1]) for j in jumps], dtype=np.int64)
-                ja = np.array([float(j[2]) for j in jumps])
-            except (TypeError, ValueError, IndexError):
-                raise ValueError("jumps must be (time, state_index, amount) triples") from None
+            jt, js, ja = _parse_jumps(jumps, prob.u0.size)
             _times("jump times", jt, t0, t1)
-            if np.any((js < 0) | (js >= prob.u0.size)):
-                raise ValueError(f"jump state indices must lie in 0..{prob.u0.size - 1}")
-            if not np.all(np.isfinite(ja)):
-                raise ValueError("jump amounts must be finite")
             stop_times.append(jt)
     stops = np.unique(np.concatenate(stop_times))
     if direction < 0:

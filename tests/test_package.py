@@ -1,0 +1,42 @@
+"""The package's top level: what ``import scichains`` loads and exposes."""
+
+import subprocess
+import sys
+
+import pytest
+
+LAZY = ("adjoint", "datasets", "discovery", "models", "ode")
+
+_CHECK = """
+import sys
+import scichains as sc
+lazy = {lazy!r}
+assert not [m for m in sys.modules if m.startswith(tuple("scichains." + n for n in lazy))], \\
+    sorted(m for m in sys.modules if m.startswith("scichains."))
+assert set(lazy) <= set(dir(sc)), dir(sc)
+mod = getattr(sc, {name!r})
+assert mod is sys.modules["scichains." + {name!r}]
+assert getattr(sc, {name!r}) is mod
+print("ok", mod.__name__)
+"""
+
+
+@pytest.mark.parametrize("name", LAZY)
+def test_subpackages_load_on_first_access(name):
+    # issue 11.6: `import scichains as sc; sc.ode` was a bare AttributeError
+    r = subprocess.run(
+        [sys.executable, "-c", _CHECK.format(lazy=LAZY, name=name)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"ok scichains.{name}" in r.stdout
+
+
+def test_unknown_attribute_is_still_an_attribute_error():
+    import scichains as sc
+
+    with pytest.raises(AttributeError, match="has no attribute 'odee'"):
+        sc.odee  # noqa: B018
+    assert not hasattr(sc, "not_a_subpackage")
