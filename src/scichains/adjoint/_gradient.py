@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..nn._validate import reject_class
+from ..nn._validate import as_real, reject_class
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import (
     FailedSolve,
@@ -231,7 +231,7 @@ class Objective:
         if p is None:
             p = prob.p
         else:
-            p = np.ascontiguousarray(p, dtype=np.float64)
+            p = as_real(p, "p")
             if p.shape != prob.p.shape:
                 raise ValueError(
                     f"p must have shape {prob.p.shape} (the number of parameters), got {p.shape}"
@@ -240,7 +240,7 @@ class Objective:
         if u0 is None:
             u0 = prob.u0
         else:
-            u0 = np.ascontiguousarray(u0, dtype=np.float64)
+            u0 = as_real(u0, "u0")
             if u0.shape != prob.u0.shape:
                 raise ValueError(f"u0 must have shape {prob.u0.shape}, got {u0.shape}")
             if not np.all(np.isfinite(u0)):

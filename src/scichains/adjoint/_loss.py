@@ -6,6 +6,8 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
+from ..nn._validate import as_real
+
 
 class SolutionLoss:
     """A loss ``L(u(t_1), ..., u(t_m))``; subclasses define :meth:`value_and_grad`."""
@@ -31,10 +33,10 @@ class SquaredError(SolutionLoss):
     """
 
     def __init__(self, data, weights=None):
-        data = np.asarray(data, dtype=np.float64)
+        data = as_real(data, "data")
         if data.ndim != 2:
             raise ValueError(f"data must have shape (save points, states), got {data.shape}")
-        w = np.ones_like(data) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = np.ones_like(data) if weights is None else as_real(weights, "weights")
         try:
             w = np.ascontiguousarray(np.broadcast_to(w, data.shape))
         except ValueError:

@@ -14,7 +14,7 @@ from ..adjoint._loss import SquaredError
 from ..adjoint._sensealg import InterpolatingAdjoint, SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
-from ..nn._validate import reject_class
+from ..nn._validate import as_real, reject_class
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import ODEProblem, register_cfunc
 from ..ode._tableaus import ExplicitRK, Tsit5
@@ -98,7 +98,7 @@ class NeuralODE:
             )
         self.chain = chain
         self.n = chain.n_out
-        saveat = np.asarray(saveat, dtype=np.float64)
+        saveat = as_real(saveat, "saveat")
         if saveat.ndim != 1 or saveat.size == 0:
             raise ValueError("saveat must be a non-empty vector of times")
         self._settings = (tspan, saveat, solver, sensealg, rtol, atol, max_steps)
@@ -172,7 +172,7 @@ class NeuralODE:
         ``data`` has shape ``(len(saveat), n)``. The gradient is a new float64 array;
         ``self.last_du0`` holds dL/du0 (the calling thread's).
         """
-        data = np.asarray(data, dtype=np.float64)
+        data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
         if not np.all(np.isfinite(data)):

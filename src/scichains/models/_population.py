@@ -21,6 +21,7 @@ import numpy as np
 
 from ..adjoint._gradient import Objective, ScipyFun
 from ..adjoint._loss import SquaredError
+from ..nn._validate import as_real
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Population:
             self._objs.append(Objective(prob, loss, t, jumps=s.jumps, **objective_kwargs))
 
     def split(self, z):
-        z = np.asarray(z, dtype=np.float64)
+        z = as_real(z, "z")
         if z.shape != (self.size,):
             raise ValueError(f"z must have shape ({self.size},), got {z.shape}")
         return z[: self.n_theta], z[self.n_theta :].reshape(len(self.subjects), self.n_eta)

@@ -88,3 +88,13 @@ def reject_class(obj, what: str) -> None:
         needs_args = True
     call = f"{obj.__name__}(...)" if needs_args else f"{obj.__name__}()"
     raise TypeError(f"{what} is the class {obj.__name__}, not an instance of it: pass {call}")
+
+
+def as_real(x, what: str, dtype=np.float64) -> np.ndarray:
+    """``x`` as a C-contiguous array of ``dtype``; ``TypeError`` naming ``what`` unless it holds
+    real numbers (complex values would lose their imaginary part with only a warning, objects
+    and strings would fail deep inside numpy)."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{what} must hold real numbers, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=dtype)

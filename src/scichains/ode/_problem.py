@@ -9,6 +9,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from .._status import call_status4, call_status5, call_status6, call_status7
+from ..nn._validate import as_real
 from ._kernels import NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE
 
 
@@ -78,7 +79,7 @@ def _probe(f, u0, p, t0, kernel, five):
 
 def _check_p(p) -> np.ndarray:
     """``p`` as a contiguous float64 vector of finite numbers, else ``ValueError``."""
-    p = np.ascontiguousarray(p, dtype=np.float64)
+    p = as_real(p, "p")
     if p.ndim != 1:
         raise ValueError(f"p must be a vector, got shape {p.shape}")
     bad = np.flatnonzero(~np.isfinite(p))

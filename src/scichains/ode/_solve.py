@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..nn._validate import as_real
 from ._kernels import GROW, NO_NETWORK, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
 from ._solution import (
@@ -25,7 +26,7 @@ STATS_SIZE = 7
 
 
 def _times(name, x, t0, t1):
-    x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    x = np.atleast_1d(as_real(x, name))
     if x.ndim != 1:
         raise ValueError(f"{name} must be a vector of times")
     if not np.all(np.isfinite(x)):
