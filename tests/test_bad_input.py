@@ -248,7 +248,7 @@ _SUBPROCESS = textwrap.dedent(
         chain = sc.SimpleChain(nin, sc.Dense(nout))
         k = chain.kernel(np.float64)
         p = chain.init_params(seed=0, dtype=np.float64)[: chain.num_params - short_p]
-        bad = nu < nin or ndu < nout or short_p
+        bad = nu != nin or ndu != nout or short_p  # exact lengths: the contract
         for call in (
             lambda: f(k, p, np.ones(nu), np.zeros(ndu)),
             lambda: g(k, p, np.ones(nu), np.ones(ndu), np.zeros(nu), np.zeros(p.size)),

@@ -122,6 +122,23 @@ def test_callback_and_progress(capsys):
     assert "25/25" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_callback_exception_reaches_the_user(batched):
+    chain, X, Y = _teacher(n=64)
+    cwl = chain.add_loss(sc.SquaredLoss(Y))
+    p = chain.init_params(seed=1)
+
+    def callback(i, loss, q):
+        if i >= 20:
+            raise LookupError(f"stop at {i}")
+
+    with pytest.raises(LookupError, match="stop at 20"):
+        if batched:
+            sc.train_batched(p, cwl, X, sc.Adam(), 50, 16, callback=callback, callback_every=10)
+        else:
+            sc.train_unbatched(p, cwl, X, sc.Adam(), 50, callback=callback, callback_every=10)
+
+
 def test_non_finite_loss_stops_with_last_finite_params():
     rng = np.random.default_rng(0)
     chain = sc.SimpleChain(2, sc.Dense(8, "cube"), sc.Dense(1, "cube"))

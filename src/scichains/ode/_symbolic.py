@@ -199,15 +199,16 @@ class SymbolicModel:
 
     def problem(self, u0, tspan, p):
         """An :class:`ODEProblem` with this model's compiled right-hand side and vjp."""
+        from ..nn._validate import as_real
         from ._problem import ODEProblem
 
-        p = np.ascontiguousarray(p, dtype=np.float64)
+        p = as_real(p, "p")
         if p.shape != (self.num_params,):
             raise ValueError(
                 f"p must have shape ({self.num_params},) ({self.n_phys} physical + "
                 f"{self.n_net} network parameters), got {p.shape}"
             )
-        u0 = np.asarray(u0, dtype=np.float64)
+        u0 = as_real(u0, "u0")
         if u0.shape != (self.n,):
             raise ValueError(f"u0 must have shape ({self.n},) for this model, got {u0.shape}")
         return ODEProblem(self.rhs, u0, tspan, p, kernel=self.kernel(), vjp=self.vjp)
