@@ -152,6 +152,7 @@ class Objective:
         sa = self.sensealg
         if isinstance(sa, DiscreteAdjoint):
             self.plan.keep_stages()
+            self._fail = np.zeros(1 + 2 * n)
             self._ws = np.zeros((2 * solver.stages + 3, n))
             # du/dt = chain(u): keep each stage's activations, so the sweep only runs backward
             self._stored = bool(getattr(prob, "network_rhs", False))
@@ -376,7 +377,7 @@ class Objective:
             du0,
             self._ws,
             self._pb,
-            np.zeros(1 + 2 * self.prob.u0.size),  # where a vjp failed
+            self._fail,  # where a vjp failed: [t, v, u]
         )
 
     def _forward_sensitivities(self, p, u0):

@@ -82,6 +82,8 @@ def _check_p(p) -> np.ndarray:
     p = as_real(p, "p")
     if p.ndim != 1:
         raise ValueError(f"p must be a vector, got shape {p.shape}")
+    if np.isfinite(p).all():
+        return p
     bad = np.flatnonzero(~np.isfinite(p))
     if bad.size:
         raise ValueError(
