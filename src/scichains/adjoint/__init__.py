@@ -2,9 +2,11 @@
 
 ``value, dp, du0 = gradient(prob, SquaredError(data), saveat=ts)``, or an :class:`Objective`
 built once and evaluated at new parameters. The problem needs a vjp of its right-hand side:
-generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand.
+generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand (check it with
+:func:`check_vjp`; a gradient with :func:`check_gradient`).
 """
 
+from ._check import DerivativeCheck, check_gradient, check_vjp
 from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, ScipyFun, gradient
@@ -20,6 +22,7 @@ from ._sensealg import (
 
 __all__ = [
     "BacksolveAdjoint",
+    "DerivativeCheck",
     "DiscreteAdjoint",
     "ForwardSensitivity",
     "InterpolatingAdjoint",
@@ -30,6 +33,8 @@ __all__ = [
     "SensitivityAlgorithm",
     "SolutionLoss",
     "SquaredError",
+    "check_gradient",
+    "check_vjp",
     "discrete_adjoint",
     "find_save_positions",
     "gradient",
