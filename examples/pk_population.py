@@ -18,6 +18,7 @@ import numpy as np
 import pk_hybrid as pk
 import scipy.optimize
 
+from scichains.adjoint import InterpolatingAdjoint
 from scichains.models import Population, SubjectData
 
 OMEGA = np.array([0.3, 0.2, 0.2])  # on log Ka, log Vc, log Kout
@@ -65,7 +66,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     subjects, true_etas = virtual_subjects(args.subjects)
     model, chain = pk.hybrid_model()
-    pop = Population(model, subjects, ETA_INDEX, OMEGA, rtol=1e-7, atol=1e-9)
+    pop = Population(
+        model, subjects, ETA_INDEX, OMEGA, rtol=1e-7, atol=1e-9, sensealg=InterpolatingAdjoint()
+    )
     guess = dict(Ka=0.8, CL=1.5, Vc=0.7, Kin=1.2, Kout=1.5)  # as in pk_hybrid.py
     theta0 = np.concatenate(
         [np.log([guess[k] for k in pk.PHYS]), chain.init_params(seed=0, dtype=np.float64) * 0.5]

@@ -86,3 +86,21 @@ def test_bad_input():
         check_vjp(ODEProblem(sir, U0, (0.0, 1.0), P, vjp=sir_vjp), v=[1.0])
     with pytest.raises(TypeError, match="real"):
         check_gradient(lambda x: (0.0, x), np.array([1j]))
+
+
+def test_default_sensitivity_method():
+    """The fastest method that is exact for the problem: the discrete adjoint with explicit RK
+    methods, CVODE's interpolating adjoint with CVODE."""
+    import scichains as sc
+    from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint
+    from scichains.models import NeuralODE
+    from scichains.ode import CVODE_BDF
+
+    ts = np.linspace(1.0, 10.0, 10)
+    prob = ODEProblem(sir, U0, (0.0, 10.0), P, vjp=sir_vjp)
+    data = np.zeros((10, 3))
+    assert isinstance(Objective(prob, SquaredError(data), ts).sensealg, DiscreteAdjoint)
+    cv = Objective(prob, SquaredError(data), ts, solver=CVODE_BDF())
+    assert isinstance(cv.sensealg, InterpolatingAdjoint)
+    chain = sc.SimpleChain(2, sc.Dense(2))
+    assert isinstance(NeuralODE(chain, (0.0, 1.0), [1.0]).sensealg, DiscreteAdjoint)

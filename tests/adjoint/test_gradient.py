@@ -217,7 +217,7 @@ def test_checkpointing_keeps_one_segment_of_steps():
     prob = model.problem(U0, (0.0, 3.0), p)
     ts = np.linspace(0.0, 3.0, 7)
     data = np.full((7, 2), 1.5)
-    full = Objective(prob, SquaredError(data), ts, **TIGHT)
+    full = Objective(prob, SquaredError(data), ts, sensealg=InterpolatingAdjoint(), **TIGHT)
     ckpt = Objective(
         prob, SquaredError(data), ts, sensealg=InterpolatingAdjoint(checkpointing=True), **TIGHT
     )
@@ -360,7 +360,14 @@ def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
     for t1, rtol in [(0.3, 1e-4), (3.0, 1e-10)]:
         ts = np.linspace(0, t1, 31)
         prob = model.problem(U0, (0, t1), p)
-        obj = Objective(prob, SquaredError(data), ts, rtol=rtol, atol=rtol * 1e-2)
+        obj = Objective(
+            prob,
+            SquaredError(data),
+            ts,
+            rtol=rtol,
+            atol=rtol * 1e-2,
+            sensealg=InterpolatingAdjoint(),
+        )
         _, dp, du0 = obj.value_and_grad(p)
         ref = Objective(
             prob, SquaredError(data), ts, rtol=rtol, atol=rtol * 1e-2, sensealg=DiscreteAdjoint()

@@ -64,7 +64,9 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
-    sensealg : InterpolatingAdjoint() (default), QuadratureAdjoint(), BacksolveAdjoint(),
+    sensealg : DiscreteAdjoint() (default with the explicit RK methods: the exact gradient of
+        the discretised solution, and the fastest), InterpolatingAdjoint() (default with
+        CVODE, its only one), QuadratureAdjoint(), BacksolveAdjoint(),
         DiscreteAdjoint() or ForwardSensitivity()
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
@@ -102,7 +104,15 @@ class Objective:
             )
         if saveat is None:
             raise ValueError("give saveat: the times at which the loss reads the solution")
-        self.sensealg = InterpolatingAdjoint() if sensealg is None else sensealg
+        if sensealg is None:
+            # the fastest method that is exact for the problem: the discrete adjoint with the
+            # explicit RK methods (the exact gradient of the discretised solution, 4-5x faster
+            # than the continuous adjoints on the spiral neural ODE); CVODE has only its
+            # interpolating adjoint
+            sensealg = (
+                InterpolatingAdjoint() if isinstance(solver, CVODESolver) else DiscreteAdjoint()
+            )
+        self.sensealg = sensealg
         if not isinstance(self.sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {self.sensealg!r}")
         if prob.vjp_address == 0:

@@ -17,7 +17,8 @@ class DiscreteAdjoint(SensitivityAlgorithm):
     extension (Tsit5, DP5, BS3) the steps do not land on the save times: the states there are
     interpolated, exactly as :func:`scichains.ode.solve` returns them, and the sweep
     differentiates through the interpolant (as diffrax's default adjoint does); this is what
-    makes many save points cheap. The continuous adjoints land on every save time."""
+    makes many save points cheap. The continuous adjoints land on every save time. The
+    default with the explicit RK methods."""
 
 
 class _Continuous(SensitivityAlgorithm):
@@ -41,8 +42,8 @@ class InterpolatingAdjoint(_Continuous):
     """Integrate the continuous adjoint ODE backward with the forward method's tableau and
     step-size control, reading ``u(t)`` from the forward solve's stored steps (cubic Hermite,
     memory ``2 n`` numbers per forward step; no re-solve is needed, so no checkpoints).
-    The default. Its gradient approximates the exact one to the tolerances; ``rtol``/``atol``
-    of the backward solve default to the forward solve's.
+    The default with CVODE. Its gradient approximates the exact one to the tolerances;
+    ``rtol``/``atol`` of the backward solve default to the forward solve's.
 
     ``checkpointing=True`` (SciMLSensitivity's option of that name): the forward solve keeps
     only the states at the save points and doses (the checkpoints), one segment at a time;

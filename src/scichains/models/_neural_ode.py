@@ -11,7 +11,7 @@ from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
-from ..adjoint._sensealg import InterpolatingAdjoint, SensitivityAlgorithm
+from ..adjoint._sensealg import DiscreteAdjoint, SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
@@ -59,7 +59,8 @@ class NeuralODE:
     tspan : (t0, t1)
     saveat : times (sorted in the direction of integration) where the solution is returned
     solver : an adaptive explicit RK method (default Tsit5)
-    sensealg : InterpolatingAdjoint() (default) or DiscreteAdjoint()
+    sensealg : DiscreteAdjoint() (default: exact for the discretised solution, and the
+        fastest) or a continuous adjoint (InterpolatingAdjoint(), ...)
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
 
     ``p`` is the chain's flat parameter vector (float64).
@@ -130,7 +131,7 @@ class NeuralODE:
             loss,
             saveat,
             solver=solver,
-            sensealg=InterpolatingAdjoint() if sensealg is None else sensealg,
+            sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
