@@ -15,7 +15,6 @@ Usage: python benchmarks/matexp.py [--iters 10000] [--rounds 3] [--threads 2] [-
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,10 +26,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _machine as machine  # noqa: E402
 import _matexp_data as data  # noqa: E402
 from _fresh import seconds_in_fresh_process  # noqa: E402
 
-PEAK_FP32_PER_CORE = 100.0  # GFLOP/s, measured with a hand-written AVX2 FMA loop (NUMBA-NOTES)
+# GFLOP/s: a hand-written C loop of AVX2 FMAs on the AMD EPYC (Zen 3) machine of 2026-11-30; on
+# an AVX-512 CPU the true peak is about twice this (issue 13: measure it on the machine)
+PEAK_FP32_PER_CORE = 100.0
 
 FIRST_STEP = """
 import time; t0 = time.perf_counter()
@@ -144,10 +146,7 @@ def main(argv=None):
         f"scichains matrix-exponential benchmark: {chain.num_params} parameters, N = {N}, "
         f"full batch, Adam(1e-3), float32, {threads} thread(s)"
     )
-    print(
-        f"machine: {os.cpu_count()} CPUs; numba {numba.__version__}; "
-        f"threading layer {numba.config.THREADING_LAYER}"
-    )
+    print(machine.describe())
     t0 = time.perf_counter()
     sc.train_unbatched(p, cwl, X, opt, 1, threads=threads)
     print(
@@ -173,7 +172,7 @@ def main(argv=None):
     print(
         f"median: {per10k:.2f} s per 10,000 iterations; {gflops:.1f} GFLOP/s "
         f"({data.MACS_STEP} multiply-adds per sample and step) = {100 * gflops / peak:.0f}% "
-        f"of the {peak:.0f} GFLOP/s FP32 peak of {threads} core(s)"
+        f"of {peak:.0f} GFLOP/s, the AVX2 FP32 peak of {threads} core(s) of the Zen 3 machine"
     )
 
     warm = first_step_seconds(None)

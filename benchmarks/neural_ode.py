@@ -25,6 +25,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _machine as machine  # noqa: E402
 from _fresh import seconds_in_fresh_process  # noqa: E402
 
 A_TRUE = np.array([[-0.1, 2.0], [-2.0, -0.1]])
@@ -97,6 +98,7 @@ def main(argv=None):
         f"spiral neural ODE: {chain.num_params} parameters, Tsit5, rtol {RTOL}, atol {ATOL}, "
         f"{SAVEAT.size} save points, float64, 1 thread"
     )
+    print(machine.describe())
     methods = (
         DiscreteAdjoint(),
         InterpolatingAdjoint(),

@@ -1,4 +1,4 @@
 import os
 
-# numba counts allocations only when this is set before it is imported (see NUMBA-NOTES.md)
+# numba counts allocations only when this is set before it is imported
 os.environ.setdefault("NUMBA_NRT_STATS", "1")
