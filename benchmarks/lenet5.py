@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _machine as machine  # noqa: E402
 
 
 def lenet5():
@@ -84,6 +87,7 @@ def main(argv=None):
         f"LeNet5 on {args.dataset}-MNIST: {chain.num_params} parameters, {X.shape[0]} "
         f"training images, batch size {batch} ({threads} thread(s)), Adam(3e-4), float32"
     )
+    print(machine.describe())
     times = []
     for epoch in range(1, args.epochs + 1):
         t0 = time.perf_counter()
