@@ -417,8 +417,7 @@ def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
 
 
 def test_bad_input():
-    @numba.njit
-    def f(du, u, p, t):
+    def f(du, u, p, t):  # plain Python: no automatic derivative
         du[0] = -p[0] * u[0]
 
     prob = ODEProblem(f, [1.0], (0, 1), [1.0])

@@ -115,11 +115,7 @@ class Objective:
         self.sensealg = sensealg
         if not isinstance(self.sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {self.sensealg!r}")
-        if prob.vjp_address == 0:
-            raise ValueError(
-                "the problem has no vjp: build it with scichains.ode.SymbolicModel (exact "
-                "generated derivatives) or pass vjp= to ODEProblem"
-            )
+        prob.ensure_vjp()  # a plain compiled right-hand side: exact, by the complex step
         self.prob = prob
         self.loss = loss
         self.solver = solver

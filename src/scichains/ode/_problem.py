@@ -259,6 +259,29 @@ class ODEProblem:
     def p(self, value) -> None:
         self._p = _check_p(value)
 
+    def ensure_vjp(self) -> None:
+        """Give a problem without a vjp the exact one of its compiled right-hand side, by the
+        complex step (:mod:`scichains.ode._autodiff`), made once and checked against central
+        differences at ``(u0, p, t0)``. The adjoints call this. ``ValueError`` when the
+        right-hand side is plain Python or takes the network kernels (write the vjp, or use
+        SymbolicModel); ``TypeError`` when it does not compile for complex numbers."""
+        if self.vjp_address != 0:
+            return
+        if self.f_address == 0 or self.takes_kernel:
+            raise ValueError(
+                "the problem has no vjp, and none can be made automatically for a "
+                + ("plain Python" if self.f_address == 0 else "network-calling")
+                + " right-hand side: build it with scichains.ode.SymbolicModel (exact "
+                "generated derivatives) or pass vjp= to ODEProblem"
+            )
+        from ._autodiff import automatic_vjp
+
+        vjp = automatic_vjp(self.f, self.u0, self.p, self.tspan[0])
+        self.vjp = vjp
+        self._vjp_cfunc, self.vjp_takes_kernel = _as_vjp(vjp)
+        self.vjp_address = self._vjp_cfunc.address
+        self.automatic_vjp = True
+
     def rhs(self, du, u, t, p=None) -> None:
         """Evaluate ``f`` from Python (the SUNDIALS solvers' callback); ``p`` defaults to
         the problem's."""

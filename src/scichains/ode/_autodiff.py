@@ -1,0 +1,249 @@
+"""Exact derivatives of a plain compiled right-hand side by the complex step.
+
+For ``f(du, u, p, t)`` written with real arithmetic, ``Im f(u + i h e_j) / h`` is the j-th
+column of the Jacobian to rounding (no subtraction, so ``h = 1e-30`` loses nothing): the
+complex-step derivative (Squire & Trapp 1998; Martins et al. 2003). numba compiles the user's
+own Python source a second time for complex128 arrays, with these names rebound in its
+globals so that the real-valued semantics survive:
+
+- ``math``: the analytic functions (exp, log, sqrt, sin, cos, tanh, pow, ...) on complex
+  arguments (their numpy counterparts); ``math.fabs`` as ``abs`` below;
+- ``abs``, ``min``, ``max``: decided on the real part (``abs(z) = -z`` where ``Re z < 0``);
+- ``np``: numpy with ``abs``/``absolute``/``fabs``/``maximum``/``minimum``/``sign``/``clip``
+  rebound the same way;
+- comparisons ``<``, ``<=``, ``>``, ``>=`` between a complex and a real or complex number
+  compare real parts (registered with numba for the whole process).
+
+Branches on values (``if u[0] < 0.1``) are therefore fine (the derivative of the branch
+taken, as with dual numbers). Not differentiable this way: a network called through
+``nn.chain_forward`` (its kernels are real), integer casts of values, ``math.floor`` and
+other functions without a complex form. The derivative is checked at construction against
+central differences, and a mismatch or a compile failure is a clear ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import types as pytypes
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+H = 1e-30  # the complex step
+
+
+def _is_complex(t) -> bool:
+    return isinstance(t, types.Complex)
+
+
+def _real_order(op):
+    def typer(a, b):
+        if not (_is_complex(a) or _is_complex(b)):
+            return None
+        if not all(isinstance(x, (types.Number, types.Boolean)) for x in (a, b)):
+            return None
+
+        def impl(a, b):
+            return op(a.real, b.real)
+
+        return impl
+
+    return typer
+
+
+for _op in (operator.lt, operator.le, operator.gt, operator.ge):
+    overload(_op)(_real_order(_op))
+
+
+@numba.njit(cache=False)
+def _cabs(x):
+    return -x if x.real < 0.0 else x
+
+
+@numba.njit(cache=False)
+def _cmax(a, b):
+    return a if a.real >= b.real else b
+
+
+@numba.njit(cache=False)
+def _cmin(a, b):
+    return a if a.real <= b.real else b
+
+
+@numba.njit(cache=False)
+def _csign(x):
+    return 1.0 if x.real > 0.0 else (-1.0 if x.real < 0.0 else 0.0)
+
+
+@numba.njit(cache=False)
+def _cclip(x, lo, hi):
+    return _cmin(_cmax(x, lo), hi)
+
+
+@numba.njit(cache=False)
+def _cpow(x, y):
+    return x**y
+
+
+@numba.njit(cache=False)
+def _cabs_array(x):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out.flat[i] = _cabs(x.flat[i])
+    return out
+
+
+def _math_shim():
+    m = pytypes.ModuleType("scichains_complex_step_math")
+    for name in dir(math):
+        if not name.startswith("_"):
+            setattr(m, name, getattr(math, name))
+    m.exp, m.log, m.log10, m.sqrt = np.exp, np.log, np.log10, np.sqrt
+    m.sin, m.cos, m.tan = np.sin, np.cos, np.tan
+    m.asin, m.acos, m.atan = np.arcsin, np.arccos, np.arctan
+    m.sinh, m.cosh, m.tanh = np.sinh, np.cosh, np.tanh
+    m.asinh, m.acosh, m.atanh = np.arcsinh, np.arccosh, np.arctanh
+    m.expm1, m.log1p = np.expm1, np.log1p
+    m.pow = _cpow
+    m.fabs = _cabs
+    return m
+
+
+def _numpy_shim():
+    m = pytypes.ModuleType("scichains_complex_step_numpy")
+    for name in dir(np):
+        if not name.startswith("_"):
+            try:
+                setattr(m, name, getattr(np, name))
+            except AttributeError:  # pragma: no cover - lazily removed numpy names
+                pass
+    m.abs = m.absolute = m.fabs = _cabs
+    m.maximum, m.minimum, m.sign, m.clip = _cmax, _cmin, _csign, _cclip
+    return m
+
+
+_MATH = _math_shim()
+_NUMPY = _numpy_shim()
+
+
+def complex_step_version(f):
+    """The user's ``@njit`` function recompiled with the rebound names above (a new,
+    uncached dispatcher). Other modules' functions it calls are not rewritten."""
+    py = f.py_func
+    g = dict(py.__globals__)
+    for name, value in list(g.items()):
+        if value is math:
+            g[name] = _MATH
+        elif value is np:
+            g[name] = _NUMPY
+    g["abs"], g["min"], g["max"] = _cabs, _cmin, _cmax
+    fc = pytypes.FunctionType(
+        py.__code__, g, py.__name__ + "_complex_step", py.__defaults__, py.__closure__
+    )
+    return numba.njit(cache=False)(fc)
+
+
+def make_vjp(fc):
+    """``vjp(v, u, p, t, ubar, pbar)`` from the complex-step Jacobian of ``fc``: ``n + len(p)``
+    complex evaluations per call."""
+
+    def vjp(v, u, p, t, ubar, pbar):
+        n = u.shape[0]
+        m = p.shape[0]
+        uc = np.empty(n, dtype=np.complex128)
+        pc = np.empty(m, dtype=np.complex128)
+        du = np.empty(n, dtype=np.complex128)
+        for i in range(n):
+            uc[i] = u[i]
+        for j in range(m):
+            pc[j] = p[j]
+        for i in range(n):
+            uc[i] = complex(u[i], H)
+            fc(du, uc, pc, t)
+            acc = 0.0
+            for k in range(n):
+                acc += v[k] * du[k].imag
+            ubar[i] = acc / H
+            uc[i] = u[i]
+        for j in range(m):
+            pc[j] = complex(p[j], H)
+            fc(du, uc, pc, t)
+            acc = 0.0
+            for k in range(n):
+                acc += v[k] * du[k].imag
+            pbar[j] = acc / H
+            pc[j] = p[j]
+
+    return numba.njit(cache=False)(vjp)
+
+
+def automatic_vjp(f, u0, p, t0):
+    """An exact vjp for the plain compiled ``f(du, u, p, t)``, checked at ``(u0, p, t0)``
+    against central differences; ``TypeError`` naming the reason when it cannot be made."""
+    try:
+        fc = complex_step_version(f)
+        vjp = make_vjp(fc)
+        n = u0.size
+        ub, pb = np.zeros(n), np.zeros(p.size)
+        vjp(np.ones(n), u0.copy(), p.copy(), float(t0), ub, pb)
+    except Exception as e:  # noqa: BLE001 - reported with the reason
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TypeError(
+            "no automatic derivative for this right-hand side: compiling it for complex "
+            f"numbers (the complex step) failed ({first}); write its vjp by hand "
+            "(ODEProblem(..., vjp=...)) or build the model with SymbolicModel"
+        ) from None
+    _check_against_differences(f, vjp, u0, p, t0)
+    return vjp
+
+
+def _check_against_differences(f, vjp, u0, p, t0):
+    """Refuse the vjp if it disagrees with central differences at ``(u0, p)`` and also at a
+    point nearby (a kink at ``u0``, e.g. ``abs(u)`` at 0, fools the differences, not the
+    complex step)."""
+    mismatch = _mismatch(f, vjp, u0, p, t0)
+    if mismatch is None:
+        return
+    r = np.random.default_rng(1).standard_normal(u0.size + p.size)
+    u1 = u0 * (1.0 + 1e-3 * r[: u0.size]) + 1e-3 * r[: u0.size]
+    p1 = p * (1.0 + 1e-3 * r[u0.size :]) + 1e-3 * r[u0.size :]
+    if _mismatch(f, vjp, u1, p1, t0) is None:
+        return
+    raise TypeError(
+        "no automatic derivative for this right-hand side: its complex-step derivative "
+        f"disagrees with central differences at (u0, p, t0) ({mismatch}); it may use a "
+        "function the complex step cannot see through (np.abs and friends through another "
+        "name, integer casts, a network): write its vjp by hand or build the model with "
+        "SymbolicModel"
+    )
+
+
+def _mismatch(f, vjp, u0, p, t0):
+    """None, or where the vjp and central differences disagree."""
+    n = u0.size
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(n)
+    ub, pb = np.zeros(n), np.zeros(p.size)
+    vjp(v, u0.copy(), p.copy(), float(t0), ub, pb)
+    x0 = np.concatenate([u0, p])
+    num = np.empty(x0.size)
+    du_p, du_m = np.empty(n), np.empty(n)
+    for j in range(x0.size):
+        h = 1e-6 * max(1.0, abs(x0[j]))
+        xp, xm = x0.copy(), x0.copy()
+        xp[j] += h
+        xm[j] -= h
+        f(du_p, xp[:n].copy(), xp[n:].copy(), float(t0))
+        f(du_m, xm[:n].copy(), xm[n:].copy(), float(t0))
+        num[j] = v @ (du_p - du_m) / (2 * h)
+    got = np.concatenate([ub, pb])
+    scale = max(1.0, float(np.max(np.abs(num))))
+    bad = np.abs(got - num) > 1e-5 * scale
+    if not bad.any():
+        return None
+    j = int(np.argmax(np.abs(got - num)))
+    what = f"du[{j}]" if j < n else f"dp[{j - n}]"
+    return f"{what}: {got[j]:.6g} vs {num[j]:.6g}"
