@@ -26,6 +26,7 @@ from scichains.adjoint import (
     DiscreteAdjoint,
     ForwardSensitivity,
     InterpolatingAdjoint,
+    MultiObjective,
     Objective,
     QuadratureAdjoint,
     SquaredError,
@@ -281,6 +282,21 @@ def test_neural_ode_shared_between_threads(sensealg):
     assert _hammer(call, cases, 4, 1000) == 0
 
 
+def test_many_trajectory_neural_ode_shared_between_threads():
+    # batched calls (each on 2 worker threads of its own) from 3 threads at once
+    node, cases = _node_cases(DiscreteAdjoint())
+    u0 = np.stack([c[0] for c in cases])
+    data = np.stack([c[2] for c in cases])
+    batched = [(u0 * (1 + 0.1 * k), cases[k][1], data) for k in range(3)]
+
+    def call(case):
+        u, p, dat = case
+        loss, dp = node.loss_and_grad(u, p, dat, threads=NT)
+        return loss, dp, node.last_du0, node.predict(u, p, threads=NT)
+
+    assert _hammer(call, batched, 3, 60) == 0
+
+
 x, y = sp.symbols("x y")
 a, b, c, d = sp.symbols("a b c d")
 _LV = SymbolicModel([x, y], [a, b, c, d], [a * x - b * x * y, c * x * y - d * y])
@@ -320,6 +336,22 @@ def _objective_cases(sensealg, solver=None):
 def test_objective_shared_between_threads(sensealg):
     call, cases = _objective_cases(sensealg)
     assert _hammer(call, cases, 4, 1000) == 0
+
+
+def test_multi_objective_shared_between_threads():
+    ts = np.linspace(0.0, 2.0, 9)
+    p0 = _LV.pack(a=1.3, b=0.9, c=0.8, d=1.8)
+    u0 = np.array([[0.44, 4.6], [0.6, 3.9], [1.0, 2.5], [0.3, 5.0]])
+    prob = _LV.problem(u0[0], (0.0, 2.0), p0)
+    sols = [solve(_LV.problem(u, (0.0, 2.0), p0), saveat=ts, rtol=1e-10, atol=1e-12) for u in u0]
+    data = np.stack([s.u for s in sols])
+    multi = MultiObjective(prob, SquaredError(data), ts, sensealg=DiscreteAdjoint())
+    cases = [(p0 * (1 + 0.05 * k), u0 * (1 - 0.03 * k)) for k in range(4)]
+
+    def call(case):
+        return multi.value_and_grad(*case, threads=NT)
+
+    assert _hammer(call, cases, 3, 200) == 0
 
 
 def test_cvode_objective_shared_between_threads():

@@ -13,13 +13,22 @@ from scichains.adjoint import (
     DiscreteAdjoint,
     ForwardSensitivity,
     InterpolatingAdjoint,
+    MultiObjective,
     Objective,
     PointwiseLoss,
     QuadratureAdjoint,
     SquaredError,
     gradient,
 )
-from scichains.ode import CVODE_BDF, NetworkTerm, ODEProblem, SymbolicModel, Tsit5, solve
+from scichains.ode import (
+    CVODE_BDF,
+    NetworkTerm,
+    ODEProblem,
+    ODESolveError,
+    SymbolicModel,
+    Tsit5,
+    solve,
+)
 
 x, y = sp.symbols("x y")
 alpha, beta, gamma, delta = sp.symbols("alpha beta gamma delta")
@@ -436,3 +445,119 @@ def test_bad_input():
         gradient(prob, SquaredError(np.zeros((2, 2))), [1.0, 4.0])
     with pytest.raises(ValueError, match="p must have shape"):
         Objective(prob, SquaredError(np.zeros((31, 2))), TS).value_and_grad(np.zeros(3))
+
+
+# ------------------------------------------------------------------- many trajectories
+
+
+def _lv_trajectories(m=4):
+    model = _lv_model()
+    p = model.pack(alpha=1.3, beta=0.9, gamma=0.8, delta=1.8)
+    u0 = U0 * np.linspace(0.7, 1.3, m)[:, None] + np.linspace(0.0, 0.3, m)[:, None]
+    rng = np.random.default_rng(7)
+    data = np.stack([solve(model.problem(u, (0.0, 3.0), p), saveat=TS, **TIGHT).u for u in u0])
+    data += 0.1 * rng.standard_normal(data.shape)
+    return model, p, u0, data
+
+
+@pytest.mark.parametrize(
+    "sensealg", [DiscreteAdjoint(), InterpolatingAdjoint(), ForwardSensitivity()], ids=repr
+)
+def test_multi_objective_is_the_ordered_sum_of_single_objectives(sensealg):
+    model, p, u0, data = _lv_trajectories(4)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    w = np.array([1.0, 0.5])  # broadcast to (m, len(TS), n)
+    multi = MultiObjective(prob, SquaredError(data, w), TS, sensealg=sensealg)
+    singles = [
+        Objective(prob, SquaredError(data[i], w), TS, sensealg=sensealg).value_and_grad(p, u0[i])
+        for i in range(4)
+    ]
+    ref_value, ref_dp = singles[0][0], singles[0][1].copy()
+    for value_i, dp_i, _ in singles[1:]:
+        ref_value += value_i
+        ref_dp += dp_i
+    value1, dp1, du0_1 = multi.value_and_grad(p, u0, threads=1)
+    assert value1 == ref_value  # exactly: fixed trajectory order
+    np.testing.assert_array_equal(dp1, ref_dp)
+    np.testing.assert_array_equal(du0_1, np.stack([s[2] for s in singles]))
+    value2, dp2, du0_2 = multi(p, u0, threads=2)
+    assert np.float64(value2).tobytes() == np.float64(value1).tobytes()
+    assert dp2.tobytes() == dp1.tobytes() and du0_2.tobytes() == du0_1.tobytes()
+    # value: the ordered sum of single Objective.value calls (for ForwardSensitivity a plain
+    # solve, not the augmented one of value_and_grad)
+    ref_values = [
+        Objective(prob, SquaredError(data[i], w), TS, sensealg=sensealg).value(p, u0[i])
+        for i in range(4)
+    ]
+    assert multi.value(p, u0, threads=2) == sum(ref_values[1:], ref_values[0])
+    # a list of per-trajectory losses gives the same
+    listed = MultiObjective(prob, [SquaredError(d, w) for d in data], TS, sensealg=sensealg)
+    assert listed.value_and_grad(p, u0, threads=2)[1].tobytes() == dp1.tobytes()
+
+
+def test_multi_objective_against_central_differences():
+    model, p, u0, data = _lv_trajectories(3)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    multi = MultiObjective(prob, SquaredError(data), TS, sensealg=DiscreteAdjoint(), **TIGHT)
+    value, dp, du0 = multi.value_and_grad(p, u0, threads=2)
+
+    def total(q, v):
+        return sum(_loss_by_solving(model, q, v[i], data[i], TS, (0, 3)) for i in range(3))
+
+    assert value == pytest.approx(total(p, u0), rel=1e-8)
+    np.testing.assert_allclose(dp, _fd(lambda q: total(q, u0), p), rtol=1e-5)
+    fd_u0 = _fd(lambda v: total(p, v.reshape(3, 2)), u0.ravel()).reshape(3, 2)
+    np.testing.assert_allclose(du0, fd_u0, rtol=1e-5)
+
+
+def test_multi_objective_bad_input():
+    model, p, u0, data = _lv_trajectories(3)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    with pytest.raises(ValueError, match="trajectories, save points, states"):
+        MultiObjective(prob, SquaredError(data[0]), TS)  # one trajectory's data
+    with pytest.raises(ValueError, match="save points"):
+        MultiObjective(prob, SquaredError(data[:, :-1]), TS)  # wrong number of save points
+    with pytest.raises(TypeError, match="sequence"):
+        MultiObjective(prob, data, TS)
+    with pytest.raises(ValueError, match="m = 0"):
+        MultiObjective(prob, [], TS)
+    nan = data.copy()
+    nan[1, 0, 1] = np.nan
+    with pytest.raises(ValueError, match=r"first at \[1, 0, 1\]"):
+        SquaredError(nan)
+    with pytest.raises(ValueError, match="trajectories, save points, states"):
+        SquaredError(data[None])
+    multi = MultiObjective(prob, SquaredError(data), TS)
+    with pytest.raises(ValueError, match=r"u0 must have shape \(3, 2\)"):
+        multi.value_and_grad(p, u0[:2])  # m != m'
+    with pytest.raises(ValueError, match=r"u0 must have shape \(3, 2\)"):
+        multi.value_and_grad(p, u0[None])  # 3-D
+    with pytest.raises(ValueError, match=r"u0 must have shape \(3, 2\)"):
+        multi.value_and_grad(p, u0[0])
+    with pytest.raises(ValueError, match="give u0"):
+        multi.value_and_grad(p, None)
+    bad = u0.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="trajectory 2"):
+        multi.value_and_grad(p, bad)
+    with pytest.raises(ValueError, match="threads"):
+        multi.value_and_grad(p, u0, threads=-1)
+    with pytest.raises(ValueError, match="parameters"):
+        multi.value_and_grad(p[:-1], u0)
+    # the single-trajectory Objective points to MultiObjective
+    with pytest.raises(ValueError, match="MultiObjective"):
+        Objective(prob, SquaredError(data), TS)
+    with pytest.raises(ValueError, match="MultiObjective"):
+        Objective(prob, SquaredError(data[0]), TS).value_and_grad(p, u0)
+
+
+def test_multi_objective_names_the_failing_trajectory():
+    model, p, u0, data = _lv_trajectories(3)
+    prob = model.problem(U0, (0.0, 3.0), p)
+    multi = MultiObjective(prob, SquaredError(data), TS, max_steps=90)
+    v = u0.copy()
+    v[1] *= 10.0  # faster oscillations: more steps than max_steps in trajectory 1 only
+    multi.value_and_grad(p, u0, threads=1)  # the others are fine
+    with pytest.raises(ODESolveError, match="max_steps") as info:
+        multi.value_and_grad(p, v, threads=2)
+    assert "trajectory 1 of 3" in "".join(getattr(info.value, "__notes__", []))

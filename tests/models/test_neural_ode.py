@@ -166,3 +166,106 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
         counts.append(((after.alloc - before.alloc) + (after.mi_alloc - before.mi_alloc), m))
     assert counts[1][1] > 5 * counts[0][1]
     assert counts[0][0] == counts[1][0]
+
+
+# ------------------------------------------------------------------- many trajectories
+
+
+def _many(m=5, seed=2):
+    """``m`` initial states around the spiral's [2, 0] (scaled, rotated) and noisy data."""
+    rng = np.random.default_rng(seed)
+    angles = np.linspace(0.0, 2 * np.pi, m, endpoint=False)
+    scale = np.linspace(0.6, 1.2, m)
+    u0 = 2.0 * scale[:, None] * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    return u0, rng
+
+
+@pytest.mark.parametrize("sensealg", [DiscreteAdjoint(), InterpolatingAdjoint()], ids=repr)
+def test_many_trajectories_are_the_ordered_sum_of_single_ones(sensealg):
+    chain, p = _spiral_model(seed=3)
+    ts = np.linspace(0.1, 1.0, 8)
+    node = NeuralODE(chain, (0.0, 1.0), ts, sensealg=sensealg)
+    u0, rng = _many(5)
+    data = 0.5 * rng.standard_normal((5, ts.size, 2))
+    # reference: single-trajectory calls, summed in trajectory order
+    singles = [node.loss_and_grad(u0[i], p, data[i]) for i in range(5)]
+    du0s = []
+    for i in range(5):
+        node.loss_and_grad(u0[i], p, data[i])
+        du0s.append(node.last_du0)
+    ref_loss, ref_dp = singles[0][0], singles[0][1].copy()
+    for loss_i, dp_i in singles[1:]:
+        ref_loss += loss_i
+        ref_dp += dp_i
+    loss1, dp1 = node.loss_and_grad(u0, p, data, threads=1)
+    du0_1 = node.last_du0
+    assert loss1 == ref_loss  # exactly: same per-trajectory computations, same order
+    np.testing.assert_array_equal(dp1, ref_dp)
+    np.testing.assert_array_equal(du0_1, np.stack(du0s))
+    assert du0_1.shape == (5, 2)
+    # two threads: the same bits
+    loss2, dp2 = node.loss_and_grad(u0, p, data, threads=2)
+    assert np.float64(loss2).tobytes() == np.float64(loss1).tobytes()
+    assert dp2.tobytes() == dp1.tobytes()
+    assert node.last_du0.tobytes() == du0_1.tobytes()
+    # predict: (m, len(saveat), n), each row the single-trajectory prediction
+    pred = node.predict(u0, p, threads=2)
+    assert pred.shape == (5, ts.size, 2)
+    for i in range(5):
+        np.testing.assert_array_equal(pred[i], node.predict(u0[i], p))
+    np.testing.assert_array_equal(pred, node.predict(u0, p, threads=1))
+    # the single-trajectory path keeps its shapes
+    node.loss_and_grad(u0[0], p, data[0])
+    assert node.last_du0.shape == (2,)
+
+
+def test_many_trajectories_gradient_against_central_differences():
+    chain = sc.SimpleChain(2, sc.Dense(4, "tanh"), sc.Dense(2))
+    p = chain.init_params(seed=4, dtype=np.float64)
+    ts = np.linspace(0.2, 1.0, 5)
+    node = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-10, atol=1e-12, sensealg=DiscreteAdjoint())
+    u0, rng = _many(3, seed=5)
+    data = rng.standard_normal((3, ts.size, 2))
+    loss, dp = node.loss_and_grad(u0, p, data, threads=2)
+    du0 = node.last_du0
+
+    def total(q, v):
+        return sum(float(np.sum((node.predict(v[i], q) - data[i]) ** 2)) for i in range(3))
+
+    np.testing.assert_allclose(loss, total(p, u0), rtol=1e-12)
+    np.testing.assert_allclose(dp, _fd(lambda q: total(q, u0), p), rtol=1e-5, atol=1e-7)
+    fd_u0 = _fd(lambda v: total(p, v.reshape(3, 2)), u0.ravel()).reshape(3, 2)
+    np.testing.assert_allclose(du0, fd_u0, rtol=1e-5, atol=1e-7)
+
+
+def test_many_trajectories_bad_shapes():
+    chain, p = _spiral_model()
+    ts = np.array([0.5, 1.0])
+    node = NeuralODE(chain, (0.0, 1.0), ts)
+    u0 = np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"data must have shape \(3, 2, 2\)"):
+        node.loss_and_grad(u0, p, np.zeros((4, 2, 2)))  # m != m'
+    with pytest.raises(ValueError, match=r"data must have shape \(3, 2, 2\)"):
+        node.loss_and_grad(u0, p, np.zeros((2, 2)))  # one trajectory's data
+    with pytest.raises(ValueError, match="data must have shape"):
+        node.loss_and_grad(u0[0], p, np.zeros((3, 2, 2)))  # one u0, data of three
+    with pytest.raises(ValueError, match="u0 must have shape"):
+        node.loss_and_grad(np.ones((3, 2, 1)), p, np.zeros((3, 2, 2)))  # 3-D u0
+    with pytest.raises(ValueError, match="u0 must have shape"):
+        node.loss_and_grad(np.ones((3, 3)), p, np.zeros((3, 2, 3)))  # wrong state size
+    with pytest.raises(ValueError, match="u0 must have shape"):
+        node.predict(np.ones((0, 2)), p)  # no trajectories
+    with pytest.raises(ValueError, match="u0 must have shape"):
+        node.predict(np.ones((2, 2, 2)), p)
+    bad = u0.copy()
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match="trajectory 1"):
+        node.loss_and_grad(bad, p, np.zeros((3, 2, 2)))
+    data = np.zeros((3, 2, 2))
+    data[2, 0, 1] = np.inf
+    with pytest.raises(ValueError, match="trajectory 2"):
+        node.loss_and_grad(u0, p, data)
+    with pytest.raises(ValueError, match="threads"):
+        node.loss_and_grad(u0, p, np.zeros((3, 2, 2)), threads=0)
+    with pytest.raises(ValueError, match="parameters"):
+        node.loss_and_grad(u0, p[:-1], np.zeros((3, 2, 2)))

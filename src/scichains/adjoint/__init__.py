@@ -1,7 +1,8 @@
 """scichains.adjoint: gradients of losses on ODE solutions.
 
 ``value, dp, du0 = gradient(prob, SquaredError(data), saveat=ts)``, or an :class:`Objective`
-built once and evaluated at new parameters. The problem needs a vjp of its right-hand side:
+built once and evaluated at new parameters; :class:`MultiObjective` sums a loss over many
+trajectories (initial states), on several threads. The problem needs a vjp of its right-hand side:
 generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand (check it with
 :func:`check_vjp`; a gradient with :func:`check_gradient`).
 """
@@ -11,6 +12,7 @@ from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, ScipyFun, gradient
 from ._loss import PointwiseLoss, SolutionLoss, SquaredError
+from ._multi import MultiObjective
 from ._sensealg import (
     BacksolveAdjoint,
     DiscreteAdjoint,
@@ -26,6 +28,7 @@ __all__ = [
     "DiscreteAdjoint",
     "ForwardSensitivity",
     "InterpolatingAdjoint",
+    "MultiObjective",
     "Objective",
     "PointwiseLoss",
     "QuadratureAdjoint",

@@ -191,11 +191,16 @@ class Objective:
         scratch, and buffers of its own; made on first use."""
         obj = getattr(self._spare, "obj", None)
         if obj is None:
-            prob = copy.copy(self.prob)
-            k = prob.kernel
-            prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
-            obj = self._spare.obj = Objective(prob, *self._spare_args)
+            obj = self._spare.obj = self._new_copy()
         return obj
+
+    def _new_copy(self) -> Objective:
+        """A new objective on the same problem with network scratch and buffers of its own
+        (the settings of this one's construction)."""
+        prob = copy.copy(self.prob)
+        k = prob.kernel
+        prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
+        return Objective(prob, *self._spare_args)
 
     def _grow_activation_store(self, steps):
         plan = self.plan
@@ -249,7 +254,10 @@ class Objective:
         else:
             u0 = as_real(u0, "u0")
             if u0.shape != prob.u0.shape:
-                raise ValueError(f"u0 must have shape {prob.u0.shape}, got {u0.shape}")
+                hint = ""
+                if u0.ndim == 2 and u0.shape[1:] == prob.u0.shape:
+                    hint = " (for several trajectories use scichains.adjoint.MultiObjective)"
+                raise ValueError(f"u0 must have shape {prob.u0.shape}, got {u0.shape}{hint}")
             if not np.all(np.isfinite(u0)):
                 raise ValueError("u0 contains NaN or infinite values")
         return p, u0

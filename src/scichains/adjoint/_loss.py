@@ -27,15 +27,21 @@ class SquaredError(SolutionLoss):
 
     Parameters
     ----------
-    data : array of shape ``(m, n)`` (``m`` save points, ``n`` states)
-    weights : array broadcastable to ``(m, n)``, optional (default 1). A weight of 0 drops a
-        component, e.g. an unobserved state (its data value is then ignored, and may be NaN).
+    data : array of shape ``(m, n)`` (``m`` save points, ``n`` states), or
+        ``(trajectories, m, n)`` for :class:`MultiObjective` (the loss summed over
+        trajectories; :meth:`trajectory` gives one trajectory's loss)
+    weights : array broadcastable to the data's shape, optional (default 1). A weight of 0
+        drops a component, e.g. an unobserved state (its data value is then ignored, and may
+        be NaN).
     """
 
     def __init__(self, data, weights=None):
         data = as_real(data, "data")
-        if data.ndim != 2:
-            raise ValueError(f"data must have shape (save points, states), got {data.shape}")
+        if data.ndim not in (2, 3):
+            raise ValueError(
+                f"data must have shape (save points, states) or (trajectories, save points, "
+                f"states), got {data.shape}"
+            )
         w = np.ones_like(data) if weights is None else as_real(weights, "weights")
         try:
             w = np.ascontiguousarray(np.broadcast_to(w, data.shape))
@@ -47,9 +53,9 @@ class SquaredError(SolutionLoss):
             raise ValueError("weights must be finite and non-negative")
         bad = ~np.isfinite(data) & (w != 0)
         if bad.any():
-            i, k = np.argwhere(bad)[0]
+            where = ", ".join(str(int(j)) for j in np.argwhere(bad)[0])
             raise ValueError(
-                f"data contains NaN or infinite values (first at [{i}, {k}]); give such "
+                f"data contains NaN or infinite values (first at [{where}]); give such "
                 "entries weight 0 to leave them out"
             )
         self.data = np.where(w != 0, data, 0.0)
@@ -57,10 +63,23 @@ class SquaredError(SolutionLoss):
 
     def check(self, m: int, n: int) -> None:
         if self.data.shape != (m, n):
+            hint = ""
+            if self.data.ndim == 3:
+                hint = " (data of several trajectories: use scichains.adjoint.MultiObjective)"
             raise ValueError(
                 f"data has shape {self.data.shape}, but the solution has {m} save points of "
-                f"{n} states"
+                f"{n} states{hint}"
             )
+
+    def trajectory(self, i: int) -> SquaredError:
+        """The loss of trajectory ``i`` of data of shape ``(trajectories, m, n)``: a
+        ``SquaredError`` on ``data[i]`` (shape ``(m, n)``) with ``weights[i]``."""
+        if self.data.ndim != 3:
+            raise ValueError(f"data of shape {self.data.shape} holds one trajectory")
+        one = object.__new__(SquaredError)
+        one.data = self.data[i]
+        one.weights = self.weights[i]
+        return one
 
     def value_and_grad(self, t, u, dl_du):
         r = u - self.data

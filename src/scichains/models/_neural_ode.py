@@ -11,6 +11,12 @@ from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
+from ..adjoint._multi import (
+    WorkerSets,
+    resolve_trajectory_threads,
+    run_trajectories,
+    sum_in_order,
+)
 from ..adjoint._sensealg import DiscreteAdjoint, SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
@@ -65,6 +71,13 @@ class NeuralODE:
 
     ``p`` is the chain's flat parameter vector (float64).
 
+    Many trajectories: ``u0`` of shape ``(m, n)`` (one initial state a row) with ``data`` of
+    shape ``(m, len(saveat), n)`` gives the loss summed over the trajectories and the sum of
+    their gradients; ``predict`` then returns shape ``(m, len(saveat), n)``. The trajectories
+    run in ``threads`` contiguous chunks on Python threads (default: numba's thread count; the
+    compiled solver and adjoint release the GIL), each with buffers of its own, and the sums are
+    taken in trajectory order: results are identical bit for bit for any ``threads``.
+
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
     ``last_du0`` is the calling thread's. The solver's buffers, the network's scratch and the
@@ -111,6 +124,7 @@ class NeuralODE:
         self._busy = threading.Lock()  # held by the call using _obj and _loss
         self._spare = threading.local()  # .pair: a thread's own (objective, loss)
         self._last = threading.local()  # .du0: dL/du0 of the thread's latest loss_and_grad
+        self._batch = WorkerSets(self._objective)  # (objective, loss) pairs, one per thread
 
     def _objective(self):
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
@@ -156,8 +170,39 @@ class NeuralODE:
         except AttributeError:
             raise AttributeError("last_du0: no loss_and_grad call in this thread yet") from None
 
-    def predict(self, u0, p) -> np.ndarray:
-        """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``."""
+    def _batched_u0(self, u0):
+        """``u0`` as an ``(m, n)`` float64 array of finite values, else ``ValueError``."""
+        u0 = as_real(u0, "u0")
+        if u0.ndim != 2 or u0.shape[1] != self.n or u0.shape[0] == 0:
+            raise ValueError(
+                f"u0 must have shape ({self.n},) or (m, {self.n}) for m trajectories, "
+                f"got {u0.shape}"
+            )
+        if not np.all(np.isfinite(u0)):
+            i = int(np.argwhere(~np.isfinite(u0))[0][0])
+            raise ValueError(f"u0 contains NaN or infinite values (first in trajectory {i})")
+        return u0
+
+    def _run_batch(self, u0, p, threads, one):
+        """``one(objective, loss, p, i)`` for each trajectory ``i`` of ``u0`` (shape
+        ``(m, n)``), on ``threads`` threads; the results in trajectory order."""
+        m = u0.shape[0]
+        k = min(resolve_trajectory_threads(threads), m)
+        p, _ = self._obj._args(p, None)  # checked once (reads the problem only)
+        with self._batch.claim(k) as workers:
+            return run_trajectories(workers, m, lambda pair, i: one(pair[0], pair[1], p, i))
+
+    def predict(self, u0, p, threads: int | None = None) -> np.ndarray:
+        """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``, or
+        ``(m, len(saveat), n)`` for ``u0`` of shape ``(m, n)`` (``threads``: see the class)."""
+        if np.ndim(u0) >= 2:
+            u0 = self._batched_u0(u0)
+
+            def one(obj, _, p, i):
+                obj._forward(p, u0[i])
+                return obj.plan.save_u.copy()
+
+            return np.stack(self._run_batch(u0, p, threads, one))
         obj, _, owned = self._claim()
         try:
             p, u0 = obj._args(p, u0)
@@ -167,12 +212,19 @@ class NeuralODE:
             if owned:
                 self._busy.release()
 
-    def loss_and_grad(self, u0, p, data):
+    def loss_and_grad(self, u0, p, data, threads: int | None = None):
         """``(L, dL/dp)`` for ``L = sum over saveat of |u(t_i) - data_i|^2``.
 
         ``data`` has shape ``(len(saveat), n)``. The gradient is a new float64 array;
         ``self.last_du0`` holds dL/du0 (the calling thread's).
+
+        Many trajectories: ``u0`` of shape ``(m, n)`` and ``data`` of shape
+        ``(m, len(saveat), n)``; ``L`` and ``dL/dp`` are then sums over the trajectories (in
+        trajectory order, on ``threads`` threads: see the class) and ``last_du0`` has shape
+        ``(m, n)``.
         """
+        if np.ndim(u0) >= 2:
+            return self._loss_and_grad_batch(u0, p, data, threads)
         data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
@@ -185,5 +237,26 @@ class NeuralODE:
         finally:
             if owned:
                 self._busy.release()
+        self._last.du0 = du0
+        return loss, dp
+
+    def _loss_and_grad_batch(self, u0, p, data, threads):
+        u0 = self._batched_u0(u0)
+        data = as_real(data, "data")
+        shape = (u0.shape[0], self.saveat.size, self.n)
+        if data.shape != shape:
+            raise ValueError(
+                f"data must have shape {shape} (trajectories, save points, states) for u0 of "
+                f"shape {u0.shape}, got {data.shape}"
+            )
+        if not np.all(np.isfinite(data)):
+            i = int(np.argwhere(~np.isfinite(data))[0][0])
+            raise ValueError(f"data contains NaN or infinite values (first in trajectory {i})")
+
+        def one(obj, sq, p, i):
+            sq.data[...] = data[i]
+            return obj.value_and_grad(p, u0[i])
+
+        loss, dp, du0 = sum_in_order(self._run_batch(u0, p, threads, one))
         self._last.du0 = du0
         return loss, dp
