@@ -554,7 +554,9 @@ def test_multi_objective_bad_input():
 def test_multi_objective_names_the_failing_trajectory():
     model, p, u0, data = _lv_trajectories(3)
     prob = model.problem(U0, (0.0, 3.0), p)
-    multi = MultiObjective(prob, SquaredError(data), TS, max_steps=90)
+    multi = MultiObjective(
+        prob, SquaredError(data), TS, max_steps=90, sensealg=InterpolatingAdjoint()
+    )
     v = u0.copy()
     v[1] *= 10.0  # faster oscillations: more steps than max_steps in trajectory 1 only
     multi.value_and_grad(p, u0, threads=1)  # the others are fine
