@@ -56,6 +56,13 @@ register_cfunc(_rhs_jit, _neural_rhs, True)
 register_cfunc(_vjp_jit, _neural_vjp, True)
 
 
+def _finite_per_trajectory(a: np.ndarray, what: str) -> None:
+    """``ValueError`` naming the first trajectory (leading index) of ``a`` with NaN/inf."""
+    if not np.all(np.isfinite(a)):
+        i = int(np.argwhere(~np.isfinite(a))[0][0])
+        raise ValueError(f"{what} contains NaN or infinite values (first in trajectory {i})")
+
+
 class NeuralODE:
     """A neural ODE du/dt = chain(u; p) on ``tspan``, observed at ``saveat``.
 
@@ -178,9 +185,7 @@ class NeuralODE:
                 f"u0 must have shape ({self.n},) or (m, {self.n}) for m trajectories, "
                 f"got {u0.shape}"
             )
-        if not np.all(np.isfinite(u0)):
-            i = int(np.argwhere(~np.isfinite(u0))[0][0])
-            raise ValueError(f"u0 contains NaN or infinite values (first in trajectory {i})")
+        _finite_per_trajectory(u0, "u0")
         return u0
 
     def _run_batch(self, u0, p, threads, one):
@@ -249,9 +254,7 @@ class NeuralODE:
                 f"data must have shape {shape} (trajectories, save points, states) for u0 of "
                 f"shape {u0.shape}, got {data.shape}"
             )
-        if not np.all(np.isfinite(data)):
-            i = int(np.argwhere(~np.isfinite(data))[0][0])
-            raise ValueError(f"data contains NaN or infinite values (first in trajectory {i})")
+        _finite_per_trajectory(data, "data")
 
         def one(obj, sq, p, i):
             sq.data[...] = data[i]
