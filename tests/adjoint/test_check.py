@@ -104,3 +104,26 @@ def test_default_sensitivity_method():
     assert isinstance(cv.sensealg, InterpolatingAdjoint)
     chain = sc.SimpleChain(2, sc.Dense(2))
     assert isinstance(NeuralODE(chain, (0.0, 1.0), [1.0]).sensealg, DiscreteAdjoint)
+
+
+def test_huber_loss_value_gradient_and_robustness():
+    from scichains.adjoint import HuberLoss
+
+    ts = np.linspace(1.0, 10.0, 10)
+    prob = ODEProblem(sir, U0, (0.0, 10.0), P, vjp=sir_vjp)
+    data = np.zeros((10, 3))
+    data[4, 1] = 50.0  # an outlier
+    w = np.broadcast_to([0.0, 1.0, 1.0], data.shape)
+    huber = Objective(prob, HuberLoss(data, delta=0.5, weights=w), ts, rtol=1e-10, atol=1e-12)
+    assert check_gradient(huber.value_and_grad, P, rtol=1e-5).ok
+    # small residuals count as squares, the outlier linearly
+    r = np.array([[0.1, -0.2], [0.7, -3.0]])
+    loss = HuberLoss(np.zeros((2, 2)), delta=0.5)
+    g = np.zeros((2, 2))
+    value = loss.value_and_grad(None, r, g)
+    assert value == pytest.approx(0.01 + 0.04 + (0.7 - 0.25) + (3.0 - 0.25))
+    np.testing.assert_allclose(g, [[0.2, -0.4], [1.0, -1.0]])
+    with pytest.raises(ValueError, match="delta"):
+        HuberLoss(np.zeros((2, 2)), delta=0.0)
+    one = HuberLoss(np.ones((3, 2, 2)), delta=0.5).trajectory(1)  # for MultiObjective
+    assert isinstance(one, HuberLoss) and one.delta == 0.5 and one.data.shape == (2, 2)

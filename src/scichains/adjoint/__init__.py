@@ -11,7 +11,7 @@ from ._check import DerivativeCheck, check_gradient, check_vjp
 from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, ScipyFun, gradient
-from ._loss import PointwiseLoss, SolutionLoss, SquaredError
+from ._loss import HuberLoss, PointwiseLoss, SolutionLoss, SquaredError
 from ._multi import MultiObjective
 from ._sensealg import (
     BacksolveAdjoint,
@@ -27,6 +27,7 @@ __all__ = [
     "DerivativeCheck",
     "DiscreteAdjoint",
     "ForwardSensitivity",
+    "HuberLoss",
     "InterpolatingAdjoint",
     "MultiObjective",
     "Objective",

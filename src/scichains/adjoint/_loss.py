@@ -76,7 +76,8 @@ class SquaredError(SolutionLoss):
         ``SquaredError`` on ``data[i]`` (shape ``(m, n)``) with ``weights[i]``."""
         if self.data.ndim != 3:
             raise ValueError(f"data of shape {self.data.shape} holds one trajectory")
-        one = object.__new__(SquaredError)
+        one = object.__new__(type(self))
+        one.__dict__.update(self.__dict__)
         one.data = self.data[i]
         one.weights = self.weights[i]
         return one
@@ -89,6 +90,32 @@ class SquaredError(SolutionLoss):
 
     def __repr__(self) -> str:
         return f"SquaredError(data of shape {self.data.shape})"
+
+
+class HuberLoss(SquaredError):
+    """``L = sum_i sum_k w_ik rho(u_k(t_i) - data_ik)`` with Huber's ``rho(r) = r^2`` for
+    ``|r| <= delta`` and ``2 delta |r| - delta^2`` beyond: the squared error for small
+    residuals, linear (robust) for outliers; continuous with its derivative at ``delta``.
+
+    ``data``, ``weights`` as for :class:`SquaredError` (``delta`` in the data's units)."""
+
+    def __init__(self, data, delta: float, weights=None):
+        super().__init__(data, weights)
+        delta = float(delta)
+        if not (np.isfinite(delta) and delta > 0):
+            raise ValueError(f"delta must be a positive number, got {delta!r}")
+        self.delta = delta
+
+    def value_and_grad(self, t, u, dl_du):
+        d = self.delta
+        r = u - self.data
+        inside = np.abs(r) <= d
+        rho = np.where(inside, r * r, 2.0 * d * np.abs(r) - d * d)
+        np.multiply(self.weights, np.where(inside, 2.0 * r, 2.0 * d * np.sign(r)), out=dl_du)
+        return float(np.sum(self.weights * rho))
+
+    def __repr__(self) -> str:
+        return f"HuberLoss(data of shape {self.data.shape}, delta={self.delta})"
 
 
 class PointwiseLoss(SolutionLoss):
