@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import inline_kernel, kernel
 from ..ode._kernels import rhs_from_address, vjp_from_address
-from ..ode._solution import FailedSolve, ReturnCode, raise_failure, user_error_failure
+from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
 
 INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2
 
@@ -79,7 +79,7 @@ def _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, dy, ui, ub, pb
 
 
 @inline_kernel
-def _record_vjp_failure(fail, t, lam, u):
+def record_vjp_failure(fail, t, lam, u):
     """``fail = [t, lam, u]``: where the adjoint's user functions failed."""
     n = u.shape[0]
     fail[0] = t
@@ -208,7 +208,7 @@ def continuous_adjoint(
             h_try = dist if landing else h
             hs = -d * h_try
             if _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb):
-                _record_vjp_failure(fail, t, y, ui)
+                record_vjp_failure(fail, t, y, ui)
                 code = 2
                 break
             for st in range(1, s):
@@ -223,7 +223,7 @@ def continuous_adjoint(
                 if _adjoint_rhs(
                     f, vjp, mode, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb
                 ):
-                    _record_vjp_failure(fail, ts_, tmp, ui)
+                    record_vjp_failure(fail, ts_, tmp, ui)
                     code = 2
                     break
             if code != 0:
@@ -347,5 +347,4 @@ def adjoint_over_plan(
     if code == 1:
         raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
     if code != 0:
-        v, u = fail[1 : 1 + n].copy(), fail[1 + n : 1 + 2 * n].copy()
-        raise_failure(user_error_failure(prob, p, fail[0], u, v, "adjoint solve: "))
+        raise_failure(vjp_failure(prob, p, fail, "adjoint solve: "))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .._jit import kernel
 from ..nn._kernels import M_GA, vec_backward
 from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
+from ._continuous import record_vjp_failure
 
 
 @kernel
@@ -118,10 +119,7 @@ def discrete_adjoint(
                         acc += A[st, j] * K[j, i]
                     y[i] = u[i] + h * acc
                 if vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb) != 0:
-                    fail[0] = ts[m - 1] + c[st] * h
-                    for i in range(n):
-                        fail[1 + i] = Kbar[st, i]
-                        fail[1 + n + i] = y[i]
+                    record_vjp_failure(fail, ts[m - 1] + c[st] * h, Kbar[st], y)
                     return 2
             for j in range(pbar.shape[0]):
                 pbar[j] += pb[j]

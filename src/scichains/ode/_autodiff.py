@@ -88,14 +88,6 @@ def _cpow(x, y):
     return x**y
 
 
-@numba.njit(cache=False)
-def _cabs_array(x):
-    out = np.empty_like(x)
-    for i in range(x.size):
-        out.flat[i] = _cabs(x.flat[i])
-    return out
-
-
 def _math_shim():
     m = pytypes.ModuleType("scichains_complex_step_math")
     for name in dir(math):
@@ -153,29 +145,26 @@ def make_vjp(fc):
     def vjp(v, u, p, t, ubar, pbar):
         n = u.shape[0]
         m = p.shape[0]
-        uc = np.empty(n, dtype=np.complex128)
-        pc = np.empty(m, dtype=np.complex128)
+        x = np.empty(n + m, dtype=np.complex128)  # [u, p], stepped one entry at a time
         du = np.empty(n, dtype=np.complex128)
         for i in range(n):
-            uc[i] = u[i]
+            x[i] = u[i]
         for j in range(m):
-            pc[j] = p[j]
-        for i in range(n):
-            uc[i] = complex(u[i], H)
+            x[n + j] = p[j]
+        uc = x[:n]
+        pc = x[n:]
+        for j in range(n + m):
+            real = x[j].real
+            x[j] = complex(real, H)
             fc(du, uc, pc, t)
             acc = 0.0
             for k in range(n):
                 acc += v[k] * du[k].imag
-            ubar[i] = acc / H
-            uc[i] = u[i]
-        for j in range(m):
-            pc[j] = complex(p[j], H)
-            fc(du, uc, pc, t)
-            acc = 0.0
-            for k in range(n):
-                acc += v[k] * du[k].imag
-            pbar[j] = acc / H
-            pc[j] = p[j]
+            if j < n:
+                ubar[j] = acc / H
+            else:
+                pbar[j - n] = acc / H
+            x[j] = real
 
     return numba.njit(cache=False)(vjp)
 

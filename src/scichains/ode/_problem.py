@@ -222,6 +222,7 @@ class ODEProblem:
         self.vjp = vjp
         self._vjp_cfunc, self.vjp_takes_kernel = (None, False) if vjp is None else _as_vjp(vjp)
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
+        self.automatic_vjp = False  # True once ensure_vjp made one by the complex step
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":
             raise TypeError(f"u0 must hold real numbers, got dtype {u0.dtype}")

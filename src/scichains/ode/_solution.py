@@ -105,6 +105,13 @@ def user_error_failure(prob, p, t, u, v=None, what=""):
     return FailedSolve(ReturnCode.RHS_ERROR, t, what, message + f" (at t = {float(t)!r})", exc)
 
 
+def vjp_failure(prob, p, fail, what=""):
+    """:func:`user_error_failure` from an adjoint kernel's record ``fail = [t, v, u]`` (length
+    ``1 + 2 n``) of the vjp (or right-hand side) call that failed."""
+    n = prob.u0.size
+    return user_error_failure(prob, p, fail[0], fail[1 + n : 1 + 2 * n], fail[1 : 1 + n], what)
+
+
 def raise_failure(failure):
     """Raise :class:`ODESolveError` for ``failure``, chained to the user's exception."""
     raise ODESolveError(failure) from getattr(failure, "exception", None)

@@ -12,6 +12,7 @@ from ..nn._validate import as_real
 from ._kernels import GROW, NO_NETWORK, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
 from ._solution import (
+    FailedSolve,
     ODESolveError,
     ReturnCode,
     Solution,
@@ -445,28 +446,24 @@ def solve(
     if solver.interp is not None:
         plan.keep_stages()  # dense output by the method's own continuous extension
     code = run_plan(plan, prob.u0, prob.p)
-    m = int(plan.stats[0])
-    save, stats = plan.save, plan.stats
-    if code == ReturnCode.RHS_ERROR:
-        failure = plan_failure(plan, code, prob.p)
-    st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
-    dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
-    del plan  # its buffers: the solution keeps copies of what it needs
     message = exc = None
     if code == ReturnCode.RHS_ERROR:
+        failure = plan_failure(plan, code, prob.p)
         message, exc = failure.message, failure.exception
-    return _solution(prob, save, code, st, su, sf, _stats(stats), message, throw, dense, exc)
+    m = int(plan.stats[0])
+    save, stats = plan.save, _stats(plan.stats)
+    st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
+    dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
+    del plan  # its buffers, before the result is made: the solution keeps copies
+    return _solution(prob, save, code, st, su, sf, stats, message, throw, dense, exc)
 
 
 def plan_failure(plan: SolvePlan, code: int, p, what: str = ""):
     """The :class:`FailedSolve` for a failed run of ``plan`` (code from :func:`run_plan`); for
     RHS_ERROR it names the exception the user's function raised."""
-    from ._solution import FailedSolve
-
-    m = int(plan.stats[0])
     if code == ReturnCode.RHS_ERROR:
         return user_error_failure(plan.prob, p, plan.fail[0], plan.fail[1:], what=what)
-    return FailedSolve(code, plan.ts[m - 1], what)
+    return FailedSolve(code, plan.ts[int(plan.stats[0]) - 1], what)
 
 
 def check_run(plan: SolvePlan, code: int, p, what: str = "") -> None:
