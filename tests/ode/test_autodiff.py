@@ -84,3 +84,92 @@ def test_what_the_complex_step_cannot_do_is_refused_clearly():
     )
     with pytest.raises(ValueError, match="network-calling"):
         Objective(prob, SquaredError(np.zeros((1, 1))), [1.0])
+
+
+@numba.njit
+def _saturation(x, k):
+    return k * x / (1.0 + x)
+
+
+@numba.njit
+def forced_chain(du, u, p, t):
+    """Loops, a helper @njit function, numpy scratch, math of u, p and t: traceable."""
+    n = u.shape[0]
+    flux = np.empty(n)
+    for i in range(n):
+        flux[i] = _saturation(u[i], p[i])
+    du[0] = p[n] * (1.0 + 0.5 * math.sin(0.7 * t)) - flux[0]
+    for i in range(1, n):
+        du[i] = flux[i - 1] - flux[i] + 0.01 * math.exp(-u[i]) * np.tanh(p[n] * u[i - 1])
+    du[n - 1] -= max(0.1, 0.2) * u[n - 1] ** 2  # max of plain numbers is fine
+
+
+def _chain_problem(n=6):
+    u0 = np.linspace(0.5, 1.5, n)
+    p = np.r_[np.linspace(1.0, 2.0, n), 0.8]
+    return ODEProblem(forced_chain, u0, (0.0, 2.0), p)
+
+
+def test_traceable_code_gets_the_traced_vjp():
+    prob = ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 5.0), [1.5, 1.0, 1.0, 3.0])
+    assert prob.derivatives == "none"
+    prob.ensure_vjp()
+    assert prob.derivatives == "traced"
+    prob = _chain_problem()
+    prob.ensure_vjp()
+    assert prob.derivatives == "traced"
+    for scale in (1.0, 0.3, 2.0):
+        r = check_vjp(prob, u=prob.u0 * scale, t=1.3, rtol=1e-8)
+        assert r.ok, r
+
+
+def test_value_dependent_code_falls_back_to_the_complex_step():
+    prob = ODEProblem(branchy, [0.2, 0.7], (0.0, 1.0), [0.8, 1.3])
+    prob.ensure_vjp()
+    assert prob.derivatives == "complex step"
+
+    @numba.njit
+    def absolute(du, u, p, t):
+        du[0] = -p[0] * abs(u[0])
+
+    prob = ODEProblem(absolute, [1.0], (0.0, 1.0), [0.5])
+    prob.ensure_vjp()
+    assert prob.derivatives == "complex step"
+    assert check_vjp(prob, u=[-0.7], rtol=1e-8).ok
+
+
+def test_traced_and_complex_step_gradients_agree():
+    ts = np.linspace(0.0, 2.0, 9)
+    data = np.ones((9, 6))
+    kw = dict(rtol=1e-10, atol=1e-12)
+    grads = []
+    for method in ("auto", "complex step"):
+        prob = _chain_problem()
+        prob.ensure_vjp(method=method)
+        grads.append(gradient(prob, SquaredError(data), ts, **kw))
+    assert grads[0][0] == grads[1][0]  # same forward solve: the user's own function
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-11)
+    np.testing.assert_allclose(grads[0][2], grads[1][2], rtol=1e-11)
+    with pytest.raises(ValueError, match="method must be"):
+        _chain_problem().ensure_vjp(method="dual")
+
+
+def test_trace_limits():
+    from scichains.ode._trace import NotTraceable, trace_rhs
+
+    with pytest.raises(NotTraceable, match="states"):
+        trace_rhs(lotka_volterra, 1000, 4)
+
+    @numba.njit
+    def forgets(du, u, p, t):
+        du[0] = -u[0]
+
+    with pytest.raises(NotTraceable, match=r"du\[1\] was not written"):
+        trace_rhs(forgets, 2, 0)
+
+    @numba.njit
+    def branch(du, u, p, t):
+        du[0] = -u[0] if u[0] > 0.0 else u[0]
+
+    with pytest.raises(NotTraceable):
+        trace_rhs(branch, 1, 0)

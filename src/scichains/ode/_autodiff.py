@@ -1,4 +1,5 @@
-"""Exact derivatives of a plain compiled right-hand side by the complex step.
+"""Exact derivatives of a plain compiled right-hand side: symbolic tracing (:mod:`._trace`)
+where the code allows it, else the complex step described here.
 
 For ``f(du, u, p, t)`` written with real arithmetic, ``Im f(u + i h e_j) / h`` is the j-th
 column of the Jacobian to rounding (no subtraction, so ``h = 1e-30`` loses nothing): the
@@ -12,7 +13,10 @@ globals so that the real-valued semantics survive:
 - ``np``: numpy with ``abs``/``absolute``/``fabs``/``maximum``/``minimum``/``sign``/``clip``
   rebound the same way;
 - comparisons ``<``, ``<=``, ``>``, ``>=`` between a complex and a real or complex number
-  compare real parts (registered with numba for the whole process).
+  compare real parts (registered with numba for the whole process);
+- ``np.empty``/``zeros``/``ones`` (and ``empty_like``/``zeros_like``) make complex128 scratch;
+- other ``@njit`` functions the right-hand side calls through its globals are recompiled the
+  same way (recursively).
 
 Branches on values (``if u[0] < 0.1``) are therefore fine (the derivative of the branch
 taken, as with dual numbers). Not differentiable this way: a network called through
@@ -30,6 +34,7 @@ import types as pytypes
 import numba
 import numpy as np
 from numba import types
+from numba.core.registry import CPUDispatcher
 from numba.extending import overload
 
 H = 1e-30  # the complex step
@@ -88,6 +93,31 @@ def _cpow(x, y):
     return x**y
 
 
+@numba.njit(cache=False)
+def _cempty(shape, dtype=None):
+    return np.empty(shape, np.complex128)
+
+
+@numba.njit(cache=False)
+def _czeros(shape, dtype=None):
+    return np.zeros(shape, np.complex128)
+
+
+@numba.njit(cache=False)
+def _cones(shape, dtype=None):
+    return np.ones(shape, np.complex128)
+
+
+@numba.njit(cache=False)
+def _cempty_like(a, dtype=None):
+    return np.empty(a.shape, np.complex128)
+
+
+@numba.njit(cache=False)
+def _czeros_like(a, dtype=None):
+    return np.zeros(a.shape, np.complex128)
+
+
 def _math_shim():
     m = pytypes.ModuleType("scichains_complex_step_math")
     for name in dir(math):
@@ -114,28 +144,52 @@ def _numpy_shim():
                 pass
     m.abs = m.absolute = m.fabs = _cabs
     m.maximum, m.minimum, m.sign, m.clip = _cmax, _cmin, _csign, _cclip
+    m.empty, m.zeros, m.ones = _cempty, _czeros, _cones  # scratch holds complex values
+    m.empty_like, m.zeros_like = _cempty_like, _czeros_like
     return m
 
 
 _MATH = _math_shim()
 _NUMPY = _numpy_shim()
+_SHIMS = {
+    _cabs,
+    _cmax,
+    _cmin,
+    _csign,
+    _cclip,
+    _cpow,
+    _cempty,
+    _czeros,
+    _cones,
+    _cempty_like,
+    _czeros_like,
+}
 
 
-def complex_step_version(f):
+def complex_step_version(f, memo: dict | None = None):
     """The user's ``@njit`` function recompiled with the rebound names above (a new,
-    uncached dispatcher). Other modules' functions it calls are not rewritten."""
+    uncached dispatcher); other ``@njit`` functions it calls through its globals are
+    rewritten the same way (recursively)."""
+    memo = {} if memo is None else memo
+    if f in memo:
+        return memo[f]
     py = f.py_func
     g = dict(py.__globals__)
+    fc = numba.njit(cache=False)(
+        pytypes.FunctionType(
+            py.__code__, g, py.__name__ + "_complex_step", py.__defaults__, py.__closure__
+        )
+    )
+    memo[f] = fc
     for name, value in list(g.items()):
         if value is math:
             g[name] = _MATH
         elif value is np:
             g[name] = _NUMPY
+        elif isinstance(value, CPUDispatcher) and value not in _SHIMS:
+            g[name] = complex_step_version(value, memo)
     g["abs"], g["min"], g["max"] = _cabs, _cmin, _cmax
-    fc = pytypes.FunctionType(
-        py.__code__, g, py.__name__ + "_complex_step", py.__defaults__, py.__closure__
-    )
-    return numba.njit(cache=False)(fc)
+    return fc
 
 
 def make_vjp(fc):
@@ -169,9 +223,21 @@ def make_vjp(fc):
     return numba.njit(cache=False)(vjp)
 
 
-def automatic_vjp(f, u0, p, t0):
-    """An exact vjp for the plain compiled ``f(du, u, p, t)``, checked at ``(u0, p, t0)``
-    against central differences; ``TypeError`` naming the reason when it cannot be made."""
+def automatic_vjp(f, u0, p, t0, trace: bool = True):
+    """``(vjp, method)``: an exact vjp for the plain compiled ``f(du, u, p, t)`` and how it was
+    made, ``"traced"`` (symbolic tracing, :mod:`._trace`: reverse mode, about the cost of one
+    right-hand side) where the code allows it, else ``"complex step"`` (``n + len(p)``
+    complex evaluations per call). Checked at ``(u0, p, t0)`` against central differences;
+    ``TypeError`` naming the reason when neither can be made."""
+    traced = _traced_vjp(f, u0, p, t0) if trace else None
+    if traced is not None:
+        vjp, kernel = traced
+
+        def vjp6(v, u, p, t, ubar, pbar):
+            vjp(v, u, p, t, kernel, ubar, pbar)
+
+        _check_against_differences(f, vjp6, u0, p, t0)
+        return vjp, "traced"
     try:
         fc = complex_step_version(f)
         vjp = make_vjp(fc)
@@ -186,7 +252,44 @@ def automatic_vjp(f, u0, p, t0):
             "(ODEProblem(..., vjp=...)) or build the model with SymbolicModel"
         ) from None
     _check_against_differences(f, vjp, u0, p, t0)
-    return vjp
+    return vjp, "complex step"
+
+
+def _traced_vjp(f, u0, p, t0):
+    """``(vjp, kernel)``: the generated vjp of the traced right-hand side (SymbolicModel's
+    code, taking the network kernel argument ``kernel``, unused), or None when
+    the function cannot be traced or the traced expressions do not reproduce ``f`` (then the
+    complex step serves)."""
+    from ._symbolic import SymbolicModel
+    from ._trace import NotTraceable, trace_rhs
+
+    try:
+        states, params, t, eqs = trace_rhs(f, u0.size, p.size)
+    except NotTraceable:
+        return None
+    uses_t = any(t in e.free_symbols for e in eqs)
+    model = SymbolicModel(states, params, eqs, t=t if uses_t else None)
+    kernel = model.kernel()
+    r = np.random.default_rng(2).standard_normal(u0.size + p.size)
+    points = [
+        (u0, p),
+        (
+            u0 * (1.0 + 1e-2 * r[: u0.size]) + 1e-2 * r[: u0.size],
+            p * (1.0 + 1e-2 * r[u0.size :]) + 1e-2 * r[u0.size :],
+        ),
+    ]
+    want, got = np.empty(u0.size), np.empty(u0.size)
+    for u, q in points:
+        try:
+            f(want, u.copy(), q.copy(), float(t0))
+            model.rhs(got, u.copy(), q.copy(), float(t0), kernel)
+        except Exception:  # noqa: BLE001 - a user error here is left to the complex step's
+            return None
+        if not np.all(np.isfinite(want)):
+            continue
+        if not np.allclose(got, want, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(want).max())):
+            return None
+    return model.vjp, kernel
 
 
 def _check_against_differences(f, vjp, u0, p, t0):

@@ -222,7 +222,8 @@ class ODEProblem:
         self.vjp = vjp
         self._vjp_cfunc, self.vjp_takes_kernel = (None, False) if vjp is None else _as_vjp(vjp)
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
-        self.automatic_vjp = False  # True once ensure_vjp made one by the complex step
+        self.automatic_vjp = False  # True once ensure_vjp made one
+        self.derivatives = "none" if vjp is None else "given"
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":
             raise TypeError(f"u0 must hold real numbers, got dtype {u0.dtype}")
@@ -260,12 +261,18 @@ class ODEProblem:
     def p(self, value) -> None:
         self._p = _check_p(value)
 
-    def ensure_vjp(self) -> None:
-        """Give a problem without a vjp the exact one of its compiled right-hand side, by the
-        complex step (:mod:`scichains.ode._autodiff`), made once and checked against central
-        differences at ``(u0, p, t0)``. The adjoints call this. ``ValueError`` when the
+    def ensure_vjp(self, method: str = "auto") -> None:
+        """Give a problem without a vjp the exact one of its compiled right-hand side, made
+        once and checked against central differences at ``(u0, p, t0)``: by symbolic tracing
+        (the function run on SymPy symbols, its vjp generated as for SymbolicModel) where the
+        code has no value-dependent branches or non-smooth functions, else by the complex
+        step (:mod:`scichains.ode._autodiff`). ``prob.derivatives`` then says which
+        (``"traced"`` or ``"complex step"``). The adjoints call this. ``ValueError`` when the
         right-hand side is plain Python or takes the network kernels (write the vjp, or use
-        SymbolicModel); ``TypeError`` when it does not compile for complex numbers."""
+        SymbolicModel); ``TypeError`` when neither way works. ``method="complex step"`` skips
+        the tracing (``"auto"``: tracing first)."""
+        if method not in ("auto", "complex step"):
+            raise ValueError(f"method must be 'auto' or 'complex step', got {method!r}")
         if self.vjp_address != 0:
             return
         if self.f_address == 0 or self.takes_kernel:
@@ -277,7 +284,9 @@ class ODEProblem:
             )
         from ._autodiff import automatic_vjp
 
-        vjp = automatic_vjp(self.f, self.u0, self.p, self.tspan[0])
+        vjp, self.derivatives = automatic_vjp(
+            self.f, self.u0, self.p, self.tspan[0], trace=method == "auto"
+        )
         self.vjp = vjp
         self._vjp_cfunc, self.vjp_takes_kernel = _as_vjp(vjp)
         self.vjp_address = self._vjp_cfunc.address

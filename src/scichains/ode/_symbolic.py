@@ -310,7 +310,11 @@ def _assign(targets, exprs, prefix):
     sp = _sympy()
     from sympy.printing.pycode import PythonCodePrinter
 
-    printer = PythonCodePrinter({"fully_qualified_modules": True, "standard": "python3"})
+    class Printer(PythonCodePrinter):
+        def _print_Float(self, expr):  # every bit of a float constant (SymPy prints 15 digits)
+            return repr(float(expr))
+
+    printer = Printer({"fully_qualified_modules": True, "standard": "python3"})
     temps, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols(f"_{prefix}"))
     out = [f"    {sym} = {printer.doprint(e)}" for sym, e in temps]
     for tgt, e in zip(targets, reduced):
