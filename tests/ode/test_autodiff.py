@@ -173,3 +173,36 @@ def test_trace_limits():
 
     with pytest.raises(NotTraceable):
         trace_rhs(branch, 1, 0)
+
+
+def test_cvode_gets_the_exact_jacobian_of_a_plain_compiled_rhs():
+    from scichains.ode import CVODE_BDF, solve
+
+    @numba.njit
+    def robertson(du, u, p, t):
+        du[0] = -p[0] * u[0] + p[1] * u[1] * u[2]
+        du[1] = p[0] * u[0] - p[1] * u[1] * u[2] - p[2] * u[1] ** 2
+        du[2] = p[2] * u[1] ** 2
+
+    p = [0.04, 1e4, 3e7]
+    prob = ODEProblem(robertson, [1.0, 0.0, 0.0], (0.0, 40.0), p)
+    sol = solve(prob, CVODE_BDF(), saveat=[40.0], rtol=1e-8, atol=1e-10)
+    assert prob.derivatives == "traced"
+    ref = solve(
+        ODEProblem(robertson, [1.0, 0.0, 0.0], (0.0, 40.0), p),
+        CVODE_BDF(jacobian=False),
+        saveat=[40.0],
+        rtol=1e-8,
+        atol=1e-10,
+    )
+    np.testing.assert_allclose(sol.u, ref.u, rtol=1e-5, atol=1e-9)
+    assert sol.u[0, 0] == pytest.approx(0.7158, abs=1e-4)  # the classic value at t = 40
+
+    @numba.njit
+    def floors(du, u, p, t):
+        du[0] = -math.floor(u[0]) * p[0]
+
+    prob = ODEProblem(floors, [1.5], (0.0, 1.0), [1.0])
+    assert solve(prob, CVODE_BDF(), saveat=[1.0]).success  # "auto": difference quotients
+    with pytest.raises(TypeError, match="no automatic derivative"):
+        solve(ODEProblem(floors, [1.5], (0.0, 1.0), [1.0]), CVODE_BDF(jacobian=True))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import operator
 import types as pytypes
+import weakref
 
 import numba
 import numpy as np
@@ -38,6 +39,10 @@ from numba.core.registry import CPUDispatcher
 from numba.extending import overload
 
 H = 1e-30  # the complex step
+
+# automatic vjps made so far, per function and (n, len(p), traced?): a new problem on the same
+# function reuses them (building one compiles for about a second)
+_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _is_complex(t) -> bool:
@@ -229,6 +234,18 @@ def automatic_vjp(f, u0, p, t0, trace: bool = True):
     right-hand side) where the code allows it, else ``"complex step"`` (``n + len(p)``
     complex evaluations per call). Checked at ``(u0, p, t0)`` against central differences;
     ``TypeError`` naming the reason when neither can be made."""
+    key = (u0.size, p.size, trace)
+    made = _MADE.setdefault(f, {})
+    if key in made:  # made for this function before: only the check is per problem
+        vjp, how, check = made[key]
+        _check_against_differences(f, check, u0, p, t0)
+        return vjp, how
+    vjp, how, check = _make(f, u0, p, t0, trace)
+    made[key] = (vjp, how, check)
+    return vjp, how
+
+
+def _make(f, u0, p, t0, trace):
     traced = _traced_vjp(f, u0, p, t0) if trace else None
     if traced is not None:
         vjp, kernel = traced
@@ -237,7 +254,7 @@ def automatic_vjp(f, u0, p, t0, trace: bool = True):
             vjp(v, u, p, t, kernel, ubar, pbar)
 
         _check_against_differences(f, vjp6, u0, p, t0)
-        return vjp, "traced"
+        return vjp, "traced", vjp6
     try:
         fc = complex_step_version(f)
         vjp = make_vjp(fc)
@@ -252,7 +269,7 @@ def automatic_vjp(f, u0, p, t0, trace: bool = True):
             "(ODEProblem(..., vjp=...)) or build the model with SymbolicModel"
         ) from None
     _check_against_differences(f, vjp, u0, p, t0)
-    return vjp, "complex step"
+    return vjp, "complex step", vjp
 
 
 def _traced_vjp(f, u0, p, t0):

@@ -35,8 +35,9 @@ class CVODESolver:
 
     Parameters
     ----------
-    jacobian : "auto" (default): the exact Jacobian from the problem's vjp when it has one,
-        else CVODE's difference quotients; True: require the exact one; False: always
+    jacobian : "auto" (default): the exact Jacobian from the problem's vjp when it has one
+        (a plain compiled right-hand side gets one automatically, as for the adjoints:
+        :meth:`ODEProblem.ensure_vjp`), else CVODE's difference quotients; True: require the exact one; False: always
         difference quotients (they only steer the Newton iteration, not the accuracy)
     linsolver : CVODE's linear solver ("dense", "lapackdense", ...)
     max_order : the largest order of the multistep method (default: CVODE's)
@@ -127,6 +128,12 @@ def solve_cvode(
         options["first_step"] = float(dt0)
     if dtmin:
         options["min_step"] = float(dtmin)
+    if solver.jacobian is not False and prob.vjp_address == 0 and prob.f_address != 0:
+        try:  # a plain compiled right-hand side: its exact derivatives, made automatically
+            prob.ensure_vjp()
+        except Exception:  # noqa: BLE001 - "auto" falls back to difference quotients
+            if solver.jacobian is True:
+                raise
     exact = solver.jacobian is True or (solver.jacobian == "auto" and prob.vjp_address != 0)
     if solver.jacobian is True and prob.vjp_address == 0:
         raise ValueError(
