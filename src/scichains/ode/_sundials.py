@@ -38,7 +38,8 @@ class CVODESolver:
     jacobian : "auto" (default): the exact Jacobian from the problem's vjp when it has one
         (a plain compiled right-hand side gets one automatically, as for the adjoints:
         :meth:`ODEProblem.ensure_vjp`), else CVODE's difference quotients; True: require
-        the exact one; False: always difference quotients (they only steer the Newton iteration, not the accuracy)
+        the exact one; False: always difference quotients (they only steer the Newton
+        iteration, not the accuracy)
     linsolver : CVODE's linear solver ("dense", "lapackdense", ...)
     max_order : the largest order of the multistep method (default: CVODE's)
     """
