@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
+from ..ode._control import E_FLOOR, pi_control, pi_gains
 from ..ode._kernels import rhs_from_address, vjp_from_address
 from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
 
@@ -95,11 +96,7 @@ def continuous_adjoint(
     vaddr,
     k,
     p,
-    A,
-    b,
-    c,
-    btilde,
-    ctrl_order,
+    method,
     rtol,
     atol,
     max_steps,
@@ -119,8 +116,9 @@ def continuous_adjoint(
 ):
     """Integrate the adjoint system backward over the stored forward solve.
 
-    ``mode``: INTERPOLATING (``u`` from the stored steps; error control on ``[lam, g]``),
-    QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature with the
+    ``method``: the explicit method (:class:`~scichains.ode._kernels.Tableau`) and its
+    controller order. ``mode``: INTERPOLATING (``u`` from the stored steps; error control on
+    ``[lam, g]``), QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature with the
     method's weights on the adjoint's steps), BACKSOLVE (``u`` integrated backward with
     ``lam``, restarted from the stored values at every save point and dose; needs ``faddr``,
     the address of the right-hand side).
@@ -135,6 +133,7 @@ def continuous_adjoint(
     the right-hand side or the vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``).
     Allocates nothing.
     """
+    A, b, c, btilde, ctrl_order, _ = method
     vjp = vjp_from_address(vaddr)
     f = rhs_from_address(faddr)
     s = b.shape[0]
@@ -156,11 +155,7 @@ def continuous_adjoint(
         for j in range(npar):
             y[n + j] = pbar[j]
     d = 1.0 if ts[nstore - 1] >= ts[0] else -1.0
-    beta1 = 7.0 / (10.0 * ctrl_order)
-    beta2 = 2.0 / (5.0 * ctrl_order)
-    qmin = 0.2
-    qmax = 10.0
-    gamma = 0.9
+    beta1, beta2 = pi_gains(ctrl_order)
     naccept = 0
     nreject = 0
     nvjp = 0
@@ -198,7 +193,7 @@ def continuous_adjoint(
         # integrate y from ts[hi] back to ts[lo] (steps of sign -d)
         t = ts[hi]
         tend = ts[lo]
-        qold = 1e-4
+        qold = E_FLOOR
         while d * (t - tend) > 0.0:
             if naccept + nreject >= max_steps:
                 code = 1
@@ -241,23 +236,15 @@ def continuous_adjoint(
                     sc = atol + max(abs(y[i]), abs(ynew[i])) * rtol
                     e += (hs * acc2 / sc) ** 2
             e = math.sqrt(e / Ne)
-            if not math.isfinite(e):
-                h = h_try * qmin
+            accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
+            if not accepted:
+                h = h_next
                 nreject += 1
                 continue
-            q11 = e**beta1
-            if e > 1.0:
-                h = h_try / min(1.0 / qmin, q11 / gamma)
-                nreject += 1
-                continue
-            q = q11 / qold**beta2
-            q = max(1.0 / qmax, min(1.0 / qmin, q / gamma))
-            qold = max(e, 1e-4)
             naccept += 1
             for i in range(N):
                 y[i] = ynew[i]
             t = tend if landing else t + hs
-            h_next = h_try / q
             h = h_next if not landing else max(h_next, h)
         if code != 0:
             break
@@ -322,11 +309,7 @@ def adjoint_over_plan(
         vaddr,
         prob.kernel,
         p,
-        plan.A,
-        plan.b,
-        plan.c,
-        plan.btilde,
-        plan.ctrl,
+        plan.tableau,
         rtol,
         atol,
         plan.max_steps,

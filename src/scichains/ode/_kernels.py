@@ -10,6 +10,7 @@ indirectly (~1-3 ns per call), and the method as tableau arrays. The network ker
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -19,6 +20,7 @@ from numba.extending import intrinsic
 
 from .._jit import FLAGS
 from ..nn._chain import ChainKernel, SimpleChain
+from ._control import E_FLOOR, pi_control, pi_gains
 
 # return codes of the stepper (see _solution.ReturnCode); GROW is internal: the step buffers
 # are full, the caller grows them and resumes (see ``integrate``)
@@ -82,6 +84,62 @@ rhs_from_address = _from_address(RHS_TYPE, "rhs_from_address")
 vjp_from_address = _from_address(VJP_TYPE, "vjp_from_address")
 
 
+class Tableau(NamedTuple):
+    """An explicit Runge-Kutta method as the kernels take it."""
+
+    A: np.ndarray  # (s, s) float64, strictly lower triangular
+    b: np.ndarray  # (s,) weights
+    c: np.ndarray  # (s,) nodes
+    btilde: np.ndarray  # (s,) error weights (b - b of the embedded method); zeros if fixed
+    ctrl_order: int  # error order + 1 (the controller's); 0 for a fixed step
+    fsal: bool  # the last stage is f at the step's end
+
+
+class StepControl(NamedTuple):
+    """Tolerances and limits of an adaptive solve."""
+
+    rtol: float
+    atol: float
+    dt0: float  # the first step (0: automatic)
+    dtmin: float  # the smallest step before DT_UNDERFLOW
+    max_steps: int
+
+
+class Stops(NamedTuple):
+    """Times the stepper lands on, in the direction of integration, ending with ``t1``, and
+    the jumps (doses) at them."""
+
+    times: np.ndarray  # float64
+    jump_index: np.ndarray  # int64: per stop, the index of its first jump, or -1
+    jump_count: np.ndarray  # int64: per stop, how many jumps
+    jump_state: np.ndarray  # int64: per jump, the state it adds to
+    jump_amount: np.ndarray  # float64: per jump, the amount
+
+
+class StepStore(NamedTuple):
+    """What the stepper writes (see :func:`integrate`)."""
+
+    ts: np.ndarray  # (cap,) step times; after the last entry the step it would try next
+    us: np.ndarray  # (cap, n) states at the step times
+    fs: np.ndarray  # (cap, n) f there (right limits)
+    stats: np.ndarray  # int64 [stored, nf, naccept, nreject, steps, stop index, resume]:
+    #                    out, and in with stats[6] = 1 to resume after GROW (buffers grown)
+    kstore: np.ndarray  # (cap, s, n) the stages of the step ending at each entry, or
+    #                     (0, s, n) for none
+    astore: np.ndarray  # (cap, s, R) the network work buffer of each stage's evaluation
+    #                     (R = k.work.size; R = 0 for none): a network right-hand side
+    #                     leaves its activations there for the adjoint sweep
+    carry: np.ndarray  # (3 + R,) the controller's state for a resume
+    fail: np.ndarray  # (1 + n,) on RHS_ERROR the time and state of the failed call
+
+
+_F2 = types.float64[:, ::1]
+_F3 = types.float64[:, :, ::1]
+TABLEAU_TYPE = types.NamedTuple((_F2, F64, F64, F64, types.int64, types.boolean), Tableau)
+CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,), StepControl)
+STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64), Stops)
+STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
+
 _STEP_SIG = types.int64(
     types.int64,  # address of the right-hand side (a numba.cfunc of RHS_SIGNATURE)
     KERNEL_TYPE,  # k: network kernels for f
@@ -89,37 +147,10 @@ _STEP_SIG = types.int64(
     F64,  # p
     types.float64,  # t0
     types.float64,  # t1
-    types.float64[:, ::1],  # A
-    F64,  # b
-    F64,  # c
-    F64,  # btilde
-    types.int64,  # control order (error_order + 1); 0 for fixed step
-    types.boolean,  # fsal
-    types.float64,  # rtol
-    types.float64,  # atol
-    types.float64,  # dt0 (0: automatic)
-    types.float64,  # dtmin
-    types.int64,  # max_steps
-    F64,  # stops: times to land on, in the direction of integration, ending with t1
-    I64,  # jump_index: for each stop, index into jump arrays of its first jump, or -1
-    I64,  # jump_count
-    I64,  # jump_state
-    F64,  # jump_amount
-    F64,  # ts: out, step times (capacity max_steps + 2 len(stops) + 2); after the last
-    #       stored entry, the step size the controller would try next
-    types.float64[:, ::1],  # us: out, states at step times
-    types.float64[:, ::1],  # fs: out, f at step times (right limits)
-    I64,  # stats: [n_steps_stored, nf, naccept, nreject, steps, stop index, resume]: out,
-    #       and in with stats[6] = 1 to resume a solve that returned GROW (buffers grown)
-    types.float64[:, :, ::1],  # kstore: out, the stages of the step ending at each stored
-    #                            entry (shape (capacity, s, n)), or shape (0, s, n) for none
-    types.float64[:, :, ::1],  # astore: out, the work buffer of each stage's evaluation, for
-    #                            the step ending at each stored entry (shape (capacity, s, R),
-    #                            R = k.work.size); R = 0 for none. A network right-hand side
-    #                            leaves its activations there, so an adjoint need not
-    #                            recompute them.
-    F64,  # carry: the controller's state for a resume (length 3 + R)
-    F64,  # fail: out, on RHS_ERROR the time and the state (length 1 + n) of the failed call
+    TABLEAU_TYPE,
+    CONTROL_TYPE,
+    STOPS_TYPE,
+    STORE_TYPE,
 )
 
 
@@ -141,47 +172,21 @@ def record_failure(fail, t, x):
 
 
 @numba.njit(_STEP_SIG, **FLAGS)
-def integrate(
-    faddr,
-    k,
-    u0,
-    p,
-    t0,
-    t1,
-    A,
-    b,
-    c,
-    btilde,
-    ctrl_order,
-    fsal,
-    rtol,
-    atol,
-    dt0,
-    dtmin,
-    max_steps,
-    stops,
-    jump_index,
-    jump_count,
-    jump_state,
-    jump_amount,
-    ts,
-    us,
-    fs,
-    stats,
-    kstore,
-    astore,
-    carry,
-    fail,
-):
-    """Integrate from ``t0`` to ``t1`` (either direction), storing every step.
+def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
+    """Integrate from ``t0`` to ``t1`` (either direction) with the explicit method ``method``
+    (:class:`Tableau`), storing every step in ``store`` (:class:`StepStore`).
 
     Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW). Jumps at a
     stop are applied when the stepper lands on it; the stored state there is the value after
-    the jumps. RHS_ERROR: the right-hand side returned nonzero (raised); ``fail`` holds the
-    time and state of that call. GROW: ``ts``/``us``/``fs`` (and ``kstore`` if kept) are
-    full; the stepper's state is in ``stats`` and ``carry``: copy the stored entries into
-    larger buffers and call again with ``stats[6] = 1`` to go on exactly where it stopped.
+    the jumps. RHS_ERROR: the right-hand side returned nonzero (raised); ``store.fail`` holds
+    the time and state of that call. GROW: the step buffers are full; the stepper's state is
+    in ``stats`` and ``carry``: copy the stored entries into larger buffers and call again
+    with ``stats[6] = 1`` to go on exactly where it stopped.
     """
+    A, b, c, btilde, ctrl_order, fsal = method
+    rtol, atol, dt0, dtmin, max_steps = control
+    stops, jump_index, jump_count, jump_state, jump_amount = stops
+    ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_from_address(faddr)
     n = u0.shape[0]
     s = b.shape[0]
@@ -220,7 +225,7 @@ def integrate(
         naccept = 0
         nreject = 0
         steps = 0
-        qold = 1e-4
+        qold = E_FLOOR
         last_nonfinite = False
         t = t0
         stop_i = 0
@@ -270,11 +275,7 @@ def integrate(
             h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
             h = min(100.0 * h0, h1)
         h = abs(h)
-    beta1 = 7.0 / (10.0 * max(ctrl_order, 1))
-    beta2 = 2.0 / (5.0 * max(ctrl_order, 1))
-    gamma = 0.9
-    qmin = 0.2
-    qmax = 10.0
+    beta1, beta2 = pi_gains(ctrl_order)
     while code == SUCCESS and direction * (t1 - t) > 0.0:
         if steps >= max_steps:
             code = MAX_STEPS
@@ -331,25 +332,18 @@ def integrate(
                 sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
                 e += (hs * acc / sc) ** 2
             e = math.sqrt(e / n)
-            if not math.isfinite(e):
-                # a non-finite stage: retry smaller, as a too-large step can overflow
-                h = h_try * qmin
+            accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
+            if not accepted:
+                h = h_next
                 nreject += 1
-                last_nonfinite = True
-                if landing and h_try < dtmin:
-                    code = NONFINITE
-                    break
+                if not math.isfinite(e):
+                    # a non-finite stage: retried smaller (a too-large step can overflow)
+                    last_nonfinite = True
+                    if landing and h_try < dtmin:
+                        code = NONFINITE
+                        break
                 continue
             last_nonfinite = False
-            q11 = e**beta1
-            if e > 1.0:
-                h = h_try / min(1.0 / qmin, q11 / gamma)
-                nreject += 1
-                continue
-            q = q11 / qold**beta2
-            q = max(1.0 / qmax, min(1.0 / qmin, q / gamma))
-            qold = max(e, 1e-4)
-            h_next = h_try / q
         else:
             h_next = h
             finite = True

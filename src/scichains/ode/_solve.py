@@ -9,7 +9,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..nn._validate import as_real
-from ._kernels import GROW, NO_NETWORK, find_save_positions, integrate, interpolate_saves
+from ._kernels import (
+    GROW,
+    NO_NETWORK,
+    StepControl,
+    StepStore,
+    Stops,
+    Tableau,
+    find_save_positions,
+    integrate,
+    interpolate_saves,
+)
 from ._problem import ODEProblem
 from ._solution import (
     FailedSolve,
@@ -79,6 +89,9 @@ class SolvePlan:
         n = self.us.shape[1]
         self.fail = np.zeros(1 + n)
         self.carry = np.zeros(3 + self.astore.shape[2])
+        self.tableau = Tableau(
+            self.A, self.b, self.c, self.btilde, int(self.ctrl), bool(self.solver.fsal)
+        )
         if self.interpolate:
             self.keep_stages()
         # the saved states and where they lie (made by save_buffers: solve() needs none)
@@ -86,6 +99,12 @@ class SolvePlan:
         self.save_pos = np.zeros(0, dtype=np.int64)
         self.save_inner = np.zeros(0, dtype=np.bool_)
         self.save_w = np.zeros((0, self.solver.stages))
+
+    def store(self) -> StepStore:
+        """The step buffers as the stepper takes them (new after :meth:`grow`)."""
+        return StepStore(
+            self.ts, self.us, self.fs, self.stats, self.kstore, self.astore, self.carry, self.fail
+        )
 
     def save_buffers(self) -> None:
         """Make ``save_u``, ``save_pos``, ``save_inner`` and ``save_w`` (the interpolation
@@ -174,6 +193,9 @@ def run_plan(
         tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
     plan.stats[6] = 0
     while True:
+        control = StepControl(
+            plan.rtol, plan.atol, plan.dt0 if dt0 is None else dt0, plan.dtmin, plan.max_steps
+        )
         code = int(
             integrate(
                 f_address or prob.f_address,
@@ -182,26 +204,10 @@ def run_plan(
                 p,
                 t0,
                 t1,
-                plan.A,
-                plan.b,
-                plan.c,
-                plan.btilde,
-                plan.ctrl,
-                plan.solver.fsal,
-                plan.rtol,
-                plan.atol,
-                plan.dt0 if dt0 is None else dt0,
-                plan.dtmin,
-                plan.max_steps,
-                *tables,
-                plan.ts,
-                plan.us,
-                plan.fs,
-                plan.stats,
-                plan.kstore,
-                plan.astore,
-                plan.carry,
-                plan.fail,
+                plan.tableau,
+                control,
+                Stops(*tables),
+                plan.store(),
             )
         )
         if code != GROW:
