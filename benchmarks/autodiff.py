@@ -2,8 +2,10 @@
 tracing, the default, and by the complex step, the fallback for code that cannot be traced)
 against the same model as a SymbolicModel (generated exact derivatives).
 
-Two models: Lotka-Volterra (2 states, 4 parameters) and a chain of 20 compartments with
-saturable transfer (20 states, 21 parameters). Loss: squared error at 11 save points; Tsit5,
+Three models: Lotka-Volterra (2 states, 4 parameters), a chain of 20 compartments with
+saturable transfer (20 states, 21 parameters), and a universal differential equation whose
+right-hand side calls a network through ``nn.chain_forward`` (against SymbolicModel with a
+NetworkTerm). Loss: squared error at 11 save points; Tsit5,
 rtol 1e-8; the default sensitivity method (the discrete adjoint). Prints the median time of
 one loss + gradient for each and the ratios to SymbolicModel.
 
@@ -25,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _machine as machine  # noqa: E402
 
+from scichains import Dense, SimpleChain, nn  # noqa: E402
 from scichains.adjoint import Objective, SquaredError  # noqa: E402
-from scichains.ode import ODEProblem, SymbolicModel  # noqa: E402
+from scichains.ode import NetworkTerm, ODEProblem, SymbolicModel  # noqa: E402
 
 N = 20
 
@@ -47,6 +50,21 @@ def transit_chain(du, u, p, t):
         du[i] = inflow - out
         inflow = out
     du[n - 1] -= p[n] * u[n - 1]
+
+
+@numba.njit
+def ude(du, u, p, t, k):
+    """Lotka-Volterra's linear terms plus a network of the state (parameters ``p[2:]``)."""
+    out = np.empty(2)
+    nn.chain_forward(k, p[2:], u, out)
+    du[0] = p[0] * u[0] + out[0]
+    du[1] = -p[1] * u[1] + out[1]
+
+
+def symbolic_ude(chain):
+    x, y, a, d = sp.symbols("x y a d")
+    term = NetworkTerm(chain, [x, y])
+    return SymbolicModel([x, y], [a, d], [a * x + term[0], -d * y + term[1]], term)
 
 
 def symbolic_lv():
@@ -82,7 +100,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print(machine.describe())
     ts = np.linspace(0.0, 5.0, 11)
-    cases = [
+    cases = [  # (name, compiled RHS, the same as a SymbolicModel, u0, p)
         ("Lotka-Volterra", lotka_volterra, symbolic_lv(), np.ones(2), [1.5, 1.0, 1.0, 3.0]),
         (
             "transit chain, 20 states",
@@ -94,35 +112,56 @@ def main(argv=None):
     ]
     for name, f, model, u0, p in cases:
         p = np.asarray(p, dtype=np.float64)
-        data = np.zeros((ts.size, u0.size))
-        kw = dict(rtol=1e-8, atol=1e-10)
         traced = ODEProblem(f, u0, (0.0, 5.0), p)
         traced.ensure_vjp()
         cstep = ODEProblem(f, u0, (0.0, 5.0), p)
         cstep.ensure_vjp(method="complex step")
         assert traced.derivatives == "traced" and cstep.derivatives == "complex step"
-        objs = {
-            "traced": Objective(traced, SquaredError(data), ts, **kw),
-            "complex step": Objective(cstep, SquaredError(data), ts, **kw),
-            "SymbolicModel": Objective(
-                model.problem(u0, (0.0, 5.0), p), SquaredError(data), ts, **kw
-            ),
-        }
-        gs = objs["SymbolicModel"].value_and_grad(p)[1]
-        times = {}
-        for _ in range(3):  # interleaved rounds: a slow moment of the machine hits all three
-            for key, obj in objs.items():
-                times.setdefault(key, []).append(median_ms(obj, p, args.reps // 3))
-        tsym = float(np.median(times["SymbolicModel"]))
-        print(f"{name}: SymbolicModel {tsym:.3f} ms per loss + gradient")
-        for key in ("traced", "complex step"):
-            g = objs[key].value_and_grad(p)[1]
-            err = float(np.max(np.abs(g - gs)) / max(1e-300, np.max(np.abs(gs))))
-            ta = float(np.median(times[key]))
-            print(
-                f"  automatic, {key}: {ta:.3f} ms, ratio {ta / tsym:.2f}; gradient agrees "
-                f"with SymbolicModel's to {err:.1e} (relative)"
-            )
+        compare(
+            name,
+            {"traced": traced, "complex step": cstep},
+            model.problem(u0, (0.0, 5.0), p),
+            p,
+            ts,
+            args.reps,
+        )
+    # a universal differential equation: a network called from the user's own @njit code
+    chain = SimpleChain(2, Dense(16, "tanh"), Dense(16, "tanh"), Dense(2))
+    p = np.r_[1.3, 1.8, chain.init_params(seed=0, dtype=np.float64)]
+    u0 = np.array([0.44, 4.6])
+    traced = ODEProblem(ude, u0, (0.0, 5.0), p, kernel=chain.kernel(np.float64))
+    traced.ensure_vjp()
+    compare(
+        f"UDE (network 2-16-16-2 via nn.chain_forward, {chain.num_params} weights)",
+        {"traced": traced},
+        symbolic_ude(chain).problem(u0, (0.0, 5.0), p),
+        p,
+        ts,
+        args.reps,
+    )
+
+
+def compare(name, autos, sym_prob, p, ts, reps):
+    """Time loss + gradient of each automatic problem against the SymbolicModel one."""
+    data = np.zeros((ts.size, sym_prob.u0.size))
+    kw = dict(rtol=1e-8, atol=1e-10)
+    objs = {key: Objective(prob, SquaredError(data), ts, **kw) for key, prob in autos.items()}
+    objs["SymbolicModel"] = Objective(sym_prob, SquaredError(data), ts, **kw)
+    gs = objs["SymbolicModel"].value_and_grad(p)[1]
+    times = {}
+    for _ in range(3):  # interleaved rounds: a slow moment of the machine hits them all
+        for key, obj in objs.items():
+            times.setdefault(key, []).append(median_ms(obj, p, reps // 3))
+    tsym = float(np.median(times["SymbolicModel"]))
+    print(f"{name}: SymbolicModel {tsym:.3f} ms per loss + gradient")
+    for key in autos:
+        g = objs[key].value_and_grad(p)[1]
+        err = float(np.max(np.abs(g - gs)) / max(1e-300, np.max(np.abs(gs))))
+        ta = float(np.median(times[key]))
+        print(
+            f"  automatic, {key}: {ta:.3f} ms, ratio {ta / tsym:.2f}; gradient agrees "
+            f"with SymbolicModel's to {err:.1e} (relative)"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from scichains import Dense, SimpleChain, nn
 from scichains.adjoint import Objective, SquaredError, check_vjp, gradient
 from scichains.ode import ODEProblem, SymbolicModel
 
@@ -70,20 +71,6 @@ def test_what_the_complex_step_cannot_do_is_refused_clearly():
 
     with pytest.raises(TypeError, match="no automatic derivative"):
         ODEProblem(floors, [1.5], (0.0, 1.0), [1.0]).ensure_vjp()
-
-    from scichains import Dense, SimpleChain, nn
-
-    chain = SimpleChain(1, Dense(1))
-
-    @numba.njit
-    def net(du, u, p, t, k):
-        nn.chain_forward(k, p, u, du)
-
-    prob = ODEProblem(
-        net, [1.0], (0.0, 1.0), chain.init_params(dtype=np.float64), kernel=chain.kernel(np.float64)
-    )
-    with pytest.raises(ValueError, match="network-calling"):
-        Objective(prob, SquaredError(np.zeros((1, 1))), [1.0])
 
 
 @numba.njit
@@ -206,3 +193,83 @@ def test_cvode_gets_the_exact_jacobian_of_a_plain_compiled_rhs():
     assert solve(prob, CVODE_BDF(), saveat=[1.0]).success  # "auto": difference quotients
     with pytest.raises(TypeError, match="no automatic derivative"):
         solve(ODEProblem(floors, [1.5], (0.0, 1.0), [1.0]), CVODE_BDF(jacobian=True))
+
+
+CHAIN = None
+
+
+def _chain():
+    global CHAIN
+    if CHAIN is None:
+        from scichains import Dense, SimpleChain
+
+        CHAIN = SimpleChain(2, Dense(5, "tanh"), Dense(2))
+    return CHAIN
+
+
+@numba.njit
+def lv_ude(du, u, p, t, k):
+    """Known decay terms plus a network of (x, y/2); its parameters are p[2:]."""
+    x = np.empty(2)
+    out = np.empty(2)
+    x[0] = u[0]
+    x[1] = 0.5 * u[1]
+    nn.chain_forward(k, p[2:], x, out)
+    du[0] = p[0] * u[0] + out[0]
+    du[1] = -p[1] * u[1] + out[1] * u[0] * math.exp(-0.1 * t)
+
+
+def test_network_calling_rhs_is_traced_and_matches_symbolic_model():
+    from scichains.ode import NetworkTerm
+
+    chain = _chain()
+    p = np.r_[1.3, 1.8, chain.init_params(seed=0, dtype=np.float64)]
+    prob = ODEProblem(lv_ude, [0.44, 4.6], (0.0, 3.0), p, kernel=chain.kernel(np.float64))
+    prob.ensure_vjp()
+    assert prob.derivatives == "traced"
+    for u in ([1.0, 2.0], [0.2, 5.0]):
+        r = check_vjp(prob, u=u, t=0.7, rtol=1e-8)
+        assert r.ok, r
+    x, y, a, d, t = sp.symbols("x y a d t")
+    term = NetworkTerm(chain, [x, y / 2])
+    model = SymbolicModel(
+        [x, y], [a, d], [a * x + term[0], -d * y + term[1] * x * sp.exp(-t / 10)], term, t=t
+    )
+    ts = np.linspace(0.0, 3.0, 11)
+    data = np.ones((11, 2))
+    kw = dict(rtol=1e-10, atol=1e-12)
+    ref = gradient(model.problem([0.44, 4.6], (0.0, 3.0), p), SquaredError(data), ts, **kw)
+    got = gradient(prob, SquaredError(data), ts, **kw)
+    assert got[0] == pytest.approx(ref[0], rel=1e-12)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got[2], ref[2], rtol=1e-9)
+
+
+def test_network_calling_rhs_that_cannot_be_traced_is_refused_clearly():
+    chain = SimpleChain(1, Dense(1))
+
+    @numba.njit
+    def net(du, u, p, t, k):
+        nn.chain_forward(k, p, u, du)
+
+    prob = ODEProblem(
+        net, [1.0], (0.0, 1.0), chain.init_params(dtype=np.float64), kernel=chain.kernel(np.float64)
+    )
+    prob.ensure_vjp()  # du = chain(u): traced
+    assert check_vjp(prob, rtol=1e-8).ok
+
+    @numba.njit
+    def clipped(du, u, p, t, k):
+        nn.chain_forward(k, p, u, du)
+        if u[0] > 2.0:
+            du[0] = 0.0
+
+    prob = ODEProblem(
+        clipped,
+        [1.0],
+        (0.0, 1.0),
+        chain.init_params(dtype=np.float64),
+        kernel=chain.kernel(np.float64),
+    )
+    with pytest.raises(ValueError, match="network-calling right-hand side: tracing it failed"):
+        Objective(prob, SquaredError(np.zeros((1, 1))), [1.0])

@@ -118,10 +118,10 @@ def continuous_adjoint(
 
     ``method``: the explicit method (:class:`~scichains.ode._kernels.Tableau`) and its
     controller order. ``mode``: INTERPOLATING (``u`` from the stored steps; error control on
-    ``[lam, g]``), QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature with the
-    method's weights on the adjoint's steps), BACKSOLVE (``u`` integrated backward with
-    ``lam``, restarted from the stored values at every save point and dose; needs ``faddr``,
-    the address of the right-hand side).
+    ``[lam, g]``), QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature
+    with the method's weights on the adjoint's steps), BACKSOLVE (``u`` integrated backward with
+    ``lam``, restarted from the stored values at every save point and dose; needs ``faddr``, the
+    address of the right-hand side).
 
     ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times: doses);
     ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient

@@ -281,7 +281,7 @@ def _traced_vjp(f, u0, p, t0):
     from ._trace import NotTraceable, trace_rhs
 
     try:
-        states, params, t, eqs = trace_rhs(f, u0.size, p.size)
+        states, params, t, eqs, _ = trace_rhs(f, u0.size, p.size)
     except NotTraceable:
         return None
     uses_t = any(t in e.free_symbols for e in eqs)
@@ -309,17 +309,52 @@ def _traced_vjp(f, u0, p, t0):
     return model.vjp, kernel
 
 
-def _check_against_differences(f, vjp, u0, p, t0):
+def network_vjp(f, u0, p, t0, kernel):
+    """``(vjp, kernel)`` for a right-hand side ``f(du, u, p, t, k)`` that calls a network
+    through ``nn.chain_forward``: traced (:mod:`._trace`), the physics differentiated by SymPy
+    and the network by its compiled vjp; ``kernel`` is the problem's with the scratch that
+    vjp needs appended to its work buffer. Checked against central differences; ``ValueError``
+    naming the reason when the function cannot be traced (the complex step cannot see through
+    a network's real kernels)."""
+    from ._problem import register_cfunc
+    from ._symbolic import _load
+    from ._trace import NotTraceable, network_scratch, network_vjp_source, trace_rhs
+
+    try:
+        states, params, t, eqs, calls = trace_rhs(f, u0.size, p.size, kernel)
+    except NotTraceable as e:
+        raise ValueError(
+            "no automatic derivative for this network-calling right-hand side: tracing it "
+            f"failed ({e}); it must call nn.chain_forward(k, p[a:b], x, out) with no branch on "
+            "values (write its vjp by hand, or build the model with SymbolicModel and a "
+            "NetworkTerm)"
+        ) from None
+    base = kernel.work.size
+    source = network_vjp_source(states, params, t, eqs, calls, base)
+    module = _load(source)
+    register_cfunc(module.vjp, module.vjp_cfunc, True)
+    work = np.zeros(base + network_scratch(calls))
+    kernel = kernel._replace(work=work)
+    vjp = module.vjp
+
+    def vjp6(v, u, p, t, ubar, pbar):
+        vjp(v, u, p, t, kernel, ubar, pbar)
+
+    _check_against_differences(f, vjp6, u0, p, t0, kernel)
+    return vjp, kernel
+
+
+def _check_against_differences(f, vjp, u0, p, t0, kernel=None):
     """Refuse the vjp if it disagrees with central differences at ``(u0, p)`` and also at a
     point nearby (a kink at ``u0``, e.g. ``abs(u)`` at 0, fools the differences, not the
     complex step)."""
-    mismatch = _mismatch(f, vjp, u0, p, t0)
+    mismatch = _mismatch(f, vjp, u0, p, t0, kernel)
     if mismatch is None:
         return
     r = np.random.default_rng(1).standard_normal(u0.size + p.size)
     u1 = u0 * (1.0 + 1e-3 * r[: u0.size]) + 1e-3 * r[: u0.size]
     p1 = p * (1.0 + 1e-3 * r[u0.size :]) + 1e-3 * r[u0.size :]
-    if _mismatch(f, vjp, u1, p1, t0) is None:
+    if _mismatch(f, vjp, u1, p1, t0, kernel) is None:
         return
     raise TypeError(
         "no automatic derivative for this right-hand side: its complex-step derivative "
@@ -330,7 +365,7 @@ def _check_against_differences(f, vjp, u0, p, t0):
     )
 
 
-def _mismatch(f, vjp, u0, p, t0):
+def _mismatch(f, vjp, u0, p, t0, kernel=None):
     """None, or where the vjp and central differences disagree."""
     n = u0.size
     rng = np.random.default_rng(0)
@@ -345,8 +380,9 @@ def _mismatch(f, vjp, u0, p, t0):
         xp, xm = x0.copy(), x0.copy()
         xp[j] += h
         xm[j] -= h
-        f(du_p, xp[:n].copy(), xp[n:].copy(), float(t0))
-        f(du_m, xm[:n].copy(), xm[n:].copy(), float(t0))
+        k = () if kernel is None else (kernel,)
+        f(du_p, xp[:n].copy(), xp[n:].copy(), float(t0), *k)
+        f(du_m, xm[:n].copy(), xm[n:].copy(), float(t0), *k)
         num[j] = v @ (du_p - du_m) / (2 * h)
     got = np.concatenate([ub, pb])
     scale = max(1.0, float(np.max(np.abs(num))))

@@ -268,25 +268,32 @@ class ODEProblem:
         code has no value-dependent branches or non-smooth functions, else by the complex
         step (:mod:`scichains.ode._autodiff`). ``prob.derivatives`` then says which
         (``"traced"`` or ``"complex step"``). The adjoints call this. ``ValueError`` when the
-        right-hand side is plain Python or takes the network kernels (write the vjp, or use
-        SymbolicModel); ``TypeError`` when neither way works. ``method="complex step"`` skips
+        right-hand side is plain Python, or calls a network and cannot be traced (write the
+        vjp, or use SymbolicModel); ``TypeError`` when neither way works. A right-hand side
+        ``f(du, u, p, t, k)`` calling ``nn.chain_forward(k, p[a:b], x, out)`` is traced with
+        the network as an opaque function differentiated by its compiled vjp (the problem's
+        kernel then gets the scratch that vjp needs). ``method="complex step"`` skips
         the tracing (``"auto"``: tracing first)."""
         if method not in ("auto", "complex step"):
             raise ValueError(f"method must be 'auto' or 'complex step', got {method!r}")
         if self.vjp_address != 0:
             return
-        if self.f_address == 0 or self.takes_kernel:
+        if self.f_address == 0:
             raise ValueError(
-                "the problem has no vjp, and none can be made automatically for a "
-                + ("plain Python" if self.f_address == 0 else "network-calling")
-                + " right-hand side: build it with scichains.ode.SymbolicModel (exact "
-                "generated derivatives) or pass vjp= to ODEProblem"
+                "the problem has no vjp, and none can be made automatically for a plain Python "
+                "right-hand side: compile it with @numba.njit, build it with "
+                "scichains.ode.SymbolicModel (exact generated derivatives) or pass vjp= to "
+                "ODEProblem"
             )
-        from ._autodiff import automatic_vjp
+        from ._autodiff import automatic_vjp, network_vjp
 
-        vjp, self.derivatives = automatic_vjp(
-            self.f, self.u0, self.p, self.tspan[0], trace=method == "auto"
-        )
+        if self.takes_kernel:
+            vjp, self.kernel = network_vjp(self.f, self.u0, self.p, self.tspan[0], self.kernel)
+            self.derivatives = "traced"
+        else:
+            vjp, self.derivatives = automatic_vjp(
+                self.f, self.u0, self.p, self.tspan[0], trace=method == "auto"
+            )
         self.vjp = vjp
         self._vjp_cfunc, self.vjp_takes_kernel = _as_vjp(vjp)
         self.vjp_address = self._vjp_cfunc.address
