@@ -30,6 +30,7 @@ from scichains.adjoint import (
     Objective,
     QuadratureAdjoint,
     SquaredError,
+    Trajectory,
 )
 from scichains.models import NeuralODE, Population, SubjectData
 from scichains.ode import CVODE_BDF, SymbolicModel, solve
@@ -350,6 +351,21 @@ def test_multi_objective_shared_between_threads():
 
     def call(case):
         return multi.value_and_grad(*case, threads=NT)
+
+    assert _hammer(call, cases, 3, 200) == 0
+
+
+def test_trajectories_with_own_times_shared_between_threads():
+    p0 = _LV.pack(a=1.3, b=0.9, c=0.8, d=1.8)
+    u0 = np.array([[0.44, 4.6], [0.6, 3.9], [1.0, 2.5]])
+    times = [np.linspace(0.2, 2.0, 9), np.linspace(0.5, 1.5, 4), np.array([0.3, 2.5])]
+    rng = np.random.default_rng(1)
+    specs = [Trajectory(u0[i], t, rng.uniform(0.5, 3, (t.size, 2))) for i, t in enumerate(times)]
+    multi = MultiObjective(_LV.problem(u0[0], (0.0, 1.0), p0), specs)
+    cases = [(p0 * (1 + 0.05 * k), u0 * (1 - 0.03 * k), [k % 3, (k + 1) % 3]) for k in range(4)]
+
+    def call(case):
+        return multi.value_and_grad(case[0], case[1], threads=NT, batch=case[2])
 
     assert _hammer(call, cases, 3, 200) == 0
 
