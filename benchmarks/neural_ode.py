@@ -7,8 +7,11 @@ float64; gradients by the discrete adjoint. Prints the median time of one loss +
 then 300 Adam steps (lr 0.05) with the final loss, then the time to the first gradient in a
 fresh process (warm cache, and with --compile-times a cold one). Many trajectories: 16 initial
 conditions ([2, 0] scaled and rotated), one loss + gradient over all of them (data: the truth from
-each), threads 1 and 2 (``--only-trajectories`` runs that line alone). With --peers, runs
-peers/neural_ode_diffrax.py and peers/neural_ode_torchdiffeq.py when installed.
+each), threads 1 and 2 (``--only-trajectories`` runs that line alone; the issue's floor: the
+2-thread time >= 3x faster than diffrax with ``jax.vmap`` over the 16, float64, same
+tolerances: peers/multi_trajectory_diffrax.py). With --peers, runs peers/neural_ode_diffrax.py,
+peers/neural_ode_torchdiffeq.py and peers/multi_trajectory_diffrax.py (PEER_THREADS=2) when
+installed (with --only-trajectories, the last alone).
 
 Usage: python benchmarks/neural_ode.py [--reps 200] [--peers] [--compile-times]
        [--only-trajectories]
@@ -17,6 +20,7 @@ Usage: python benchmarks/neural_ode.py [--reps 200] [--peers] [--compile-times]
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -107,6 +111,8 @@ def main(argv=None):
 
     if args.only_trajectories:
         many_trajectories(chain, p, args.reps)
+        if args.peers:
+            run_peers(["multi_trajectory_diffrax.py"], args.reps)
         return
 
     print(
@@ -172,17 +178,26 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as d:
             print(f"time to first gradient, fresh process, cold cache: {first_gradient(d):.2f} s")
     if args.peers:
-        for script in ("neural_ode_diffrax.py", "neural_ode_torchdiffeq.py"):
-            out = subprocess.run(
-                [sys.executable, str(HERE / "peers" / script)],
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            for line in out.stdout.splitlines():
-                print(f"  {line}")
-            if out.returncode != 0:
-                print(f"  {script} failed: {out.stderr.strip().splitlines()[-1:]}")
+        run_peers(
+            ["neural_ode_diffrax.py", "neural_ode_torchdiffeq.py", "multi_trajectory_diffrax.py"],
+            args.reps,
+        )
+
+
+def run_peers(scripts, reps: int) -> None:
+    """Run the peer scripts (same interpreter), printing their lines indented; the
+    many-trajectory peer with ``--reps`` and ``PEER_THREADS=2`` unless set."""
+    for script in scripts:
+        cmd = [sys.executable, str(HERE / "peers" / script)]
+        env = dict(os.environ)
+        if script == "multi_trajectory_diffrax.py":
+            cmd += ["--reps", str(reps)]
+            env.setdefault("PEER_THREADS", "2")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+        for line in out.stdout.splitlines():
+            print(f"  {line}")
+        if out.returncode != 0:
+            print(f"  {script} failed: {out.stderr.strip().splitlines()[-1:]}")
 
 
 def many_trajectories(chain, p, reps: int, m: int = 16) -> None:
@@ -206,8 +221,8 @@ def many_trajectories(chain, p, reps: int, m: int = 16) -> None:
     t1, t2 = results[1][0], results[2][0]
     print(
         f"{m} trajectories (DiscreteAdjoint), one loss + gradient: median {t1 * 1e3:.3f} ms on "
-        f"1 thread, {t2 * 1e3:.3f} ms on 2 threads ({t1 / t2:.2f}x) over {reps} calls; "
-        f"gradients identical bit for bit: {same}"
+        f"1 thread, {t2 * 1e3:.3f} ms on 2 threads ({t1 / t2:.2f}x) over {reps} calls "
+        f"(loss {results[2][1]:.6g}); gradients identical bit for bit: {same}"
     )
 
 

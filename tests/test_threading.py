@@ -27,9 +27,11 @@ from scichains.adjoint import (
     ForwardSensitivity,
     InterpolatingAdjoint,
     MultiObjective,
+    MultipleShooting,
     Objective,
     QuadratureAdjoint,
     SquaredError,
+    Trajectory,
 )
 from scichains.models import NeuralODE, Population, SubjectData
 from scichains.ode import CVODE_BDF, SymbolicModel, solve
@@ -352,6 +354,35 @@ def test_multi_objective_shared_between_threads():
         return multi.value_and_grad(*case, threads=NT)
 
     assert _hammer(call, cases, 3, 200) == 0
+
+
+def test_trajectories_with_own_times_shared_between_threads():
+    p0 = _LV.pack(a=1.3, b=0.9, c=0.8, d=1.8)
+    u0 = np.array([[0.44, 4.6], [0.6, 3.9], [1.0, 2.5]])
+    times = [np.linspace(0.2, 2.0, 9), np.linspace(0.5, 1.5, 4), np.array([0.3, 2.5])]
+    rng = np.random.default_rng(1)
+    specs = [Trajectory(u0[i], t, rng.uniform(0.5, 3, (t.size, 2))) for i, t in enumerate(times)]
+    multi = MultiObjective(_LV.problem(u0[0], (0.0, 1.0), p0), specs)
+    cases = [(p0 * (1 + 0.05 * k), u0 * (1 - 0.03 * k), [k % 3, (k + 1) % 3]) for k in range(4)]
+
+    def call(case):
+        return multi.value_and_grad(case[0], case[1], threads=NT, batch=case[2])
+
+    assert _hammer(call, cases, 3, 200) == 0
+
+
+def test_multiple_shooting_shared_between_threads():
+    p0 = _LV.pack(a=1.3, b=0.9, c=0.8, d=1.8)
+    ts = np.linspace(0.0, 3.0, 13)
+    prob = _LV.problem(np.array([0.44, 4.6]), (0.0, 3.0), p0)
+    data = solve(prob, saveat=ts, rtol=1e-10, atol=1e-12).u
+    ms = MultipleShooting(prob, data, ts, 4, continuity=10.0)
+    cases = [ms.initial(p0 * (1 + 0.05 * k)) + 0.02 * k for k in range(4)]
+
+    def call(theta):
+        return ms.value_and_grad(theta, threads=NT)
+
+    assert _hammer(call, cases, 3, 100) == 0
 
 
 def test_cvode_objective_shared_between_threads():

@@ -14,6 +14,7 @@ from scichains.adjoint import (
     ForwardSensitivity,
     InterpolatingAdjoint,
     QuadratureAdjoint,
+    Trajectory,
 )
 from scichains.models import NeuralODE
 
@@ -269,3 +270,46 @@ def test_many_trajectories_bad_shapes():
         node.loss_and_grad(u0, p, np.zeros((3, 2, 2)), threads=0)
     with pytest.raises(ValueError, match="parameters"):
         node.loss_and_grad(u0, p[:-1], np.zeros((3, 2, 2)))
+
+
+def test_trajectories_with_own_times_and_batches():
+    chain, p = _spiral_model(seed=6)
+    node = NeuralODE(chain, (0.0, 1.0), np.linspace(0.1, 1.0, 4))
+    u0, rng = _many(4, seed=7)
+    times = [np.linspace(0.1, 0.8, 5), np.linspace(0.2, 1.5, 9), np.array([0.4]), [0.3, 0.6]]
+    specs = [Trajectory(u0[i], times[i], rng.standard_normal((len(times[i]), 2))) for i in range(4)]
+    # reference: one single-trajectory model per trajectory, on (0, its last save time)
+    singles, du0s = [], []
+    for s in specs:
+        one = NeuralODE(chain, (0.0, float(s.saveat[-1])), s.saveat)
+        singles.append(one.loss_and_grad(s.u0, p, s.data))
+        du0s.append(one.last_du0)
+    ref_loss, ref_dp = singles[0][0], singles[0][1].copy()
+    for loss_i, dp_i in singles[1:]:
+        ref_loss += loss_i
+        ref_dp += dp_i
+    for threads in (1, 2):
+        loss, dp = node.loss_and_grad(specs, p, threads=threads)
+        assert loss == ref_loss and dp.tobytes() == ref_dp.tobytes()
+        assert node.last_du0.tobytes() == np.stack(du0s).tobytes()
+    tuples = [(s.u0, s.saveat, s.data) for s in specs]
+    assert node.loss_and_grad(tuples, p, threads=2)[1].tobytes() == ref_dp.tobytes()
+    obj = node.objective(specs)
+    value, dp, du0 = obj.value_and_grad(p, threads=2, batch=[2, 0])
+    assert value == singles[2][0] + singles[0][0]
+    np.testing.assert_array_equal(du0, np.stack([du0s[2], du0s[0]]))
+    with pytest.raises(ValueError, match="data=None"):
+        node.loss_and_grad(specs, p, np.zeros((4, 4, 2)))
+    with pytest.raises(ValueError, match="trajectory 1: u0 must have shape"):
+        node.loss_and_grad([specs[0], Trajectory(np.ones(3), [0.5], np.ones((1, 2)))], p)
+    # batches of trajectories with shared times: sums over the batch, in its order
+    data = rng.standard_normal((4, node.saveat.size, 2))
+    parts = [node.loss_and_grad(u0[i], p, data[i]) for i in range(4)]
+    loss, dp = node.loss_and_grad(u0, p, data, threads=2, batch=np.array([3, 1]))
+    assert loss == parts[3][0] + parts[1][0]
+    np.testing.assert_array_equal(dp, parts[3][1] + parts[1][1])
+    assert node.last_du0.shape == (2, 2)
+    with pytest.raises(ValueError, match="repeats"):
+        node.loss_and_grad(u0, p, data, batch=[1, 1])
+    with pytest.raises(ValueError, match="batch"):
+        node.loss_and_grad(u0[0], p, data[0], batch=[0])

@@ -2,7 +2,9 @@
 
 ``value, dp, du0 = gradient(prob, SquaredError(data), saveat=ts)``, or an :class:`Objective`
 built once and evaluated at new parameters; :class:`MultiObjective` sums a loss over many
-trajectories (initial states), on several threads. The problem needs a vjp of its right-hand side:
+trajectories (initial states, each with its own times: :class:`Trajectory`; mini-batches:
+:func:`minibatches`), on several threads; :class:`MultipleShooting` fits long series in
+segments. The problem needs a vjp of its right-hand side:
 generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand (check it with
 :func:`check_vjp`; a gradient with :func:`check_gradient`).
 """
@@ -11,8 +13,8 @@ from ._check import DerivativeCheck, check_gradient, check_vjp
 from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._gradient import Objective, ScipyFun, gradient
-from ._loss import HuberLoss, PointwiseLoss, SolutionLoss, SquaredError
-from ._multi import MultiObjective
+from ._loss import HuberLoss, LogNormalLoss, PointwiseLoss, SolutionLoss, SquaredError
+from ._multi import MultiObjective, Trajectory, minibatches
 from ._sensealg import (
     BacksolveAdjoint,
     DiscreteAdjoint,
@@ -21,6 +23,7 @@ from ._sensealg import (
     QuadratureAdjoint,
     SensitivityAlgorithm,
 )
+from ._shooting import MultipleShooting
 
 __all__ = [
     "BacksolveAdjoint",
@@ -29,7 +32,9 @@ __all__ = [
     "ForwardSensitivity",
     "HuberLoss",
     "InterpolatingAdjoint",
+    "LogNormalLoss",
     "MultiObjective",
+    "MultipleShooting",
     "Objective",
     "PointwiseLoss",
     "QuadratureAdjoint",
@@ -37,11 +42,13 @@ __all__ = [
     "SensitivityAlgorithm",
     "SolutionLoss",
     "SquaredError",
+    "Trajectory",
     "check_gradient",
     "check_vjp",
     "discrete_adjoint",
     "find_save_positions",
     "gradient",
+    "minibatches",
     "continuous_adjoint",
     "squared_error",
 ]

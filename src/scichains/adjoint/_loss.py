@@ -78,8 +78,9 @@ class SquaredError(SolutionLoss):
             raise ValueError(f"data of shape {self.data.shape} holds one trajectory")
         one = object.__new__(type(self))
         one.__dict__.update(self.__dict__)
-        one.data = self.data[i]
-        one.weights = self.weights[i]
+        for name, value in self.__dict__.items():  # data, weights and arrays made from them
+            if isinstance(value, np.ndarray) and value.shape == self.data.shape:
+                setattr(one, name, value[i])
         return one
 
     def value_and_grad(self, t, u, dl_du):
@@ -116,6 +117,55 @@ class HuberLoss(SquaredError):
 
     def __repr__(self) -> str:
         return f"HuberLoss(data of shape {self.data.shape}, delta={self.delta})"
+
+
+class LogNormalLoss(SquaredError):
+    """``L = sum_i sum_k w_ik (log(u_k(t_i) + eps) - log(data_ik + eps))^2``: squared
+    residuals on the log scale (log-normal, i.e. multiplicative, noise; concentrations or
+    counts spanning orders of magnitude). ``dL/du = 2 w r / (u + eps)``.
+
+    ``data``, ``weights`` as for :class:`SquaredError` (weight 0: missing, NaN allowed);
+    ``eps >= 0`` (default 0) shifts zeros away: ``data + eps`` must be positive wherever the
+    weight is not 0 (checked here), and so must ``u + eps`` at the observed points when the
+    loss is evaluated (``ValueError`` naming the save point and state otherwise)."""
+
+    def __init__(self, data, eps: float = 0.0, weights=None):
+        super().__init__(data, weights)
+        eps = float(eps)
+        if not (np.isfinite(eps) and eps >= 0):
+            raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+        self.eps = eps
+        observed = self.weights != 0
+        shifted = self.data + eps
+        bad = observed & (shifted <= 0)
+        if bad.any():
+            where = ", ".join(str(int(j)) for j in np.argwhere(bad)[0])
+            raise ValueError(
+                f"LogNormalLoss: data + eps must be positive where observed, got "
+                f"{shifted[tuple(np.argwhere(bad)[0])]!r} at [{where}]; raise eps or give "
+                "such entries weight 0"
+            )
+        self.observed = observed
+        self.log_data = np.log(np.where(observed, shifted, 1.0))
+
+    def value_and_grad(self, t, u, dl_du):
+        s = u + self.eps
+        bad = self.observed & ~(s > 0)
+        if bad.any():
+            i, k = (int(j) for j in np.argwhere(bad)[0])
+            raise ValueError(
+                f"LogNormalLoss: the solution + eps is {s[i, k]!r} at save point {i} (t = "
+                f"{t[i]}), state {k}: the log-normal loss needs it positive"
+            )
+        s = np.where(self.observed, s, 1.0)  # unobserved entries: no log of a bad value
+        r = np.where(self.observed, np.log(s) - self.log_data, 0.0)
+        wr = self.weights * r
+        np.multiply(wr, 2.0, out=dl_du)
+        dl_du /= s
+        return float(np.sum(wr * r))
+
+    def __repr__(self) -> str:
+        return f"LogNormalLoss(data of shape {self.data.shape}, eps={self.eps})"
 
 
 class PointwiseLoss(SolutionLoss):

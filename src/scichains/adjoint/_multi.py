@@ -3,14 +3,17 @@
 :class:`MultiObjective` runs the trajectories on Python threads (the compiled solver and
 adjoint kernels release the GIL), each thread on an :class:`Objective` of its own, and sums the
 per-trajectory losses and gradients in trajectory order: the result does not depend on the
-number of threads, bit for bit.
+number of threads, bit for bit. Trajectories may share the save times (data of shape
+``(m, T, n)``) or each have their own (:class:`Trajectory`); :func:`minibatches` draws subsets
+for stochastic training (``batch=``).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -76,11 +79,17 @@ class WorkerSets:
                 self._busy.release()
 
 
-def run_trajectories(workers: list, m: int, one: Callable[[object, int], object]) -> list:
+def run_trajectories(
+    workers: list,
+    m: int,
+    one: Callable[[object, int], object],
+    names: Sequence[int] | None = None,
+    total: int | None = None,
+) -> list:
     """``[one(worker, i) for i in range(m)]``, trajectory ``i`` run by the worker of its
     contiguous chunk (one chunk per worker; chunk 0 on the calling thread, the others on the
     module's pool). An exception is raised for the lowest failing trajectory, with a note
-    naming it."""
+    naming it (``names[i]`` of ``total`` when given: a batch of a larger set)."""
     k = min(len(workers), m)
     bounds = [m * j // k for j in range(k + 1)]
     results: list = [None] * m
@@ -102,8 +111,10 @@ def run_trajectories(workers: list, m: int, one: Callable[[object, int], object]
     for failure in failures:
         if failure is not None:
             i, e = failure
-            if m > 1:
-                e.add_note(f"(in trajectory {i} of {m})")
+            count = m if total is None else total
+            if count > 1:
+                name = i if names is None else int(names[i])
+                e.add_note(f"(in trajectory {name} of {count})")
             raise e
     return results
 
@@ -121,34 +132,201 @@ def sum_in_order(results: list) -> tuple[float, np.ndarray, np.ndarray]:
     return float(value), dp, du0
 
 
+class Trajectory:
+    """One experiment for :class:`MultiObjective`: its initial state, save times, data, and
+    optionally weights (0 for a missing value: NaN data allowed there), doses and start time.
+
+    Parameters
+    ----------
+    u0 : initial state, shape ``(n,)``
+    saveat : its save times, shape ``(T,)`` (strictly monotone in the direction of
+        integration; ``T`` may differ between trajectories). The trajectory is solved from
+        ``t0`` to its last save time.
+    data : shape ``(T, n)``: the loss is ``SquaredError(data, weights)``; or a loss object
+        (:class:`HuberLoss`, :class:`LogNormalLoss`, :class:`PointwiseLoss`, ...) on the
+        ``T`` saved states (then ``weights`` must be None: give them to the loss)
+    weights : broadcastable to ``(T, n)``, optional
+    jumps : doses ``[(t, state_index, amount), ...]`` within ``(t0, saveat[-1]]``, optional
+        (as for :class:`Objective`)
+    t0 : start time, optional (default: the problem's ``tspan[0]``)
+
+    A tuple ``(u0, saveat, data[, weights[, jumps]])`` stands for the same.
+    """
+
+    __slots__ = ("u0", "saveat", "data", "weights", "jumps", "t0")
+
+    def __init__(self, u0, saveat, data, weights=None, jumps=None, t0: float | None = None):
+        self.u0 = u0
+        self.saveat = saveat
+        self.data = data
+        self.weights = weights
+        self.jumps = jumps
+        self.t0 = t0
+
+    def __repr__(self) -> str:
+        return f"Trajectory(saveat of length {np.size(self.saveat)}, t0={self.t0})"
+
+
+def _as_trajectory(item, i: int) -> Trajectory:
+    if isinstance(item, Trajectory):
+        return item
+    if isinstance(item, tuple) and 3 <= len(item) <= 5:
+        return Trajectory(*item)
+    raise TypeError(
+        f"trajectory {i}: expected a Trajectory(u0, saveat, data, weights=None, jumps=None) "
+        f"or a tuple (u0, saveat, data[, weights[, jumps]]), got {type(item).__name__}"
+    )
+
+
+def is_trajectory_list(x) -> bool:
+    """Whether ``x`` is a non-empty list/tuple of :class:`Trajectory` objects and tuples
+    ``(u0, saveat, data, ...)`` (a vector ``saveat`` as second entry), as opposed to an array
+    of initial states or a list of losses."""
+    if not isinstance(x, (list, tuple)) or not x:
+        return False
+    return all(
+        isinstance(item, Trajectory)
+        or (isinstance(item, tuple) and 3 <= len(item) <= 5 and np.ndim(item[1]) == 1)
+        for item in x
+    )
+
+
+def _trajectory_objective(prob, spec: Trajectory, i: int, kwargs: dict):
+    """``(Objective, u0)`` of trajectory ``i``: a copy of ``prob`` (network scratch of its
+    own) on ``(t0, saveat[-1])`` with the trajectory's loss and doses. Errors name ``i``."""
+    try:
+        n = prob.u0.size
+        u0 = as_real(spec.u0, "u0")
+        if u0.shape != (n,):
+            raise ValueError(f"u0 must have shape ({n},), got {u0.shape}")
+        if not np.all(np.isfinite(u0)):
+            raise ValueError("u0 contains NaN or infinite values")
+        saveat = as_real(spec.saveat, "saveat")
+        if saveat.ndim != 1 or saveat.size == 0:
+            raise ValueError(f"saveat must be a non-empty vector of times, got {saveat.shape}")
+        if not np.all(np.isfinite(saveat)):
+            raise ValueError("saveat contains NaN or infinite values")
+        direction = 1.0 if prob.tspan[1] > prob.tspan[0] else -1.0
+        if np.any(direction * np.diff(saveat) <= 0):
+            raise ValueError(
+                "saveat must be strictly increasing in the direction of integration "
+                f"(that of the problem's tspan {prob.tspan})"
+            )
+        t0 = prob.tspan[0] if spec.t0 is None else float(spec.t0)
+        if not np.isfinite(t0):
+            raise ValueError(f"t0 must be finite, got {spec.t0!r}")
+        t1 = float(saveat[-1])
+        if not direction * (t1 - t0) > 0:
+            raise ValueError(
+                f"the last save time {t1} must lie {'after' if direction > 0 else 'before'} "
+                f"t0 = {t0} (the trajectory is solved from t0 to its last save time)"
+            )
+        if isinstance(spec.data, SolutionLoss):
+            if spec.weights is not None:
+                raise ValueError("weights go to the loss object given as data, not here")
+            loss = spec.data
+        else:
+            loss = SquaredError(spec.data, spec.weights)
+        one = copy.copy(prob)
+        k = one.kernel
+        one.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
+        one.tspan = (t0, t1)
+        tstops = kwargs.get("tstops")
+        if tstops is not None:  # the shared stops that fall in this trajectory's span
+            tstops = as_real(tstops, "tstops").ravel()
+            lo, hi = min(t0, t1), max(t0, t1)
+            tstops = tstops[(tstops >= lo) & (tstops <= hi)]
+        args = dict(kwargs, tstops=tstops, jumps=spec.jumps)
+        return Objective(one, loss, saveat, **args), u0
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"trajectory {i}: {e}") from None
+
+
+def check_batch(batch, m: int) -> np.ndarray:
+    """``batch`` as an int64 vector of distinct trajectory indices in ``0..m-1``, else
+    ``ValueError``."""
+    idx = np.asarray(batch)
+    if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+        raise ValueError(
+            f"batch must be a non-empty vector of trajectory indices (integers), got {batch!r}"
+        )
+    if np.any((idx < 0) | (idx >= m)):
+        raise ValueError(f"batch holds indices outside 0..{m - 1}: {idx}")
+    if np.unique(idx).size != idx.size:
+        raise ValueError(f"batch repeats trajectory indices: {idx}")
+    return idx.astype(np.int64)
+
+
+def minibatches(m: int, size: int, rng=None, drop_last: bool = False) -> Iterator[np.ndarray]:
+    """One epoch of mini-batches of ``m`` trajectories: index arrays of ``size`` distinct
+    trajectories (the last one smaller unless ``drop_last``), a random permutation of
+    ``range(m)`` split in order. ``rng``: a ``numpy.random.Generator`` or seed (``None``:
+    fresh entropy). Use with ``MultiObjective.value_and_grad(p, u0, batch=indices)``."""
+    for what, v in (("m", m), ("size", size)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{what} must be a positive integer, got {v!r}")
+    order = np.random.default_rng(rng).permutation(int(m))
+    stop = m - m % size if drop_last else m
+    for start in range(0, stop, size):
+        yield order[start : start + size]
+
+
 class MultiObjective:
     """A loss summed over ``m`` trajectories of one problem from different initial states,
-    with its gradient: ``L = sum_i L_i(u_i(saveat))``, ``u_i(t0) = u0[i]``.
+    with its gradient: ``L = sum_i L_i(u_i(saveat_i))``, ``u_i(t0_i) = u0[i]``.
 
     Parameters
     ----------
     prob : ODEProblem with a ``vjp`` (its ``u0`` gives the state's size ``n``)
-    loss : ``SquaredError(data)`` with ``data`` of shape ``(m, len(saveat), n)`` (weights
-        broadcastable to it), or a sequence of ``m`` per-trajectory losses
-        (:class:`SolutionLoss`, each on ``(len(saveat), n)``)
-    saveat : times where every trajectory is observed
-    solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin : as for
-        :class:`Objective` (the same for every trajectory)
+    loss : one of
 
-    ``obj.value_and_grad(p, u0, threads=None)`` with ``u0`` of shape ``(m, n)`` returns
-    ``(L, dL/dp, dL/du0)``: ``dL/dp`` the sum of the per-trajectory gradients (shape
-    ``(len(p),)``), ``dL/du0`` of shape ``(m, n)``; ``obj.value(p, u0, threads=None)`` only
-    ``L``. ``p=None`` means the problem's parameters.
+        - ``SquaredError(data)`` (or ``HuberLoss``, ``LogNormalLoss``) with ``data`` of shape
+          ``(m, len(saveat), n)`` (weights broadcastable to it): every trajectory observed at
+          ``saveat``;
+        - a sequence of ``m`` per-trajectory losses (:class:`SolutionLoss`, each on
+          ``(len(saveat), n)``), also at the shared ``saveat``;
+        - a sequence of ``m`` :class:`Trajectory` objects (or tuples
+          ``(u0, saveat_i, data_i[, weights_i[, jumps_i]])``), each with its own save times,
+          data length, weights and doses; ``saveat`` is then not given (None). Trajectory
+          ``i`` is solved from its ``t0`` (default: ``prob.tspan[0]``) to its last save time.
+
+    saveat : times where every trajectory is observed (the shared forms)
+    solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin : as for
+        :class:`Objective` (the same for every trajectory; with :class:`Trajectory` specs the
+        doses are given per trajectory and ``tstops`` apply where they fall in a span)
+
+    ``obj.value_and_grad(p, u0, threads=None, batch=None)`` with ``u0`` of shape ``(m, n)``
+    returns ``(L, dL/dp, dL/du0)``: ``dL/dp`` the sum of the per-trajectory gradients (shape
+    ``(len(p),)``), ``dL/du0`` of shape ``(m, n)``; ``obj.value(p, u0, ...)`` only ``L``.
+    ``p=None`` means the problem's parameters; with :class:`Trajectory` specs ``u0=None``
+    means theirs (``obj.u0``, shape ``(m, n)``).
+
+    Mini-batches: ``batch`` (distinct trajectory indices, e.g. from :func:`minibatches`)
+    evaluates the listed trajectories only: ``L`` and ``dL/dp`` are the plain **sums over the
+    batch** (not rescaled: multiply by ``m / len(batch)`` for an unbiased estimate of the
+    full sum), ``dL/du0`` has shape ``(len(batch), n)``, row ``j`` for trajectory
+    ``batch[j]``; ``u0`` is still the full ``(m, n)`` array (rows outside the batch unused).
 
     Threads: the trajectories are split into ``threads`` contiguous chunks (default: numba's
     thread count, at most ``m``), each run on its own thread with an :class:`Objective` of its
-    own; the sums are taken in trajectory order afterwards, so the results are identical bit
-    for bit for any ``threads`` (and to summing single-trajectory :class:`Objective` calls in
-    order). Calls from several threads at once are safe (a call that finds the objectives in
-    use runs on a set kept for its thread).
+    own; the sums are taken in trajectory (batch) order afterwards, so the results are
+    identical bit for bit for any ``threads`` (and to summing single-trajectory
+    :class:`Objective` calls in order). Calls from several threads at once are safe (a call
+    that finds the objectives in use runs on a set kept for its thread). With
+    :class:`Trajectory` specs each trajectory keeps an :class:`Objective` (buffers) of its own.
     """
 
-    def __init__(self, prob: ODEProblem, loss, saveat, **kwargs):
+    def __init__(self, prob: ODEProblem, loss, saveat=None, **kwargs):
+        if is_trajectory_list(loss) or (
+            isinstance(loss, (list, tuple)) and any(isinstance(i, Trajectory) for i in loss)
+        ):  # (the second: a list with a bad entry, reported by index there)
+            self._init_trajectories(prob, loss, saveat, kwargs)
+            return
+        if saveat is None:
+            raise ValueError(
+                "give saveat (the times where every trajectory is observed), or a list of "
+                "Trajectory(u0, saveat, data, ...) with times of their own"
+            )
         if isinstance(loss, SquaredError):
             if loss.data.ndim != 3:
                 raise ValueError(
@@ -163,8 +341,8 @@ class MultiObjective:
                     raise TypeError(f"loss[{i}] is not a scichains.adjoint loss: {item!r}")
         else:
             raise TypeError(
-                "loss must be SquaredError(data of shape (m, len(saveat), n)) or a sequence "
-                f"of m per-trajectory losses, got {loss!r}"
+                "loss must be SquaredError(data of shape (m, len(saveat), n)), a sequence "
+                f"of m per-trajectory losses or of Trajectory specs, got {loss!r}"
             )
         if not losses:
             raise ValueError("no trajectories: the loss has m = 0")
@@ -177,11 +355,38 @@ class MultiObjective:
         self.prob = base.prob
         self.saveat = base.saveat
         self.sensealg = base.sensealg
+        self.u0 = None
+        self._objectives = None
         self._base = base
         self._workers = WorkerSets(base._new_copy, first=base)
 
+    def _init_trajectories(self, prob, specs, saveat, kwargs):
+        if saveat is not None:
+            raise ValueError("saveat is given per trajectory (Trajectory.saveat): pass saveat=None")
+        if kwargs.get("jumps") is not None:
+            raise ValueError("with Trajectory specs give the doses per trajectory (jumps=)")
+        if not isinstance(prob, ODEProblem):
+            raise TypeError("MultiObjective needs an ODEProblem")
+        prob.ensure_vjp()  # once, shared by the copies (an automatic vjp compiles)
+        built = [
+            _trajectory_objective(prob, _as_trajectory(item, i), i, kwargs)
+            for i, item in enumerate(specs)
+        ]
+        self._objectives = [b[0] for b in built]
+        self.u0 = np.stack([b[1] for b in built])
+        self.losses = [o.loss for o in self._objectives]
+        self.m = len(built)
+        self.n = prob.u0.size
+        self.prob = prob
+        self.saveat = [o.saveat for o in self._objectives]
+        self.sensealg = self._objectives[0].sensealg
+        self._base = self._objectives[0]
+        self._workers = None
+
     def _check_u0(self, u0) -> np.ndarray:
         if u0 is None:
+            if self.u0 is not None:
+                return self.u0
             raise ValueError(f"give u0 of shape {(self.m, self.n)}: one initial state a row")
         u0 = as_real(u0, "u0")
         if u0.shape != (self.m, self.n):
@@ -193,31 +398,45 @@ class MultiObjective:
             raise ValueError(f"u0 contains NaN or infinite values (first in trajectory {i})")
         return u0
 
-    def _run(self, p, u0, threads, method):
+    def _run(self, p, u0, threads, method, batch):
         u0 = self._check_u0(u0)
+        idx = None if batch is None else check_batch(batch, self.m)
         p, _ = self._base._args(p, None)  # p checked once, with a clear message
-        k = min(resolve_trajectory_threads(threads), self.m)
+        count = self.m if idx is None else idx.size
+        order = range(self.m) if idx is None else idx
+        k = min(resolve_trajectory_threads(threads), count)
+        names = None if idx is None else idx
+        if self._objectives is not None:
+            objectives = self._objectives
+
+            def own(_, j):
+                i = order[j]
+                return getattr(objectives[i], method)(p, u0[i])
+
+            return run_trajectories([None] * k, count, own, names, self.m)
         losses = self.losses
 
-        def one(obj, i):
+        def one(obj, j):
+            i = order[j]
             obj.loss = losses[i]
             return getattr(obj, method)(p, u0[i])
 
         with self._workers.claim(k) as workers:
-            return run_trajectories(workers, self.m, one)
+            return run_trajectories(workers, count, one, names, self.m)
 
-    def value_and_grad(self, p, u0, threads: int | None = None):
+    def value_and_grad(self, p=None, u0=None, threads: int | None = None, batch=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``, ``u0`` of shape ``(m, n)``; new arrays,
-        ``dL/du0`` of shape ``(m, n)``."""
-        return sum_in_order(self._run(p, u0, threads, "value_and_grad"))
+        ``dL/du0`` of shape ``(m, n)`` (``(len(batch), n)`` for a ``batch``: see the
+        class)."""
+        return sum_in_order(self._run(p, u0, threads, "value_and_grad", batch))
 
-    def value(self, p, u0, threads: int | None = None) -> float:
-        """The loss at ``(p, u0)``, summed over the trajectories in order."""
-        values = self._run(p, u0, threads, "value")
+    def value(self, p=None, u0=None, threads: int | None = None, batch=None) -> float:
+        """The loss at ``(p, u0)``, summed over the trajectories (of ``batch``) in order."""
+        values = self._run(p, u0, threads, "value", batch)
         total = values[0]
         for v in values[1:]:
             total += v
         return float(total)
 
-    def __call__(self, p, u0, threads: int | None = None):
-        return self.value_and_grad(p, u0, threads)
+    def __call__(self, p=None, u0=None, threads: int | None = None, batch=None):
+        return self.value_and_grad(p, u0, threads, batch)

@@ -12,7 +12,10 @@ from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
 from ..adjoint._multi import (
+    MultiObjective,
     WorkerSets,
+    check_batch,
+    is_trajectory_list,
     resolve_trajectory_threads,
     run_trajectories,
     sum_in_order,
@@ -84,6 +87,11 @@ class NeuralODE:
     run in ``threads`` contiguous chunks on Python threads (default: numba's thread count; the
     compiled solver and adjoint release the GIL), each with buffers of its own, and the sums are
     taken in trajectory order: results are identical bit for bit for any ``threads``.
+    Trajectories with times of their own: ``loss_and_grad([Trajectory(u0_i, saveat_i,
+    data_i, weights_i, jumps_i), ...], p)`` (each solved to its last save time; ``saveat`` and
+    ``tspan[1]`` of the model unused), or :meth:`objective` once for a training loop.
+    Mini-batches: ``batch=`` indices (see :class:`scichains.adjoint.MultiObjective`: the loss
+    and gradient are the sums over the batch).
 
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
@@ -188,14 +196,41 @@ class NeuralODE:
         _finite_per_trajectory(u0, "u0")
         return u0
 
-    def _run_batch(self, u0, p, threads, one):
+    def _run_batch(self, u0, p, threads, one, batch=None):
         """``one(objective, loss, p, i)`` for each trajectory ``i`` of ``u0`` (shape
-        ``(m, n)``), on ``threads`` threads; the results in trajectory order."""
+        ``(m, n)``; those of ``batch`` only, in its order, when given), on ``threads``
+        threads; the results in that order."""
         m = u0.shape[0]
-        k = min(resolve_trajectory_threads(threads), m)
+        order = np.arange(m) if batch is None else batch
+        k = min(resolve_trajectory_threads(threads), order.size)
         p, _ = self._obj._args(p, None)  # checked once (reads the problem only)
         with self._batch.claim(k) as workers:
-            return run_trajectories(workers, m, lambda pair, i: one(pair[0], pair[1], p, i))
+            return run_trajectories(
+                workers,
+                order.size,
+                lambda pair, j: one(pair[0], pair[1], p, int(order[j])),
+                None if batch is None else batch,
+                m,
+            )
+
+    def objective(self, trajectories) -> MultiObjective:
+        """A :class:`~scichains.adjoint.MultiObjective` on this model for ``trajectories``
+        (a list of :class:`~scichains.adjoint.Trajectory` or tuples ``(u0, saveat, data[,
+        weights[, jumps]])``, times of their own; ``t0`` defaults to ``tspan[0]``), with the
+        model's solver, sensealg and tolerances: build it once for a training loop
+        (``obj.value_and_grad(p, threads=..., batch=...)`` -> ``(L, dL/dp, dL/du0)``)."""
+        _, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
+        prob = self._obj.prob
+        return MultiObjective(
+            prob,
+            trajectories,
+            None,
+            solver=solver,
+            sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+        )
 
     def predict(self, u0, p, threads: int | None = None) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``, or
@@ -217,7 +252,7 @@ class NeuralODE:
             if owned:
                 self._busy.release()
 
-    def loss_and_grad(self, u0, p, data, threads: int | None = None):
+    def loss_and_grad(self, u0, p, data=None, threads: int | None = None, batch=None):
         """``(L, dL/dp)`` for ``L = sum over saveat of |u(t_i) - data_i|^2``.
 
         ``data`` has shape ``(len(saveat), n)``. The gradient is a new float64 array;
@@ -226,10 +261,23 @@ class NeuralODE:
         Many trajectories: ``u0`` of shape ``(m, n)`` and ``data`` of shape
         ``(m, len(saveat), n)``; ``L`` and ``dL/dp`` are then sums over the trajectories (in
         trajectory order, on ``threads`` threads: see the class) and ``last_du0`` has shape
-        ``(m, n)``.
+        ``(m, n)``. Or ``u0`` a list of :class:`~scichains.adjoint.Trajectory` (times of
+        their own; ``data`` not given): builds :meth:`objective` on each call. ``batch``:
+        trajectory indices; ``L``, ``dL/dp`` are then sums over the batch, ``last_du0`` has
+        shape ``(len(batch), n)``.
         """
+        if is_trajectory_list(u0):
+            if data is not None:
+                raise ValueError("with Trajectory specs the data are in them: pass data=None")
+            loss, dp, du0 = self.objective(u0).value_and_grad(p, None, threads, batch)
+            self._last.du0 = du0
+            return loss, dp
+        if data is None:
+            raise ValueError("give data (or a list of Trajectory specs as u0)")
         if np.ndim(u0) >= 2:
-            return self._loss_and_grad_batch(u0, p, data, threads)
+            return self._loss_and_grad_batch(u0, p, data, threads, batch)
+        if batch is not None:
+            raise ValueError("batch= selects among several trajectories: u0 of shape (m, n)")
         data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
@@ -245,7 +293,7 @@ class NeuralODE:
         self._last.du0 = du0
         return loss, dp
 
-    def _loss_and_grad_batch(self, u0, p, data, threads):
+    def _loss_and_grad_batch(self, u0, p, data, threads, batch=None):
         u0 = self._batched_u0(u0)
         data = as_real(data, "data")
         shape = (u0.shape[0], self.saveat.size, self.n)
@@ -260,6 +308,7 @@ class NeuralODE:
             sq.data[...] = data[i]
             return obj.value_and_grad(p, u0[i])
 
-        loss, dp, du0 = sum_in_order(self._run_batch(u0, p, threads, one))
+        idx = None if batch is None else check_batch(batch, u0.shape[0])
+        loss, dp, du0 = sum_in_order(self._run_batch(u0, p, threads, one, idx))
         self._last.du0 = du0
         return loss, dp
