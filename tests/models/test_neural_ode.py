@@ -154,7 +154,7 @@ def test_stored_activations_give_the_same_gradient_without_allocating():
         data = np.ones((5, 2))
         _, g = node.loss_and_grad(u0, p, data)  # the stored-activation sweep
         o, pl = node._obj, node._obj.plan
-        assert o._stored
+        assert o.method.stored
         m = int(pl.stats[0])
         dp, du0 = np.zeros(p.size), np.zeros(2)
         discrete_adjoint(*o.discrete_args(p, dp, du0, astore=np.zeros((0, pl.b.size, 0))))

@@ -5,28 +5,16 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from dataclasses import replace
 
 import numpy as np
 
 from ..nn._validate import as_real, reject_class
 from ..ode._problem import ODEProblem, _check_p
-from ..ode._solution import (
-    FailedSolve,
-    ODESolveError,
-    ReturnCode,
-    raise_failure,
-    vjp_failure,
-)
-from ..ode._solve import STATS_SIZE, check_run, plan_solve, run_plan, stop_tables
-from ..ode._sundials import CVODESolver, solve_cvode
+from ..ode._solution import ODESolveError, ReturnCode
+from ..ode._sundials import CVODESolver
 from ..ode._tableaus import ExplicitRK, Tsit5
-from ._checkpoint import Checkpoints
-from ._continuous import adjoint_over_plan
-from ._cvode import cvode_adjoint
-from ._discrete import discrete_adjoint, find_save_positions
-from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._loss import SolutionLoss
+from ._methods import make_method
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -112,79 +100,46 @@ class Objective:
             sensealg = (
                 InterpolatingAdjoint() if isinstance(solver, CVODESolver) else DiscreteAdjoint()
             )
+        if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
+            raise TypeError(f"unknown sensealg {sensealg!r}")
         self.sensealg = sensealg
-        if not isinstance(self.sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
-            raise TypeError(f"unknown sensealg {self.sensealg!r}")
-        prob.ensure_vjp()  # a plain compiled right-hand side: exact, by the complex step
+        prob.ensure_vjp()  # a plain compiled right-hand side: exact, made automatically
         self.prob = prob
         self.loss = loss
         self.solver = solver
         self._busy = threading.Lock()  # held by the call using this object's buffers
         self._spare = threading.local()  # .obj: a thread's copy, when the buffers are taken
         saveat, tstops, jumps = copy.deepcopy((saveat, tstops, jumps))  # the copies' settings
-        self._spare_args = (loss, saveat, solver, self.sensealg, rtol, atol, max_steps)
-        self._spare_args += (tstops, jumps, dtmin)
-        self._cp = None  # checkpointed continuous adjoints: the segments
-        if isinstance(solver, CVODESolver):
-            self._init_cvode(saveat, rtol, atol, max_steps, tstops, jumps, dtmin)
-            return
-        if not isinstance(solver, ExplicitRK) or not solver.adaptive:
-            raise TypeError(
-                f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
-            )
-        # the discrete adjoint differentiates through the method's continuous extension, so
-        # the steps need not land on the save times (as diffrax's); the continuous adjoints
-        # restart at each save time, which must be a step
-        self.plan = plan_solve(
-            prob,
-            solver,
-            saveat,
-            rtol,
-            atol,
-            None,
-            max_steps,
-            tstops,
-            jumps,
-            dtmin,
-            None,
-            interpolate=isinstance(self.sensealg, DiscreteAdjoint),
-        )
-        self.saveat = self.plan.save
-        m, n = self.saveat.size, prob.u0.size
-        loss.check(m, n)
-        self._pos = np.zeros(m, dtype=np.int64)
-        self._dl_du = np.zeros((m, n))
-        self._pb = np.zeros(prob.p.size)
-        sa = self.sensealg
-        if isinstance(sa, DiscreteAdjoint):
-            self.plan.keep_stages()
-            self._fail = np.zeros(1 + 2 * n)
-            self._ws = np.zeros((2 * solver.stages + 3, n))
-            # du/dt = chain(u): keep each stage's activations, so the sweep only runs backward
-            self._stored = bool(getattr(prob, "network_rhs", False))
-            if self._stored:
-                self._grow_activation_store(256)
-        elif isinstance(sa, ForwardSensitivity):
-            width = n * (1 + prob.p.size + n)
-            cap = self.plan.ts.size
-            self._aug = replace(
-                self.plan,
-                ts=np.empty(cap),
-                us=np.empty((cap, width)),
-                fs=np.empty((cap, width)),
-                stats=np.zeros(STATS_SIZE, dtype=np.int64),
-                kstore=np.zeros((0, solver.stages, width)),
-            )
-            self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
-        else:
-            big = 2 * n + prob.p.size
-            self._ws = np.zeros((5, big))
-            self._K = np.zeros((solver.stages, big))
-            self.adjoint_stats = np.zeros(3, dtype=np.int64)
-            self._artol = self.plan.rtol if sa.rtol is None else float(sa.rtol)
-            self._aatol = self.plan.atol if sa.atol is None else float(sa.atol)
-            if sa.checkpointing:
-                self._cp = Checkpoints(prob, self.plan, tstops, jumps)
+        options = (rtol, atol, max_steps, tstops, jumps, dtmin)
+        self._spare_args = (loss, saveat, solver, sensealg) + options
+        self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
+        self.saveat = self.method.saveat
+
+    @property
+    def plan(self):
+        """The explicit solver's plan (step buffers) of the last call on this object."""
+        try:
+            return self.method.plan
+        except AttributeError:
+            raise AttributeError(f"{self.solver.name} has no solve plan") from None
+
+    @property
+    def adjoint_stats(self) -> np.ndarray:
+        """``[steps accepted, rejected, vjp calls]`` of the last continuous adjoint sweep."""
+        try:
+            return self.method.adjoint_stats
+        except AttributeError:
+            raise AttributeError(f"{self.sensealg!r} has no adjoint sweep of its own") from None
+
+    def stats(self) -> dict:
+        """What the last call on this object's buffers did (forward steps, adjoint steps,
+        vjp calls, where the method has them)."""
+        return self.method.stats()
+
+    def discrete_args(self, p, dp, du0, astore=None):
+        """The arguments of :func:`~scichains.adjoint.discrete_adjoint` after a
+        DiscreteAdjoint solve (see :class:`~scichains.adjoint._methods.DiscreteMethod`)."""
+        return self.method.discrete_args(p, dp, du0, astore)
 
     def _thread_copy(self) -> Objective:
         """The calling thread's copy of this objective: the same problem with its own network
@@ -201,42 +156,6 @@ class Objective:
         k = prob.kernel
         prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
         return Objective(prob, *self._spare_args)
-
-    def _grow_activation_store(self, steps):
-        plan = self.plan
-        plan.set_activation_store(
-            np.empty((int(steps), plan.solver.stages, self.prob.kernel.work.size))
-        )
-
-    def _init_cvode(self, saveat, rtol, atol, max_steps, tstops, jumps, dtmin):
-        if not isinstance(self.sensealg, InterpolatingAdjoint):
-            raise TypeError(
-                f"with {self.solver.name} the gradient comes from InterpolatingAdjoint (the "
-                f"adjoint integrated by CVODE), not {self.sensealg!r}"
-            )
-        if not (rtol > 0 and atol >= 0):
-            raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
-        self._tables = stop_tables(self.prob, saveat, tstops, jumps)
-        self.saveat = self._tables[0]
-        m, n = self.saveat.size, self.prob.u0.size
-        self.loss.check(m, n)
-        self._pos = np.zeros(m, dtype=np.int64)
-        self._dl_du = np.zeros((m, n))
-        sa = self.sensealg
-        self._cv = (float(rtol), float(atol), int(max_steps), dtmin)
-        self._artol = self._cv[0] if sa.rtol is None else float(sa.rtol)
-        self._aatol = self._cv[1] if sa.atol is None else float(sa.atol)
-
-    def _cvode_forward(self, p, u0):
-        rtol, atol, max_steps, dtmin = self._cv
-        code, ts, us, fs, _, message, exc = solve_cvode(
-            self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p
-        )
-        if code != 0:
-            raise_failure(FailedSolve(code, ts[-1], message=message, exception=exc))
-        if not find_save_positions(ts, ts.size, self.saveat, self._pos):
-            raise RuntimeError("a save time is not among the stored steps")
-        return ts, us, fs
 
     def _args(self, p, u0):
         prob = self.prob
@@ -262,150 +181,23 @@ class Objective:
                 raise ValueError("u0 contains NaN or infinite values")
         return p, u0
 
-    def _forward(self, p, u0):
-        if isinstance(self.solver, CVODESolver):
-            ts, us, fs = self._cvode_forward(p, u0)
-            self._last = (ts, us, fs)
-            return ts.size
-        plan = self.plan
-        if self._cp is not None:
-            self._cp.forward(plan, u0, p)
-            return 0
-        check_run(plan, run_plan(plan, u0, p), p)
-        if not plan.locate_saves():
-            raise RuntimeError("a save time is not among the stored steps")
-        return int(plan.stats[0])
+    def saved_states(self, p, u0) -> np.ndarray:
+        """Solve at checked ``(p, u0)``; the states at ``saveat`` (a view of a buffer that
+        the next call overwrites: copy it to keep it). Callers hold the buffers (see the
+        class's threading note)."""
+        return self.method.forward(p, u0)
 
     @_one_call_per_buffer_set
     def value(self, p=None, u0=None) -> float:
         """The loss at ``(p, u0)``."""
         p, u0 = self._args(p, u0)
-        self._forward(p, u0)
-        if isinstance(self.solver, CVODESolver):
-            saved = self._last[1][self._pos]
-        else:
-            saved = self.plan.save_u
-        return self.loss.value_and_grad(self.saveat, saved, self._dl_du)
+        return self.method.value(self.loss, p, u0)
 
     @_one_call_per_buffer_set
     def value_and_grad(self, p=None, u0=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``; the arrays are new."""
         p, u0 = self._args(p, u0)
-        if isinstance(self.solver, CVODESolver):
-            ts, us, fs = self._cvode_forward(p, u0)
-            value = self.loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
-            saved_p = self.prob.p
-            try:
-                self.prob.p = p
-                dp, du0 = cvode_adjoint(
-                    self.prob,
-                    self.solver,
-                    ts,
-                    us,
-                    fs,
-                    self._pos,
-                    self._dl_du,
-                    self._artol,
-                    self._aatol,
-                    self._cv[2],
-                )
-            finally:
-                self.prob.p = saved_p
-            return value, dp, du0
-        m = self._forward(p, u0)
-        plan = self.plan
-        value = self.loss.value_and_grad(self.saveat, plan.save_u, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
-        if isinstance(self.sensealg, ForwardSensitivity):
-            return self._forward_sensitivities(p, u0)
-        if self._cp is not None:
-            self._cp.backward(
-                plan,
-                self.sensealg.mode,
-                self.prob.vjp_address,
-                p,
-                self._dl_du,
-                self._artol,
-                self._aatol,
-                self._ws,
-                self._K,
-                self.adjoint_stats,
-                dp,
-                du0,
-            )
-            return value, dp, du0
-        if isinstance(self.sensealg, _Continuous):
-            self.adjoint_stats[:] = 0
-            adjoint_over_plan(
-                self.sensealg.mode,
-                plan,
-                self.prob.vjp_address,
-                p,
-                self._artol,
-                self._aatol,
-                m,
-                plan.save_pos,
-                self._dl_du,
-                dp,
-                du0,
-                self._ws,
-                self._K,
-                self.adjoint_stats,
-                False,
-            )
-            return value, dp, du0
-        if self._stored and m > plan.astore.shape[0]:
-            # more steps than the activation store holds: grow it and solve again
-            self._grow_activation_store(2 * m)
-            m = self._forward(p, u0)
-        args = self.discrete_args(p, dp, du0)
-        if discrete_adjoint(*args) != 0:
-            raise_failure(vjp_failure(self.prob, p, args[-1], "adjoint sweep: "))
-        return value, dp, du0
-
-    def discrete_args(self, p, dp, du0, astore=None):
-        """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward
-        solve (a DiscreteAdjoint objective), writing into ``dp``/``du0``; ``astore`` replaces
-        the stored activations (an empty store makes the sweep call the vjp)."""
-        plan = self.plan
-        return (
-            self.prob.vjp_address,
-            self.prob.kernel,
-            p,
-            plan.A,
-            plan.b,
-            plan.c,
-            plan.ts,
-            plan.us,
-            plan.kstore,
-            plan.astore if astore is None else astore,
-            int(plan.stats[0]),
-            plan.save_pos,
-            plan.save_inner,
-            plan.save_w,
-            self._dl_du,
-            dp,
-            du0,
-            self._ws,
-            self._pb,
-            self._fail,  # where a vjp failed: [t, v, u]
-        )
-
-    def _forward_sensitivities(self, p, u0):
-        aug = self._aug
-        n, npar = u0.size, p.size
-        self._pa[4 : 4 + npar] = p
-        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.address)
-        check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
-        m = int(aug.stats[0])
-        if not find_save_positions(aug.ts, m, self.saveat, self._pos):
-            raise RuntimeError("a save time is not among the stored steps")
-        y = aug.us[self._pos]
-        value = self.loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
-        S = y[:, n:].reshape(-1, n, npar + n)
-        g = np.einsum("mi,mij->j", self._dl_du, S)
-        return value, g[:npar].copy(), g[npar:].copy()
+        return self.method.value_and_grad(self.loss, p, u0)
 
     def __call__(self, p=None, u0=None):
         return self.value_and_grad(p, u0)

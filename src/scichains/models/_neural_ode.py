@@ -239,15 +239,13 @@ class NeuralODE:
             u0 = self._batched_u0(u0)
 
             def one(obj, _, p, i):
-                obj._forward(p, u0[i])
-                return obj.plan.save_u.copy()
+                return obj.saved_states(p, u0[i]).copy()
 
             return np.stack(self._run_batch(u0, p, threads, one))
         obj, _, owned = self._claim()
         try:
             p, u0 = obj._args(p, u0)
-            obj._forward(p, u0)
-            return obj.plan.save_u.copy()
+            return obj.saved_states(p, u0).copy()
         finally:
             if owned:
                 self._busy.release()

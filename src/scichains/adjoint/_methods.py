@@ -1,0 +1,385 @@
+"""The sensitivity methods behind :class:`~scichains.adjoint.Objective`, one class each.
+
+Each owns the buffers of its forward solve and of its sweep, and answers three calls:
+``forward(p, u0)`` (the states at the save times, a view of its buffer), ``value_and_grad(loss,
+p, u0)`` (``(L, dL/dp, dL/du0)``, new arrays) and ``stats()`` (what the last call did). The
+objective validates the arguments and picks the class once (:func:`make_method`); nothing
+downstream asks which method it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..ode._problem import ODEProblem
+from ..ode._solution import FailedSolve, raise_failure, vjp_failure
+from ..ode._solve import STATS_SIZE, check_run, plan_solve, run_plan, stop_tables
+from ..ode._sundials import CVODESolver, solve_cvode
+from ..ode._tableaus import ExplicitRK
+from ._checkpoint import Checkpoints
+from ._continuous import adjoint_over_plan
+from ._cvode import cvode_adjoint
+from ._discrete import discrete_adjoint, find_save_positions
+from ._forward import augmented_params, augmented_rhs, augmented_u0
+from ._sensealg import (
+    DiscreteAdjoint,
+    ForwardSensitivity,
+    InterpolatingAdjoint,
+    SensitivityAlgorithm,
+    _Continuous,
+)
+
+
+class SensitivityMethod:
+    """Base of the per-method objects (see the module's docstring)."""
+
+    saveat: np.ndarray
+    _dl_du: np.ndarray
+
+    def forward(self, p: np.ndarray, u0: np.ndarray) -> np.ndarray:
+        """Solve at ``(p, u0)``; the states at the save times, shape ``(len(saveat), n)``
+        (a view of a buffer the next call overwrites)."""
+        raise NotImplementedError
+
+    def value_and_grad(self, loss, p: np.ndarray, u0: np.ndarray):
+        """``(L, dL/dp, dL/du0)`` of ``loss`` on the solution at ``(p, u0)``."""
+        raise NotImplementedError
+
+    def value(self, loss, p: np.ndarray, u0: np.ndarray) -> float:
+        return loss.value_and_grad(self.saveat, self.forward(p, u0), self._dl_du)
+
+    def stats(self) -> dict:
+        """Counters of the last call (forward steps; adjoint steps where it has its own)."""
+        return {}
+
+
+class _RK(SensitivityMethod):
+    """A method on the compiled explicit Runge-Kutta stepper: the solve plan and the loss
+    gradient buffer."""
+
+    interpolate = False  # the discrete adjoint reads saves from the continuous extension
+
+    def __init__(
+        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+    ):
+        if not isinstance(solver, ExplicitRK) or not solver.adaptive:
+            raise TypeError(
+                f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
+            )
+        self.prob = prob
+        self.sensealg = sensealg
+        # the continuous adjoints restart at each save time, which must be a step
+        self.plan = plan_solve(
+            prob,
+            solver,
+            saveat,
+            rtol,
+            atol,
+            None,
+            max_steps,
+            tstops,
+            jumps,
+            dtmin,
+            None,
+            interpolate=self.interpolate,
+        )
+        self.saveat = self.plan.save
+        m, n = self.saveat.size, prob.u0.size
+        loss.check(m, n)
+        self._dl_du = np.zeros((m, n))
+
+    def forward(self, p, u0):
+        plan = self.plan
+        check_run(plan, run_plan(plan, u0, p), p)
+        if not plan.locate_saves():
+            raise RuntimeError("a save time is not among the stored steps")
+        return plan.save_u
+
+    def stats(self) -> dict:
+        s = self.plan.stats
+        return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
+
+
+class DiscreteMethod(_RK):
+    """:class:`DiscreteAdjoint`: the forward solve keeps every step's stages (and, for a
+    network right-hand side, each stage's activations); the compiled sweep runs the
+    method's steps backward (the exact gradient of the discretised solution)."""
+
+    interpolate = True
+
+    def __init__(self, prob, loss, saveat, solver, *args):
+        super().__init__(prob, loss, saveat, solver, *args)
+        n = prob.u0.size
+        self.plan.keep_stages()
+        self._pb = np.zeros(prob.p.size)
+        self._fail = np.zeros(1 + 2 * n)  # where a vjp failed: [t, v, u]
+        self._ws = np.zeros((2 * solver.stages + 3, n))
+        # du/dt = chain(u): keep each stage's activations, so the sweep only runs backward
+        self.stored = bool(getattr(prob, "network_rhs", False))
+        if self.stored:
+            self._grow_activation_store(256)
+
+    def _grow_activation_store(self, steps):
+        plan = self.plan
+        plan.set_activation_store(
+            np.empty((int(steps), plan.solver.stages, self.prob.kernel.work.size))
+        )
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        m = int(plan.stats[0])
+        if self.stored and m > plan.astore.shape[0]:
+            # more steps than the activation store holds: grow it and solve again
+            self._grow_activation_store(2 * m)
+            saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        args = self.discrete_args(p, dp, du0)
+        if discrete_adjoint(*args) != 0:
+            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint sweep: "))
+        return value, dp, du0
+
+    def discrete_args(self, p, dp, du0, astore=None):
+        """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward
+        solve, writing into ``dp``/``du0``; ``astore`` replaces the stored activations (an
+        empty store makes the sweep call the vjp)."""
+        plan = self.plan
+        return (
+            self.prob.vjp_address,
+            self.prob.kernel,
+            p,
+            plan.A,
+            plan.b,
+            plan.c,
+            plan.ts,
+            plan.us,
+            plan.kstore,
+            plan.astore if astore is None else astore,
+            int(plan.stats[0]),
+            plan.save_pos,
+            plan.save_inner,
+            plan.save_w,
+            self._dl_du,
+            dp,
+            du0,
+            self._ws,
+            self._pb,
+            self._fail,
+        )
+
+
+class ContinuousMethod(_RK):
+    """:class:`InterpolatingAdjoint`, :class:`QuadratureAdjoint`, :class:`BacksolveAdjoint`:
+    the adjoint ODE integrated backward by the same explicit method (compiled), with its own
+    error control."""
+
+    def __init__(self, prob, loss, saveat, solver, sensealg, rtol, atol, *args):
+        super().__init__(prob, loss, saveat, solver, sensealg, rtol, atol, *args)
+        big = 2 * prob.u0.size + prob.p.size
+        self._ws = np.zeros((5, big))
+        self._K = np.zeros((solver.stages, big))
+        self.adjoint_stats = np.zeros(3, dtype=np.int64)
+        self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
+        self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self.adjoint_stats[:] = 0
+        adjoint_over_plan(
+            self.sensealg.mode,
+            plan,
+            self.prob.vjp_address,
+            p,
+            self._artol,
+            self._aatol,
+            int(plan.stats[0]),
+            plan.save_pos,
+            self._dl_du,
+            dp,
+            du0,
+            self._ws,
+            self._K,
+            self.adjoint_stats,
+            False,
+        )
+        return value, dp, du0
+
+    def stats(self) -> dict:
+        a = self.adjoint_stats
+        return super().stats() | {
+            "adjoint_steps": int(a[0]),
+            "adjoint_rejected": int(a[1]),
+            "vjp_calls": int(a[2]),
+        }
+
+
+class CheckpointedMethod(ContinuousMethod):
+    """A continuous adjoint with ``checkpointing=True``: the forward pass keeps only the
+    states at the save points and doses; the backward pass re-solves each segment."""
+
+    def __init__(
+        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+    ):
+        super().__init__(
+            prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+        )
+        self._cp = Checkpoints(prob, self.plan, tstops, jumps)
+
+    def forward(self, p, u0):
+        self._cp.forward(self.plan, u0, p)
+        return self.plan.save_u
+
+    def value_and_grad(self, loss, p, u0):
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self._cp.backward(
+            self.plan,
+            self.sensealg.mode,
+            self.prob.vjp_address,
+            p,
+            self._dl_du,
+            self._artol,
+            self._aatol,
+            self._ws,
+            self._K,
+            self.adjoint_stats,
+            dp,
+            du0,
+        )
+        return value, dp, du0
+
+
+class ForwardMethod(_RK):
+    """:class:`ForwardSensitivity`: the state and its sensitivities ``du/dp``, ``du/du0``
+    integrated together (an augmented system of ``n (1 + len(p) + n)`` components)."""
+
+    def __init__(self, prob, loss, saveat, solver, *args):
+        super().__init__(prob, loss, saveat, solver, *args)
+        n = prob.u0.size
+        width = n * (1 + prob.p.size + n)
+        cap = self.plan.ts.size
+        self._aug = replace(
+            self.plan,
+            ts=np.empty(cap),
+            us=np.empty((cap, width)),
+            fs=np.empty((cap, width)),
+            stats=np.zeros(STATS_SIZE, dtype=np.int64),
+            kstore=np.zeros((0, solver.stages, width)),
+        )
+        self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
+        self._pos = np.zeros(self.saveat.size, dtype=np.int64)
+
+    def value_and_grad(self, loss, p, u0):
+        aug = self._aug
+        n, npar = u0.size, p.size
+        self._pa[4 : 4 + npar] = p
+        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.address)
+        check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
+        m = int(aug.stats[0])
+        if not find_save_positions(aug.ts, m, self.saveat, self._pos):
+            raise RuntimeError("a save time is not among the stored steps")
+        y = aug.us[self._pos]
+        value = loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
+        S = y[:, n:].reshape(-1, n, npar + n)
+        g = np.einsum("mi,mij->j", self._dl_du, S)
+        return value, g[:npar].copy(), g[npar:].copy()
+
+    def stats(self) -> dict:
+        s = self._aug.stats
+        return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
+
+
+class CVODEMethod(SensitivityMethod):
+    """CVODE forward (every step stored) and its :class:`InterpolatingAdjoint`, the adjoint
+    integrated by CVODE too."""
+
+    def __init__(
+        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+    ):
+        if not isinstance(sensealg, InterpolatingAdjoint):
+            raise TypeError(
+                f"with {solver.name} the gradient comes from InterpolatingAdjoint (the "
+                f"adjoint integrated by CVODE), not {sensealg!r}"
+            )
+        if not (rtol > 0 and atol >= 0):
+            raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
+        self.prob = prob
+        self.solver = solver
+        self._tables = stop_tables(prob, saveat, tstops, jumps)
+        self.saveat = self._tables[0]
+        m, n = self.saveat.size, prob.u0.size
+        loss.check(m, n)
+        self._pos = np.zeros(m, dtype=np.int64)
+        self._dl_du = np.zeros((m, n))
+        self._cv = (float(rtol), float(atol), int(max_steps), dtmin)
+        self._artol = self._cv[0] if sensealg.rtol is None else float(sensealg.rtol)
+        self._aatol = self._cv[1] if sensealg.atol is None else float(sensealg.atol)
+        self._steps = 0
+
+    def _solve(self, p, u0):
+        rtol, atol, max_steps, dtmin = self._cv
+        code, ts, us, fs, _, message, exc = solve_cvode(
+            self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p
+        )
+        if code != 0:
+            raise_failure(FailedSolve(code, ts[-1], message=message, exception=exc))
+        if not find_save_positions(ts, ts.size, self.saveat, self._pos):
+            raise RuntimeError("a save time is not among the stored steps")
+        self._steps = ts.size
+        return ts, us, fs
+
+    def forward(self, p, u0):
+        return self._solve(p, u0)[1][self._pos]
+
+    def value_and_grad(self, loss, p, u0):
+        ts, us, fs = self._solve(p, u0)
+        value = loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
+        saved_p = self.prob.p
+        try:
+            self.prob.p = p
+            dp, du0 = cvode_adjoint(
+                self.prob,
+                self.solver,
+                ts,
+                us,
+                fs,
+                self._pos,
+                self._dl_du,
+                self._artol,
+                self._aatol,
+                self._cv[2],
+            )
+        finally:
+            self.prob.p = saved_p
+        return value, dp, du0
+
+    def stats(self) -> dict:
+        return {"stored_steps": self._steps}
+
+
+def make_method(
+    prob: ODEProblem, loss, saveat, solver, sensealg: SensitivityAlgorithm, *options
+) -> SensitivityMethod:
+    """The method object for ``solver`` x ``sensealg`` (``options``: rtol, atol, max_steps,
+    tstops, jumps, dtmin)."""
+    if isinstance(solver, CVODESolver):
+        cls = CVODEMethod
+    elif isinstance(sensealg, DiscreteAdjoint):
+        cls = DiscreteMethod
+    elif isinstance(sensealg, ForwardSensitivity):
+        cls = ForwardMethod
+    elif isinstance(sensealg, _Continuous):
+        cls = CheckpointedMethod if sensealg.checkpointing else ContinuousMethod
+    else:
+        raise TypeError(f"unknown sensealg {sensealg!r}")
+    return cls(prob, loss, saveat, solver, sensealg, *options)
