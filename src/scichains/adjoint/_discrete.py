@@ -12,7 +12,7 @@ gradients enter that step's stage adjoints with the interpolation weights.
 from __future__ import annotations
 
 from .._jit import kernel
-from ..nn._kernels import M_GA, vec_backward
+from ..nn._kernels import M_GA, M_ROWS, tile_backward, vec_backward
 from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
 from ._continuous import record_vjp_failure
 
@@ -51,7 +51,9 @@ def discrete_adjoint(
     du/dt = chain(u; p) only, the network's work rows (activations and their derivatives) the
     forward evaluation of each stage left in its work buffer (shape ``(capacity, s, R)``); each
     stage's vjp is then only the chain's backward pass, run in that stored buffer (``R`` must
-    be ``k.work.size``). ``R = 0``: call the vjp instead.
+    be ``k.work.size``; a multiple of the chain's rows: a tile of trajectories in lockstep,
+    ``k.samples.shape[0]`` of them, see ``scichains.models._lockstep``). ``R = 0``: call the
+    vjp instead.
     Save point ``i`` (``dl_du[i]``: the loss gradient there) is the stored entry
     ``save_pos[i]`` if ``save_inner[i]`` is False; else it lies inside the step ending at entry
     ``save_pos[i]`` and was interpolated, ``u_prev + h sum_st save_w[i, st] K_st``, and the
@@ -65,6 +67,9 @@ def discrete_adjoint(
     n = us.shape[1]
     R = astore.shape[2]
     ga = k.meta[M_GA]
+    T = R // k.meta[M_ROWS] if R > 0 else 1  # > 1: a tile of trajectories in lockstep
+    mt = k.samples.shape[0]
+    nt = n // mt
     Kbar = ws[s : 2 * s]
     y = ws[2 * s]
     ybar = ws[2 * s + 1]
@@ -103,7 +108,7 @@ def discrete_adjoint(
                     break
             if not nz:
                 continue
-            if R > 0:
+            if R > 0 and T == 1:
                 # back-propagate in the stage's stored work buffer itself (only its gradient
                 # rows are written, so a second sweep reads the same activations)
                 ws_ = astore[m, st]
@@ -112,6 +117,19 @@ def discrete_adjoint(
                 r = vec_backward(k.spec, k.meta, p, pb, ws_)
                 for i in range(n):
                     ybar[i] = ws_[r + i]
+            elif R > 0:
+                # trajectories in lockstep: the stored buffer is a tile of T columns, one
+                # trajectory of nt states per column
+                ws_ = astore[m, st]
+                for f in range(nt):
+                    for col in range(T):
+                        ws_[(ga + f) * T + col] = Kbar[st, col * nt + f] if col < mt else 0.0
+                for j in range(pb.shape[0]):
+                    pb[j] = 0.0
+                r = tile_backward(k.spec, k.meta, p, pb, pb[0:0], True, ws_, T, mt, True, False)
+                for col in range(mt):
+                    for f in range(nt):
+                        ybar[col * nt + f] = ws_[(r + f) * T + col]
             else:
                 for i in range(n):
                     acc = 0.0

@@ -118,8 +118,9 @@ class DiscreteMethod(_RK):
         self._ws = np.zeros((2 * solver.stages + 3, n))
         # du/dt = chain(u): keep each stage's activations, so the sweep only runs backward
         self.stored = bool(getattr(prob, "network_rhs", False))
-        if self.stored:
-            self._grow_activation_store(256)
+        if self.stored:  # room for 256 steps, or fewer for large work buffers (<= ~16 MB)
+            per_step = solver.stages * prob.kernel.work.size
+            self._grow_activation_store(max(16, min(256, 2_000_000 // per_step)))
 
     def _grow_activation_store(self, steps):
         plan = self.plan

@@ -103,6 +103,8 @@ class StepControl(NamedTuple):
     dt0: float  # the first step (0: automatic)
     dtmin: float  # the smallest step before DT_UNDERFLOW
     max_steps: int
+    group: int  # 0: the error norm over the whole state; g > 0: the largest of the norms of
+    #             consecutive groups of g components (one trajectory each of a lockstep system)
 
 
 class Stops(NamedTuple):
@@ -136,7 +138,7 @@ class StepStore(NamedTuple):
 _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
 TABLEAU_TYPE = types.NamedTuple((_F2, F64, F64, F64, types.int64, types.boolean), Tableau)
-CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,), StepControl)
+CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,) * 2, StepControl)
 STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64), Stops)
 STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
 
@@ -184,7 +186,7 @@ def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
     with ``stats[6] = 1`` to go on exactly where it stopped.
     """
     A, b, c, btilde, ctrl_order, fsal = method
-    rtol, atol, dt0, dtmin, max_steps = control
+    rtol, atol, dt0, dtmin, max_steps, group = control
     stops, jump_index, jump_count, jump_state, jump_amount = stops
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_from_address(faddr)
@@ -324,14 +326,21 @@ def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
             unew[i] = u[i] + hs * acc
         steps += 1
         if adaptive:
+            # the RMS norm of the scaled error; with groups, the largest of the groups' norms
+            # (each trajectory of a lockstep system within tolerance on its own)
             e = 0.0
+            eg = 0.0
+            gsize = group if group > 0 else n
             for i in range(n):
                 acc = 0.0
                 for j in range(s):
                     acc += btilde[j] * K[j, i]
                 sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
-                e += (hs * acc / sc) ** 2
-            e = math.sqrt(e / n)
+                eg += (hs * acc / sc) ** 2
+                if (i + 1) % gsize == 0 or i == n - 1:
+                    e = max(e, eg / gsize)
+                    eg = 0.0
+            e = math.sqrt(e)
             accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
             if not accepted:
                 h = h_next

@@ -223,6 +223,9 @@ class ODEProblem:
         self._vjp_cfunc, self.vjp_takes_kernel = (None, False) if vjp is None else _as_vjp(vjp)
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
         self.automatic_vjp = False  # True once ensure_vjp made one
+        # the explicit solvers' error norm: 0 over the whole state; g > 0 the largest of the
+        # norms of consecutive groups of g states (a lockstep system of trajectories of size g)
+        self.error_group = 0
         self.derivatives = "none" if vjp is None else "given"
         u0 = np.asarray(u0)
         if u0.dtype.kind not in "fiu":

@@ -194,7 +194,12 @@ def run_plan(
     plan.stats[6] = 0
     while True:
         control = StepControl(
-            plan.rtol, plan.atol, plan.dt0 if dt0 is None else dt0, plan.dtmin, plan.max_steps
+            plan.rtol,
+            plan.atol,
+            plan.dt0 if dt0 is None else dt0,
+            plan.dtmin,
+            plan.max_steps,
+            0 if f_address else prob.error_group,  # an augmented system: the whole norm
         )
         code = int(
             integrate(

@@ -1,0 +1,114 @@
+"""Many neural-ODE trajectories solved as one system in lockstep.
+
+``m`` trajectories of du/dt = chain(u; p) stacked into one state of length ``m n``: each stage
+evaluates the network on all ``m`` states at once with the batched tile kernels of
+:mod:`scichains.nn` (SIMD across trajectories, as ``jax.vmap`` batches them), and the discrete
+adjoint back-propagates through all ``m`` at once. The trajectories share one step size; the
+error norm is the largest of the trajectories' own norms (``ODEProblem.error_group = n``), so
+each trajectory is solved at least as accurately as it would be alone.
+
+The kernel's work buffer holds one tile of ``T`` columns (``m`` rounded up to a multiple of 8,
+the widest vector of float64 lanes): ``rows * T`` numbers, ``samples = arange(m)``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .._jit import FLAGS
+from .._status import call_status5, call_status7
+from ..nn._chain import ChainKernel, SimpleChain
+from ..nn._kernels import (
+    M_GA,
+    M_NIN,
+    M_ROWS,
+    S_OUT,
+    gather_tile,
+    scatter_tile,
+    tile_backward,
+    tile_forward,
+)
+from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
+from ..ode._problem import ODEProblem, register_cfunc
+
+
+def _rhs(du, u, p, t, k):
+    meta = k.meta
+    n = meta[M_NIN]
+    m = k.samples.shape[0]
+    w = k.work
+    T = w.shape[0] // meta[M_ROWS]
+    gather_tile(u.reshape((m, n)), w, 0, n, T, m, k.samples, 0)
+    tile_forward(k.spec, k.fspec, meta, p, w, T, m, False, 0, 0, k.samples, 0)
+    out_row = k.spec[k.spec.shape[0] - 1, S_OUT]
+    scatter_tile(w, out_row, n, T, m, du.reshape((m, n)), k.samples, 0)
+
+
+def _vjp(v, u, p, t, k, ubar, pbar):
+    meta = k.meta
+    n = meta[M_NIN]
+    m = k.samples.shape[0]
+    w = k.work
+    T = w.shape[0] // meta[M_ROWS]
+    gather_tile(u.reshape((m, n)), w, 0, n, T, m, k.samples, 0)
+    tile_forward(k.spec, k.fspec, meta, p, w, T, m, False, 0, 0, k.samples, 0)
+    ga = meta[M_GA]
+    for f in range(n):
+        for b in range(T):
+            w[(ga + f) * T + b] = v[b * n + f] if b < m else 0.0
+    for j in range(pbar.shape[0]):
+        pbar[j] = 0.0
+    r = tile_backward(k.spec, meta, p, pbar, pbar[0:0], True, w, T, m, True, False)
+    for b in range(m):
+        for f in range(n):
+            ubar[b * n + f] = w[(r + f) * T + b]
+
+
+_rhs_jit = numba.njit(**FLAGS)(_rhs)
+_vjp_jit = numba.njit(**FLAGS)(_vjp)
+
+
+def _rhs_status(du, u, p, t, k):
+    return call_status5(_rhs_jit, du, u, p, t, k)
+
+
+def _vjp_status(v, u, p, t, k, ubar, pbar):
+    return call_status7(_vjp_jit, v, u, p, t, k, ubar, pbar)
+
+
+_CFLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
+_lockstep_rhs = numba.cfunc(RHS_SIGNATURE, **_CFLAGS)(_rhs_status)
+_lockstep_vjp = numba.cfunc(VJP_SIGNATURE, **_CFLAGS)(_vjp_status)
+register_cfunc(_rhs_jit, _lockstep_rhs, True)
+register_cfunc(_vjp_jit, _lockstep_vjp, True)
+
+
+def tile_width(m: int) -> int:
+    """Columns of the tile holding ``m`` trajectories: ``m`` rounded up to a multiple of 8."""
+    return -(-m // 8) * 8
+
+
+def lockstep_kernel(chain: SimpleChain, m: int) -> ChainKernel:
+    """The network kernels for ``m`` trajectories in lockstep (a tile's work buffer)."""
+    k = chain.kernel(np.float64)
+    rows = int(k.meta[M_ROWS])
+    return k._replace(work=np.zeros(rows * tile_width(m)), samples=np.arange(m, dtype=np.int64))
+
+
+def lockstep_problem(chain: SimpleChain, m: int, tspan) -> ODEProblem:
+    """du/dt = chain(u_i; p) for ``i < m``, stacked: state of length ``m n`` (trajectory
+    ``i`` in entries ``i n .. i n + n - 1``), with the exact vjp and the per-trajectory
+    error norm."""
+    n = chain.n_out
+    prob = ODEProblem(
+        _rhs_jit,
+        np.zeros(m * n),
+        tspan,
+        np.zeros(chain.num_params),
+        kernel=lockstep_kernel(chain, m),
+        vjp=_vjp_jit,
+    )
+    prob.error_group = n
+    prob.network_rhs = True  # f is the chain itself: the discrete adjoint reuses its tiles
+    return prob
