@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from ._library import Library, _as_inputs, _symbols
 
@@ -17,7 +18,10 @@ def _parse(name: str, symbols: Sequence) -> sp.Expr:
     text = name.replace("^", "**")
     text = re.sub(r"(?<=[\w\)])\s+(?=[\w\(])", "*", text.strip())
     local = {str(s): s for s in symbols}
-    return sp.sympify(text, locals=local)
+    e = sp.sympify(text, locals=local)
+    if e.atoms(AppliedUndef) or e.free_symbols - set(symbols):
+        raise TypeError(f"{name!r} names functions or symbols SymPy does not know")
+    return e
 
 
 class PySINDyLibrary(Library):

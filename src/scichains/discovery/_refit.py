@@ -10,7 +10,7 @@ import numpy as np
 import scipy.optimize
 import sympy as sp
 
-from ..adjoint import InterpolatingAdjoint, Objective, ScipyFun, SquaredError
+from ..adjoint import Objective, ScipyFun, SquaredError
 from ..ode import SymbolicModel, solve
 
 
@@ -84,7 +84,7 @@ class LibraryModel:
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
-            sensealg=InterpolatingAdjoint() if sensealg is None else sensealg,
+            sensealg=sensealg,
         )
 
     def vector(self, Xi, params) -> np.ndarray:

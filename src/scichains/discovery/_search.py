@@ -63,7 +63,7 @@ class StructureSearch:
     thresholds, sublibraries : of :func:`candidate_structures` (default sub-libraries:
         :func:`polynomial_sublibraries` of the library; ``None`` for the whole library only)
     solver, rtol, atol, max_steps, sensealg : of the refits' solves and adjoint (default
-        Tsit5, 1e-9, 1e-11, 20000, interpolating adjoint)
+        Tsit5, 1e-9, 1e-11, 20000, and :class:`scichains.adjoint.Objective`'s default method)
 
     The score of a structure with ``k`` terms and data SSE ``sse`` is ``criterion(sse, m, k +
     n_fitted_params) + margin * k``, infinite when its model fails on the data.
