@@ -1,7 +1,7 @@
 """Discovering the infection term of an SIR epidemic with a universal differential equation.
 
 Truth: S' = -beta S I, I' = beta S I - gamma I, R' = gamma I (beta = 0.4, gamma = 0.1, S, I, R
-fractions of the population), observed daily on [0, 40] with Gaussian noise of 2% of each
+fractions of the population), observed daily on [0, 40] with Gaussian noise of 5% of each
 state's mean. The UDE keeps the recovery (gamma I, known) and replaces the infection term
 beta S I by a network U(S, I) (2 -> 8 -> 8 -> 1, tanh): S' = -U, I' = U - gamma I,
 R' = gamma I. After Adam and L-BFGS, ``scichains.discovery.select_structure`` takes STLSQ
@@ -45,10 +45,10 @@ def simulate_truth(t):
 
 
 def make_data(seed: int = 0):
-    """Noisy observations: Gaussian noise with standard deviation 2% of each state's mean."""
+    """Noisy observations: Gaussian noise with standard deviation 5% of each state's mean."""
     clean = simulate_truth(TS)
     rng = np.random.default_rng(seed)
-    return clean + 0.02 * clean.mean(axis=0) * rng.standard_normal(clean.shape)
+    return clean + 0.05 * clean.mean(axis=0) * rng.standard_normal(clean.shape)
 
 
 def ude_model():

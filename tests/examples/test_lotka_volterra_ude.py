@@ -112,3 +112,12 @@ def test_same_structure_on_host_and_emulated_avx2():
         found[name] = {tuple(t) for t in json.loads(out.strip().splitlines()[-1])}
     assert found["host"] == {("x*y", 0), ("x*y", 1)}, found
     assert found["avx2"] == found["host"], found
+
+
+@pytest.mark.slow
+def test_ten_noise_seeds():
+    """The floor of issue 12: exactly the x y terms for at least 9 of the noise seeds 0-9
+    (training seed fixed); about 20-40 minutes."""
+    import lotka_volterra_ude as lv
+
+    assert lv.run_seeds(10) >= 9
