@@ -1,10 +1,50 @@
-"""scichains.discovery: sparse regression of learned terms onto candidate functions (SINDy).
+"""scichains.discovery: which terms a model is missing, from data (SINDy and beyond).
 
-``fit = sparse_regression(X, U, PolynomialLibrary(3, sin=True), input_names=["x", "y"])``;
-``fit.equations()`` prints the recovered terms.
+- Libraries of candidate functions: :class:`PolynomialLibrary`, :class:`CustomLibrary` (user
+  functions, SymPy-expressible), their sums, and :class:`PySINDyLibrary` (a PySINDy feature
+  library, optional dependency). ``lib(X)`` evaluates, ``lib.expressions(symbols)`` writes
+  the features in SymPy.
+- Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
+  (``fit.equations()``, ``fit.to_sympy()``).
+- Structure search on the data: :func:`candidate_structures` (STLSQ paths of learned terms),
+  :class:`StructureSearch` (each candidate refitted to the data through the adjoint, scored
+  by BIC/AIC plus a per-term margin, improved by a stepwise add/drop search) and
+  :func:`select_structure` for a trained UDE. The selected :class:`Structure` becomes a
+  :class:`scichains.ode.SymbolicModel` with ``structure.to_symbolic_model()``.
+
+``result = select_structure(ude_model, p, PolynomialLibrary(3), data, saveat, u0)``;
+``print(result.best.equations())``.
 """
 
-from ._library import PolynomialLibrary
-from ._stlsq import SparseFit, aicc, sparse_regression, stlsq, stlsq_path
+from ._candidates import Candidate, candidate_structures, identifiable, polynomial_sublibraries
+from ._criteria import aic, aicc, bic
+from ._library import ConcatLibrary, CustomLibrary, Library, PolynomialLibrary
+from ._pysindy import PySINDyLibrary, to_pysindy
+from ._search import SearchResult, StructureSearch, select_structure, ude_samples
+from ._stlsq import SparseFit, sparse_regression, stlsq, stlsq_path
+from ._structure import Structure
 
-__all__ = ["PolynomialLibrary", "SparseFit", "aicc", "sparse_regression", "stlsq", "stlsq_path"]
+__all__ = [
+    "Candidate",
+    "ConcatLibrary",
+    "CustomLibrary",
+    "Library",
+    "PolynomialLibrary",
+    "PySINDyLibrary",
+    "SearchResult",
+    "SparseFit",
+    "Structure",
+    "StructureSearch",
+    "aic",
+    "aicc",
+    "bic",
+    "candidate_structures",
+    "identifiable",
+    "polynomial_sublibraries",
+    "select_structure",
+    "sparse_regression",
+    "stlsq",
+    "stlsq_path",
+    "to_pysindy",
+    "ude_samples",
+]

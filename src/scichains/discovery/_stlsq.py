@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._criteria import aicc
+
 
 def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) -> np.ndarray:
     """Coefficients ``Xi`` (``n_features x n_targets``) with ``Y ~ Theta Xi``: least squares,
@@ -44,23 +46,39 @@ def _lstsq(A, y, ridge):
     return np.linalg.lstsq(A, y, rcond=None)[0]
 
 
-def aicc(rss: float, m: int, k: int) -> float:
-    """Corrected AIC of a least-squares fit with ``k`` coefficients to ``m`` points."""
-    rss = max(rss, 1e-300)
-    pen = 2 * k + (2 * k * (k + 1) / (m - k - 1) if m - k - 1 > 0 else np.inf)
-    return m * np.log(rss / m) + pen
-
-
 class SparseFit:
     """Result of :func:`sparse_regression`: coefficients, the chosen threshold, the criterion
     along the path, and the equations as text."""
 
-    def __init__(self, Xi, threshold, path, feature_names, target_names):
+    def __init__(
+        self, Xi, threshold, path, feature_names, target_names, library=None, input_names=None
+    ):
         self.coefficients = Xi
         self.threshold = threshold
         self.path = path
         self.feature_names = feature_names
         self.target_names = target_names
+        self.library = library
+        self.input_names = input_names
+
+    def to_sympy(self, symbols=None) -> list:
+        """The fitted equations as SymPy expressions, one per target (coefficients as
+        floats): ``sum_i Xi[i, j] f_i(symbols)``. ``symbols``: one SymPy symbol per input
+        (default: symbols named after ``input_names``)."""
+        import sympy as sp
+
+        if self.library is None or not hasattr(self.library, "expressions"):
+            raise TypeError("this fit's library cannot write its features as SymPy expressions")
+        if symbols is None:
+            symbols = sp.symbols(self.input_names)
+        feats = self.library.expressions(list(symbols))
+        return [
+            sum(
+                (sp.Float(c) * f for c, f in zip(self.coefficients[:, j], feats) if c != 0.0),
+                sp.Integer(0),
+            )
+            for j in range(self.coefficients.shape[1])
+        ]
 
     def equations(self, precision: int = 4) -> list[str]:
         out = []
@@ -126,7 +144,9 @@ def sparse_regression(
     target_names = (
         list(target_names) if target_names is not None else [f"y{j}" for j in range(Y.shape[1])]
     )
-    return SparseFit(best[2], best[0], path, library.names(input_names), target_names)
+    return SparseFit(
+        best[2], best[0], path, library.names(input_names), target_names, library, input_names
+    )
 
 
 def stlsq_path(Theta, Y, thresholds, ridge: float = 0.0) -> list[tuple[float, np.ndarray]]:

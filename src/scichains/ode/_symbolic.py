@@ -113,6 +113,7 @@ class SymbolicModel:
                 raise TypeError(f"states, params and t must be SymPy symbols, got {s!r}")
         self.states = states
         self.params = params
+        self.equations = equations  # as given (SymPy), for scichains.discovery
         self.t = t
         self.network = network
         self.n = len(states)
