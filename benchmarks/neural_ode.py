@@ -7,9 +7,10 @@ float64; gradients by the discrete adjoint. Prints the median time of one loss +
 then 300 Adam steps (lr 0.05) with the final loss, then the time to the first gradient in a
 fresh process (warm cache, and with --compile-times a cold one). Many trajectories: 16 initial
 conditions ([2, 0] scaled and rotated), one loss + gradient over all of them (data: the truth from
-each), threads 1 and 2 (``--only-trajectories`` runs that line alone; the issue's floor: the
-2-thread time >= 3x faster than diffrax with ``jax.vmap`` over the 16, float64, same
-tolerances: peers/multi_trajectory_diffrax.py). With --peers, runs peers/neural_ode_diffrax.py,
+each), threads 1 and 2, each trajectory solved alone and in lockstep blocks of 16 and 8
+(``--only-trajectories`` runs those lines alone; the issue's floor: the 2-thread time >= 3x
+faster than diffrax with ``jax.vmap`` over the 16, float64, same tolerances:
+peers/multi_trajectory_diffrax.py). With --peers, runs peers/neural_ode_diffrax.py,
 peers/neural_ode_torchdiffeq.py and peers/multi_trajectory_diffrax.py (PEER_THREADS=2) when
 installed (with --only-trajectories, the last alone).
 
@@ -201,29 +202,43 @@ def run_peers(scripts, reps: int) -> None:
 
 
 def many_trajectories(chain, p, reps: int, m: int = 16) -> None:
-    """Median time of one loss + gradient over ``m`` trajectories, threads 1 and 2."""
+    """Median time of one loss + gradient over ``m`` trajectories, threads 1 and 2: each
+    trajectory solved on its own, and in lockstep blocks (``NeuralODE(lockstep=k)``: the
+    network on a block's states at once) of ``m`` and of ``m // 2``."""
     from scichains.adjoint import DiscreteAdjoint
     from scichains.models import NeuralODE
 
     u0 = many_u0(m)
     data = np.stack([truth(u) for u in u0])
-    node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL, sensealg=DiscreteAdjoint())
-    results = {}
-    for threads in (1, 2):
-        node.loss_and_grad(u0, p, data, threads=threads)  # compile, make the buffers
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            loss, g = node.loss_and_grad(u0, p, data, threads=threads)
-            times.append(time.perf_counter() - t0)
-        results[threads] = (np.median(times), loss, g)
-    same = results[1][2].tobytes() == results[2][2].tobytes()
-    t1, t2 = results[1][0], results[2][0]
-    print(
-        f"{m} trajectories (DiscreteAdjoint), one loss + gradient: median {t1 * 1e3:.3f} ms on "
-        f"1 thread, {t2 * 1e3:.3f} ms on 2 threads ({t1 / t2:.2f}x) over {reps} calls "
-        f"(loss {results[2][1]:.6g}); gradients identical bit for bit: {same}"
-    )
+    for lockstep in (None, m, m // 2):
+        node = NeuralODE(
+            chain,
+            TSPAN,
+            SAVEAT,
+            rtol=RTOL,
+            atol=ATOL,
+            sensealg=DiscreteAdjoint(),
+            lockstep=lockstep,
+        )
+        results = {}
+        for threads in (1, 2):
+            node.loss_and_grad(u0, p, data, threads=threads)  # compile, make the buffers
+        times = {1: [], 2: []}
+        for _ in range(reps):  # interleaved: a slow moment of the machine hits both
+            for threads in (1, 2):
+                t0 = time.perf_counter()
+                loss, g = node.loss_and_grad(u0, p, data, threads=threads)
+                times[threads].append(time.perf_counter() - t0)
+                results[threads] = (loss, g)
+        same = results[1][1].tobytes() == results[2][1].tobytes()
+        t1, t2 = np.median(times[1]), np.median(times[2])
+        how = "each solved alone" if lockstep is None else f"lockstep blocks of {lockstep}"
+        print(
+            f"{m} trajectories (DiscreteAdjoint, {how}), one loss + gradient: median "
+            f"{t1 * 1e3:.3f} ms on 1 thread, {t2 * 1e3:.3f} ms on 2 threads ({t1 / t2:.2f}x) "
+            f"over {reps} calls (loss {results[2][0]:.6g}); identical for 1 and 2 threads: "
+            f"{same}"
+        )
 
 
 if __name__ == "__main__":

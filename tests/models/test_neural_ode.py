@@ -313,3 +313,78 @@ def test_trajectories_with_own_times_and_batches():
         node.loss_and_grad(u0, p, data, batch=[1, 1])
     with pytest.raises(ValueError, match="batch"):
         node.loss_and_grad(u0[0], p, data[0], batch=[0])
+
+
+def _lockstep_case(m=7, seed=3):
+    chain, p = _spiral_model()
+    rng = np.random.default_rng(seed)
+    u0 = np.c_[rng.uniform(1.0, 2.5, m), rng.uniform(-0.5, 0.5, m)]
+    ts = np.linspace(0.0, 1.0, 6)
+    data = rng.standard_normal((m, ts.size, 2))
+    return chain, p, u0, ts, data
+
+
+def test_lockstep_solves_each_trajectory_within_tolerance():
+    chain, p, u0, ts, _ = _lockstep_case()
+    ref = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-10, atol=1e-12).predict(u0, p)
+    for k in (7, 3, 1):
+        node = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8, lockstep=k)
+        pred = node.predict(u0, p)
+        assert pred.shape == (7, 6, 2)
+        # each trajectory as accurate as a solo solve at this tolerance (per-trajectory norm)
+        np.testing.assert_allclose(pred, ref, rtol=0, atol=2e-5)
+    solo = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8).predict(u0, p)
+    np.testing.assert_allclose(
+        NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8, lockstep=1).predict(u0, p),
+        solo,
+        rtol=1e-13,
+        atol=1e-13,
+    )
+
+
+def test_lockstep_gradient_is_exact_for_its_discretisation():
+    chain, p, u0, ts, data = _lockstep_case(m=5)
+    node = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8, lockstep=3)
+    _, g = node.loss_and_grad(u0, p, data)
+    du0 = node.last_du0.copy()
+    assert du0.shape == (5, 2)
+
+    def loss(q, x):
+        return node.loss_and_grad(x, q, data)[0]
+
+    rng = np.random.default_rng(0)
+    for j in rng.choice(p.size, 12, replace=False):
+        h = 1e-6 * max(1.0, abs(p[j]))
+        e = np.zeros(p.size)
+        e[j] = h
+        num = (loss(p + e, u0) - loss(p - e, u0)) / (2 * h)
+        assert g[j] == pytest.approx(num, rel=2e-5, abs=1e-6)
+    for i, c in ((0, 0), (4, 1), (2, 1)):
+        e = np.zeros_like(u0)
+        e[i, c] = 1e-6
+        num = (loss(p, u0 + e) - loss(p, u0 - e)) / 2e-6
+        assert du0[i, c] == pytest.approx(num, rel=2e-5, abs=1e-6)
+    # close to the per-trajectory gradient (another discretisation) at a tight tolerance
+    tight = dict(rtol=1e-10, atol=1e-12)
+    g_solo = NeuralODE(chain, (0.0, 1.0), ts, **tight).loss_and_grad(u0, p, data)[1]
+    g_lock = NeuralODE(chain, (0.0, 1.0), ts, lockstep=5, **tight).loss_and_grad(u0, p, data)[1]
+    np.testing.assert_allclose(g_lock, g_solo, rtol=1e-6, atol=1e-8)
+
+
+def test_lockstep_threads_and_batches_are_bit_identical():
+    chain, p, u0, ts, data = _lockstep_case()
+    node = NeuralODE(chain, (0.0, 1.0), ts, lockstep=3)
+    base = node.loss_and_grad(u0, p, data, threads=1)
+    du0 = node.last_du0.copy()
+    for threads in (2, 3, 5):
+        got = node.loss_and_grad(u0, p, data, threads=threads)
+        assert got[0] == base[0]
+        assert got[1].tobytes() == base[1].tobytes()
+        assert node.last_du0.tobytes() == du0.tobytes()
+    batch = np.array([5, 1, 6, 2])
+    got = node.loss_and_grad(u0, p, data, batch=batch, threads=2)
+    ref = node.loss_and_grad(u0[batch], p, data[batch], threads=1)
+    assert got[0] == ref[0] and got[1].tobytes() == ref[1].tobytes()
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="lockstep"):
+            NeuralODE(chain, (0.0, 1.0), ts, lockstep=bad)

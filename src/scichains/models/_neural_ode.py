@@ -27,6 +27,7 @@ from ..nn._validate import as_real, reject_class
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import ODEProblem, register_cfunc
 from ..ode._tableaus import ExplicitRK, Tsit5
+from ._lockstep import lockstep_problem
 
 
 def _rhs(du, u, p, t, k):
@@ -93,6 +94,19 @@ class NeuralODE:
     Mini-batches: ``batch=`` indices (see :class:`scichains.adjoint.MultiObjective`: the loss
     and gradient are the sums over the batch).
 
+    ``lockstep=k``: trajectories (of ``u0`` of shape ``(m, n)``, in the order given or of
+    ``batch``) are solved in blocks of ``k`` as one system each, stepping together: every
+    stage evaluates the network on the block's ``k`` states at once (the batched kernels:
+    SIMD across trajectories, as ``jax.vmap`` in diffrax) and the adjoint back-propagates
+    through all of them at once. The block shares one step size, controlled by the largest of
+    its trajectories' error norms (each is solved at least as accurately as alone, in as many
+    steps as its hardest one needs). The gradient is that of this discretisation (it differs
+    from the per-trajectory solves' at the tolerance's level). Blocks, not trajectories, are
+    spread over ``threads``; the blocks are fixed by ``k`` and summed in order, so results
+    are identical bit for bit for any thread count. Not for Trajectory lists (their times
+    differ). 16 spiral trajectories: 2.7x faster than per-trajectory solves on one thread
+    (``benchmarks/neural_ode.py``).
+
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
     ``last_du0`` is the calling thread's. The solver's buffers, the network's scratch and the
@@ -110,6 +124,7 @@ class NeuralODE:
         rtol: float = 1e-6,
         atol: float = 1e-8,
         max_steps: int = 100_000,
+        lockstep: int | None = None,
     ):
         if not isinstance(chain, SimpleChain):
             raise TypeError("NeuralODE needs a SimpleChain")
@@ -130,6 +145,13 @@ class NeuralODE:
         saveat = as_real(saveat, "saveat")
         if saveat.ndim != 1 or saveat.size == 0:
             raise ValueError("saveat must be a non-empty vector of times")
+        if lockstep is not None and (
+            isinstance(lockstep, bool)
+            or not isinstance(lockstep, (int, np.integer))
+            or lockstep < 1
+        ):
+            raise ValueError(f"lockstep must be a positive integer or None, got {lockstep!r}")
+        self.lockstep = None if lockstep is None else int(lockstep)
         self._settings = (tspan, saveat, solver, sensealg, rtol, atol, max_steps)
         self._obj, self._loss = self._objective()
         self.tspan = self._obj.prob.tspan
@@ -140,6 +162,7 @@ class NeuralODE:
         self._spare = threading.local()  # .pair: a thread's own (objective, loss)
         self._last = threading.local()  # .du0: dL/du0 of the thread's latest loss_and_grad
         self._batch = WorkerSets(self._objective)  # (objective, loss) pairs, one per thread
+        self._blocks = WorkerSets(dict)  # per thread: {block size: lockstep (objective, loss)}
 
     def _objective(self):
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
@@ -166,6 +189,43 @@ class NeuralODE:
             max_steps=max_steps,
         )
         return obj, loss
+
+    def _block_pair(self, cache: dict, mb: int):
+        """The ``(Objective, SquaredError)`` of a lockstep block of ``mb`` trajectories from a
+        thread's ``cache`` (made on first need)."""
+        pair = cache.get(mb)
+        if pair is None:
+            tspan, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
+            prob = lockstep_problem(self.chain, mb, tspan)
+            loss = SquaredError(np.zeros((saveat.size, mb * self.n)))
+            obj = Objective(
+                prob,
+                loss,
+                saveat,
+                solver=solver,
+                sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
+                rtol=rtol,
+                atol=atol,
+                max_steps=max_steps,
+            )
+            pair = cache[mb] = (obj, loss)
+        return pair
+
+    def _run_blocks(self, u0, p, threads, one, order):
+        """``one(objective, loss, p, idx)`` for each lockstep block ``idx`` (consecutive
+        entries of ``order``, ``lockstep`` of them, the last maybe fewer) on ``threads``
+        threads; the results in block order."""
+        size = self.lockstep
+        blocks = [order[j : j + size] for j in range(0, order.size, size)]
+        k = min(resolve_trajectory_threads(threads), len(blocks))
+        p, _ = self._obj._args(p, None)  # checked once (reads the problem only)
+
+        def run(cache, j):
+            obj, loss = self._block_pair(cache, blocks[j].size)
+            return one(obj, loss, p, blocks[j])
+
+        with self._blocks.claim(k) as caches:
+            return run_trajectories(caches, len(blocks), run)
 
     def _claim(self):
         """``(objective, loss, owned)`` for one call: this object's own pair when free
@@ -237,6 +297,14 @@ class NeuralODE:
         ``(m, len(saveat), n)`` for ``u0`` of shape ``(m, n)`` (``threads``: see the class)."""
         if np.ndim(u0) >= 2:
             u0 = self._batched_u0(u0)
+            if self.lockstep is not None:
+
+                def block(obj, _, p, idx):
+                    y = obj.saved_states(p, u0[idx].ravel())  # a buffer: copied below
+                    return y.reshape(y.shape[0], idx.size, self.n).transpose(1, 0, 2).copy()
+
+                order = np.arange(u0.shape[0])
+                return np.concatenate(self._run_blocks(u0, p, threads, block, order))
 
             def one(obj, _, p, i):
                 return obj.saved_states(p, u0[i]).copy()
@@ -302,11 +370,28 @@ class NeuralODE:
             )
         _finite_per_trajectory(data, "data")
 
+        idx = None if batch is None else check_batch(batch, u0.shape[0])
+        if self.lockstep is not None:
+
+            def block(obj, sq, p, b):
+                sq.data[...] = data[b].transpose(1, 0, 2).reshape(sq.data.shape)
+                value, dp, du0 = obj.value_and_grad(p, u0[b].ravel())
+                return value, dp, du0.reshape(b.size, self.n)
+
+            order = np.arange(u0.shape[0]) if idx is None else np.asarray(idx)
+            results = self._run_blocks(u0, p, threads, block, order)
+            loss, dp = results[0][0], results[0][1].copy()
+            for r in results[1:]:  # in block order: the same bits for any thread count
+                loss += r[0]
+                dp += r[1]
+            du0 = np.concatenate([r[2] for r in results])
+            self._last.du0 = du0
+            return loss, dp
+
         def one(obj, sq, p, i):
             sq.data[...] = data[i]
             return obj.value_and_grad(p, u0[i])
 
-        idx = None if batch is None else check_batch(batch, u0.shape[0])
         loss, dp, du0 = sum_in_order(self._run_batch(u0, p, threads, one, idx))
         self._last.du0 = du0
         return loss, dp
