@@ -388,3 +388,21 @@ def test_lockstep_threads_and_batches_are_bit_identical():
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match="lockstep"):
             NeuralODE(chain, (0.0, 1.0), ts, lockstep=bad)
+
+
+def test_problem_serves_multiple_shooting():
+    from scichains.adjoint import MultipleShooting
+
+    chain, p = _spiral_model()
+    ts = np.linspace(0.0, 1.0, 9)
+    node = NeuralODE(chain, (0.0, 1.0), ts)
+    data = node.predict(np.array([2.0, 0.0]), p) + 0.01
+    ms = MultipleShooting(node.problem(), data, ts, group_size=4, continuity=10.0)
+    theta = ms.join(p, ms.initial_states())
+    value, g = ms.value_and_grad(theta)[:2]
+    for j in (0, 5, p.size + 1):
+        e = np.zeros(theta.size)
+        e[j] = 1e-6
+        num = (ms.value(theta + e) - ms.value(theta - e)) / 2e-6
+        assert g[j] == pytest.approx(num, rel=1e-4, abs=1e-7)
+    assert node.problem().kernel.work is not node.problem().kernel.work

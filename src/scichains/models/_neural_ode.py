@@ -168,15 +168,7 @@ class NeuralODE:
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
         own (the loss's data buffer is rewritten by each ``loss_and_grad``)."""
         tspan, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
-        prob = ODEProblem(
-            _rhs_jit,
-            np.zeros(self.n),
-            tspan,
-            np.zeros(self.chain.num_params),
-            kernel=self.chain.kernel(np.float64),
-            vjp=_vjp_jit,
-        )
-        prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
+        prob = self.problem()
         loss = SquaredError(np.zeros((saveat.size, self.n)))
         obj = Objective(
             prob,
@@ -272,6 +264,22 @@ class NeuralODE:
                 None if batch is None else batch,
                 m,
             )
+
+    def problem(self, u0=None, p=None) -> ODEProblem:
+        """A new :class:`~scichains.ode.ODEProblem` for du/dt = chain(u; p) on ``tspan``
+        (network scratch of its own; the exact vjp), for the rest of the adjoint API, e.g.
+        ``adjoint.MultipleShooting(node.problem(), data, saveat, group_size)``. ``u0``
+        defaults to zeros, ``p`` to zeros."""
+        prob = ODEProblem(
+            _rhs_jit,
+            np.zeros(self.n) if u0 is None else u0,
+            self._settings[0],
+            np.zeros(self.chain.num_params) if p is None else p,
+            kernel=self.chain.kernel(np.float64),
+            vjp=_vjp_jit,
+        )
+        prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
+        return prob
 
     def objective(self, trajectories) -> MultiObjective:
         """A :class:`~scichains.adjoint.MultiObjective` on this model for ``trajectories``
