@@ -559,3 +559,28 @@ def test_multi_objective_names_the_failing_trajectory():
     with pytest.raises(ODESolveError, match="max_steps") as info:
         multi.value_and_grad(p, v, threads=2)
     assert "trajectory 1 of 3" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_a_loss_that_overflows_is_an_error_not_a_value():
+    """y' = -1.8 y + c x^2 y with x = x0 e^{1.3 t}: at c = 2 the solve succeeds on a solution
+    too large for the squared error (inf) and its gradient (NaN)."""
+    import sympy as sp
+
+    from scichains.adjoint import ScipyFun
+    from scichains.ode import ODESolveError, ReturnCode, SymbolicModel
+
+    x, y, c = sp.symbols("x y c")
+    model = SymbolicModel([x, y], [c], [1.3 * x, -1.8 * y + c * x**2 * y])
+    ts = np.linspace(0.0, 3.0, 31)
+    prob = model.problem([0.44249296, 4.6280594], (0.0, 3.0), [2.0])
+    for sa in (DiscreteAdjoint(), InterpolatingAdjoint(), ForwardSensitivity()):
+        obj = Objective(prob, SquaredError(np.ones((31, 2))), ts, sensealg=sa, max_steps=20000)
+        with pytest.raises(ODESolveError) as info:
+            obj.value_and_grad([2.0])
+        assert info.value.solution.status in (ReturnCode.NONFINITE, ReturnCode.MAX_STEPS)
+        value, g = ScipyFun(lambda q, o=obj: o.value_and_grad(q)[:2])(np.array([2.0]))
+        assert value == np.inf and np.all(g == 0.0)
+    obj = Objective(prob, SquaredError(np.ones((31, 2))), ts)
+    with pytest.raises(ODESolveError, match="the loss is inf"):
+        obj.value([2.0])
+    assert np.isfinite(obj.value([0.1]))

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..nn._validate import as_real, reject_class
 from ..ode._problem import ODEProblem, _check_p
-from ..ode._solution import ODESolveError, ReturnCode
+from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
 from ..ode._sundials import CVODESolver
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._loss import SolutionLoss
@@ -22,6 +22,28 @@ from ._sensealg import (
     SensitivityAlgorithm,
     _Continuous,
 )
+
+
+def _check_finite(value, dp=None, du0=None) -> None:
+    """``ODESolveError`` (status NONFINITE) when the loss or its gradient is not finite: a
+    solve can succeed on a solution that grows too large for the loss (it overflows to inf,
+    its gradient to NaN), which an optimiser must not be handed as a value."""
+    what = None
+    if not np.isfinite(value):
+        what = f"the loss is {value}"
+    elif dp is not None and not np.all(np.isfinite(dp)):
+        what = f"dL/dp[{int(np.argmax(~np.isfinite(dp)))}] is {dp[~np.isfinite(dp)][0]}"
+    elif du0 is not None and not np.all(np.isfinite(du0)):
+        what = f"dL/du0[{int(np.argmax(~np.isfinite(du0)))}] is {du0[~np.isfinite(du0)][0]}"
+    if what is not None:
+        raise_failure(
+            FailedSolve(
+                ReturnCode.NONFINITE,
+                np.nan,
+                message=f"{what}: the solution grew too large for the loss (the solve itself "
+                "succeeded); try other parameters",
+            )
+        )
 
 
 def _one_call_per_buffer_set(method):
@@ -191,13 +213,19 @@ class Objective:
     def value(self, p=None, u0=None) -> float:
         """The loss at ``(p, u0)``."""
         p, u0 = self._args(p, u0)
-        return self.method.value(self.loss, p, u0)
+        with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
+            value = self.method.value(self.loss, p, u0)
+        _check_finite(value)
+        return value
 
     @_one_call_per_buffer_set
     def value_and_grad(self, p=None, u0=None):
         """``(L, dL/dp, dL/du0)`` at ``(p, u0)``; the arrays are new."""
         p, u0 = self._args(p, u0)
-        return self.method.value_and_grad(self.loss, p, u0)
+        with np.errstate(over="ignore", invalid="ignore"):  # reported by _check_finite
+            value, dp, du0 = self.method.value_and_grad(self.loss, p, u0)
+        _check_finite(value, dp, du0)
+        return value, dp, du0
 
     def __call__(self, p=None, u0=None):
         return self.value_and_grad(p, u0)
