@@ -139,19 +139,16 @@ def main(argv=None):
             t0 = time.perf_counter()
             loss, g = node.loss_and_grad(U0, p, data)
             times.append(time.perf_counter() - t0)
-        stats = node._obj.plan.stats
+        stats = node._obj.stats()
         extra = ""
-        if hasattr(node._obj, "adjoint_stats") and not isinstance(
-            sensealg, (DiscreteAdjoint, ForwardSensitivity)
-        ):
-            a = node._obj.adjoint_stats
-            extra = f", adjoint: {int(a[0])} steps, {int(a[2])} vjps"
+        if "vjp_calls" in stats:
+            extra = f", adjoint: {stats['adjoint_steps']} steps, {stats['vjp_calls']} vjps"
         name = type(sensealg).__name__
         if getattr(sensealg, "checkpointing", False):
             name += "(checkpointing=True)"
         print(
             f"{name}: loss + gradient median {np.median(times) * 1e3:.3f} ms "
-            f"over {args.reps} calls ({int(stats[2])} accepted steps forward{extra}); "
+            f"over {args.reps} calls ({stats['steps']} accepted steps forward{extra}); "
             f"first call in this process {first:.2f} s"
         )
     node = NeuralODE(chain, TSPAN, SAVEAT, rtol=RTOL, atol=ATOL, sensealg=DiscreteAdjoint())
