@@ -3,7 +3,8 @@
 4 -> Dense(32, tanh) -> Dense(16, tanh) -> Dense(4), 10,000 training samples, full batch,
 Adam(1e-3), squared loss (mean over samples); three rounds of 10,000 iterations, printing the
 time of each round and the train/test loss after it. Then: GFLOP/s (multiply-adds of forward
-and backward, 2 flop each), the fraction of this machine's FP32 peak, time to the first step in
+and backward, 2 flop each), the fraction of this machine's FP32 peak (measured at the end of the
+run by ``_peak.py``: independent FMAs on the widest vectors, all threads), time to the first step in
 a fresh process (warm cache, and with --compile-times a cold cache too), the single-vector
 forward+vjp time of a 2 -> 50 (tanh) -> 2 chain, and with --peers the PyTorch/JAX versions in
 benchmarks/peers/ run side by side.
@@ -28,11 +29,8 @@ sys.path.insert(0, str(HERE))
 
 import _machine as machine  # noqa: E402
 import _matexp_data as data  # noqa: E402
+import _peak  # noqa: E402
 from _fresh import seconds_in_fresh_process  # noqa: E402
-
-# GFLOP/s: a hand-written C loop of AVX2 FMAs on the AMD EPYC (Zen 3) machine of 2026-11-30; on
-# an AVX-512 CPU the true peak is about twice this (issue 13: measure it on the machine)
-PEAK_FP32_PER_CORE = 100.0
 
 FIRST_STEP = """
 import time; t0 = time.perf_counter()
@@ -168,11 +166,12 @@ def main(argv=None):
     med = float(np.median(round_times))
     per10k = med / args.iters * 10_000
     gflops = data.MACS_STEP * 2 * N * args.iters / med / 1e9
-    peak = PEAK_FP32_PER_CORE * threads
+    peak, how = _peak.describe_peak(threads)  # measured now, on this machine
+    print(how)
     print(
         f"median: {per10k:.2f} s per 10,000 iterations; {gflops:.1f} GFLOP/s "
         f"({data.MACS_STEP} multiply-adds per sample and step) = {100 * gflops / peak:.0f}% "
-        f"of {peak:.0f} GFLOP/s, the AVX2 FP32 peak of {threads} core(s) of the Zen 3 machine"
+        f"of the measured FP32 peak of {threads} thread(s), {peak:.0f} GFLOP/s"
     )
 
     warm = first_step_seconds(None)

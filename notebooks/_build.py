@@ -490,7 +490,7 @@ theta_b = np.concatenate(
     [pop_a.split(z_a)[0], chain.init_params(seed=0, dtype=np.float64) * 0.1]
 )  # start (b) from (a)'s typical values
 pop_b, z_b, hist_b = fit(hybrid, theta_b, 20 if QUICK else 1000)
-for name, pop, z, hist in (("classical", pop_a, z_a, hist_a), ("hybrid", pop_b, z_b, hist_b)):
+for name, pop, _z, hist in (("classical", pop_a, z_a, hist_a), ("hybrid", pop_b, z_b, hist_b)):
     k = pop.n_theta
     print(f"{name:9s}: J = {hist[-1]:.2f}, J + 2k = {hist[-1] + 2 * k:.2f} (k = {k})")""",
         """fig, axes = plt.subplots(3, 4, figsize=(14, 9), sharex=True)
