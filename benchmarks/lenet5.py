@@ -3,7 +3,8 @@
 28x28x1 -> Conv(6, 5x5, relu) -> MaxPool(2) -> Conv(16, 5x5, relu) -> MaxPool(2) -> Flatten ->
 Dense(120, relu) -> Dense(84, relu) -> Dense(10); Adam(3e-4), logit cross-entropy, mini-batches
 reshuffled every epoch. Prints the batch size, the first epoch (compilation included) and the
-seconds of each later epoch, train and test accuracy after epochs 1, 5 and 10; with --peers,
+seconds of each later epoch, train and test accuracy after epochs 1, 5 and 10, the training
+GFLOP/s as a fraction of the FP32 peak measured on this machine (``_peak.py``); with --peers,
 the same in PyTorch (benchmarks/peers/lenet5_torch.py) in the same run.
 
 Data: --dataset fashion (default; Debian's dataset-fashion-mnist or a download) or mnist;
@@ -43,6 +44,14 @@ def lenet5():
         sc.Dense(84, "relu"),
         sc.Dense(10),
     )
+
+
+# multiply-adds per image of the forward pass: conv1 24*24 positions x 6 x 25, conv2 8*8 x 16 x
+# 150, dense 256*120 + 120*84 + 84*10 (the max-pools and activations: no multiply-adds)
+FORWARD_MACS = 24 * 24 * 6 * 25 + 8 * 8 * 16 * 150 + 256 * 120 + 120 * 84 + 84 * 10
+# training: forward, the weight gradients (as many), the input gradients (as many, except
+# for the first layer, whose input needs none)
+TRAIN_MACS = 3 * FORWARD_MACS - 24 * 24 * 6 * 25
 
 
 def load(name):
@@ -102,7 +111,17 @@ def main(argv=None):
         print(line)
         sys.stdout.flush()
     if len(times) > 1:
-        print(f"median seconds per epoch after the first: {np.median(times[1:]):.2f}")
+        med = float(np.median(times[1:]))
+        print(f"median seconds per epoch after the first: {med:.2f}")
+        import _peak
+
+        peak, how = _peak.describe_peak(threads)
+        gflops = 2 * TRAIN_MACS * X.shape[0] / med / 1e9
+        print(how)
+        print(
+            f"{gflops:.1f} GFLOP/s ({TRAIN_MACS} multiply-adds per image and step) = "
+            f"{100 * gflops / peak:.0f}% of the measured FP32 peak of {threads} thread(s)"
+        )
     if args.peers:
         out = subprocess.run(
             [
