@@ -406,3 +406,16 @@ def test_problem_serves_multiple_shooting():
         num = (ms.value(theta + e) - ms.value(theta - e)) / 2e-6
         assert g[j] == pytest.approx(num, rel=1e-4, abs=1e-7)
     assert node.problem().kernel.work is not node.problem().kernel.work
+
+
+def test_predict_at_other_times():
+    chain, p = _spiral_model()
+    node = NeuralODE(chain, (0.0, 1.5), np.linspace(0, 1.5, 4), rtol=1e-9, atol=1e-11)
+    dense = np.linspace(0.0, 1.5, 31)
+    u0 = np.array([2.0, 0.0])
+    got = node.predict(u0, p, saveat=dense)
+    ref = NeuralODE(chain, (0.0, 1.5), dense, rtol=1e-9, atol=1e-11).predict(u0, p)
+    np.testing.assert_array_equal(got, ref)
+    assert node.predict(np.stack([u0, u0 / 2]), p, saveat=dense).shape == (2, 31, 2)
+    with pytest.raises(ValueError, match="outside tspan"):
+        node.predict(u0, p, saveat=[0.0, 2.0])

@@ -300,9 +300,17 @@ class NeuralODE:
             max_steps=max_steps,
         )
 
-    def predict(self, u0, p, threads: int | None = None) -> np.ndarray:
+    def predict(self, u0, p, threads: int | None = None, saveat=None) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``, or
-        ``(m, len(saveat), n)`` for ``u0`` of shape ``(m, n)`` (``threads``: see the class)."""
+        ``(m, len(saveat), n)`` for ``u0`` of shape ``(m, n)`` (``threads``: see the class).
+        ``saveat``: other times than the model's (within ``tspan``; e.g. a dense grid for a
+        plot), solved by a model made for them (same solver, tolerances, lockstep)."""
+        if saveat is not None:
+            tspan, _, solver, sensealg, rtol, atol, max_steps = self._settings
+            other = NeuralODE(
+                self.chain, tspan, saveat, solver, sensealg, rtol, atol, max_steps, self.lockstep
+            )
+            return other.predict(u0, p, threads)
         if np.ndim(u0) >= 2:
             u0 = self._batched_u0(u0)
             if self.lockstep is not None:
