@@ -33,7 +33,10 @@ from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import ODEProblem, register_cfunc
 
 
-def _rhs(du, u, p, t, k):
+@numba.njit(**FLAGS)
+def _forward(u, p, k):
+    """The network on the ``m`` stacked states of ``u``, in the tile ``k.work``; returns
+    ``(n, m, T)``."""
     meta = k.meta
     n = meta[M_NIN]
     m = k.samples.shape[0]
@@ -41,25 +44,25 @@ def _rhs(du, u, p, t, k):
     T = w.shape[0] // meta[M_ROWS]
     gather_tile(u.reshape((m, n)), w, 0, n, T, m, k.samples, 0)
     tile_forward(k.spec, k.fspec, meta, p, w, T, m, False, 0, 0, k.samples, 0)
+    return n, m, T
+
+
+def _rhs(du, u, p, t, k):
+    n, m, T = _forward(u, p, k)
     out_row = k.spec[k.spec.shape[0] - 1, S_OUT]
-    scatter_tile(w, out_row, n, T, m, du.reshape((m, n)), k.samples, 0)
+    scatter_tile(k.work, out_row, n, T, m, du.reshape((m, n)), k.samples, 0)
 
 
 def _vjp(v, u, p, t, k, ubar, pbar):
-    meta = k.meta
-    n = meta[M_NIN]
-    m = k.samples.shape[0]
+    n, m, T = _forward(u, p, k)
     w = k.work
-    T = w.shape[0] // meta[M_ROWS]
-    gather_tile(u.reshape((m, n)), w, 0, n, T, m, k.samples, 0)
-    tile_forward(k.spec, k.fspec, meta, p, w, T, m, False, 0, 0, k.samples, 0)
-    ga = meta[M_GA]
+    ga = k.meta[M_GA]
     for f in range(n):
         for b in range(T):
             w[(ga + f) * T + b] = v[b * n + f] if b < m else 0.0
     for j in range(pbar.shape[0]):
         pbar[j] = 0.0
-    r = tile_backward(k.spec, meta, p, pbar, pbar[0:0], True, w, T, m, True, False)
+    r = tile_backward(k.spec, k.meta, p, pbar, pbar[0:0], True, w, T, m, True, False)
     for b in range(m):
         for f in range(n):
             ubar[b * n + f] = w[(r + f) * T + b]

@@ -167,9 +167,21 @@ class NeuralODE:
     def _objective(self):
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
         own (the loss's data buffer is rewritten by each ``loss_and_grad``)."""
-        tspan, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
-        prob = self.problem()
-        loss = SquaredError(np.zeros((saveat.size, self.n)))
+        return self._pair(self.problem())
+
+    def _block_pair(self, cache: dict, mb: int):
+        """The ``(Objective, SquaredError)`` of a lockstep block of ``mb`` trajectories from a
+        thread's ``cache`` (made on first need)."""
+        pair = cache.get(mb)
+        if pair is None:
+            pair = cache[mb] = self._pair(lockstep_problem(self.chain, mb, self._settings[0]))
+        return pair
+
+    def _pair(self, prob: ODEProblem):
+        """``(Objective, SquaredError)`` on ``prob`` with the model's settings; the loss's data
+        buffer has the problem's state size per save point."""
+        _, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
+        loss = SquaredError(np.zeros((saveat.size, prob.u0.size)))
         obj = Objective(
             prob,
             loss,
@@ -181,27 +193,6 @@ class NeuralODE:
             max_steps=max_steps,
         )
         return obj, loss
-
-    def _block_pair(self, cache: dict, mb: int):
-        """The ``(Objective, SquaredError)`` of a lockstep block of ``mb`` trajectories from a
-        thread's ``cache`` (made on first need)."""
-        pair = cache.get(mb)
-        if pair is None:
-            tspan, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
-            prob = lockstep_problem(self.chain, mb, tspan)
-            loss = SquaredError(np.zeros((saveat.size, mb * self.n)))
-            obj = Objective(
-                prob,
-                loss,
-                saveat,
-                solver=solver,
-                sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
-                rtol=rtol,
-                atol=atol,
-                max_steps=max_steps,
-            )
-            pair = cache[mb] = (obj, loss)
-        return pair
 
     def _run_blocks(self, u0, p, threads, one, order):
         """``one(objective, loss, p, idx)`` for each lockstep block ``idx`` (consecutive

@@ -330,7 +330,7 @@ def network_vjp(f, u0, p, t0, kernel):
             "NetworkTerm)"
         ) from None
     base = kernel.work.size
-    source = network_vjp_source(states, params, t, eqs, calls, base)
+    source = network_vjp_source(states, params, eqs, calls, base)
     module = _load(source)
     register_cfunc(module.vjp, module.vjp_cfunc, True)
     work = np.zeros(base + network_scratch(calls))

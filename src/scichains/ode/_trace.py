@@ -284,7 +284,7 @@ def trace_rhs(f, n: int, m: int, kernel=None):
     return states, params, t, eqs, calls
 
 
-def network_vjp_source(states, params, t, eqs, calls, base: int) -> str:
+def network_vjp_source(states, params, eqs, calls, base: int) -> str:
     """Source of a module defining ``vjp(v, u, p, t, k, ubar, pbar)`` (and its C-callable
     ``vjp_cfunc``) for traced equations with network calls: SymPy differentiates the
     physics, ``nn.chain_vjp`` the networks, and the chain rule joins them through the
@@ -304,8 +304,6 @@ def network_vjp_source(states, params, t, eqs, calls, base: int) -> str:
     body = ["    " + f"u_{i} = u[{i}]" for i in range(n)]
     body += ["    " + f"p_{j} = p[{j}]" for j in phys]
     body += ["    " + f"v_{i} = v[{i}]" for i in range(n)]
-    if t in used:
-        body += ["    t = t"]
     body += ["    w = k.work"]
     off = base
     layout = []
