@@ -58,7 +58,7 @@ def _chains_by_kind():
 
 
 def test_every_layer_kind_is_covered_here():
-    from scichains.nn._layers import LAYERS
+    from scichains.nn.layers import LAYERS
 
     kinds = {layer.name for c in _chains_by_kind().values() for layer in c.layers}
     assert kinds == set(LAYERS), "add a chain for the new layer kind to _chains_by_kind"
@@ -105,11 +105,11 @@ class _Scaled(nn.Layer):
         return tuple(in_shape)
 
     def encode(self, in_shape):
-        return nn.LayerCode(nn._layers.ACTIVATION)
+        return nn.LayerCode(nn._layout.ACTIVATION)
 
 
 def test_layer_that_cannot_be_loaded_fails_at_save(tmp_path):
-    from scichains.nn._layers import LAYERS
+    from scichains.nn.layers import LAYERS
 
     chain = sc.SimpleChain(3, sc.Dense(2), _Scaled(2.0))
     p = chain.init_params()
@@ -128,7 +128,7 @@ def test_layer_that_cannot_be_loaded_fails_at_save(tmp_path):
 
         def encode(self, in_shape):
             # an activation by code that config() does not record
-            return nn.LayerCode(nn._layers.ACTIVATION, act=int(self.factor))
+            return nn.LayerCode(nn._layout.ACTIVATION, act=int(self.factor))
 
     nn.register_layer(NeedsArgs)
     nn.register_layer(Unnamed)

@@ -12,7 +12,7 @@ gradients enter that step's stage adjoints with the interpolation weights.
 from __future__ import annotations
 
 from .._jit import kernel
-from ..nn._kernels import M_GA, M_ROWS, tile_backward, vec_backward
+from ..nn._compiled import grad_row, network_backward, work_rows_of
 from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
 from ._continuous import record_vjp_failure
 
@@ -66,8 +66,8 @@ def discrete_adjoint(
     s = b.shape[0]
     n = us.shape[1]
     R = astore.shape[2]
-    ga = k.meta[M_GA]
-    T = R // k.meta[M_ROWS] if R > 0 else 1  # > 1: a tile of trajectories in lockstep
+    ga = grad_row(k)
+    T = R // work_rows_of(k) if R > 0 else 1  # > 1: a tile of trajectories in lockstep
     mt = k.samples.shape[0]
     nt = n // mt
     Kbar = ws[s : 2 * s]
@@ -114,7 +114,7 @@ def discrete_adjoint(
                 ws_ = astore[m, st]
                 for i in range(n):
                     ws_[ga + i] = Kbar[st, i]
-                r = vec_backward(k.spec, k.meta, p, pb, ws_)
+                r = network_backward(k, p, pb, ws_, 1, 1)
                 for i in range(n):
                     ybar[i] = ws_[r + i]
             elif R > 0:
@@ -124,9 +124,7 @@ def discrete_adjoint(
                 for f in range(nt):
                     for col in range(T):
                         ws_[(ga + f) * T + col] = Kbar[st, col * nt + f] if col < mt else 0.0
-                for j in range(pb.shape[0]):
-                    pb[j] = 0.0
-                r = tile_backward(k.spec, k.meta, p, pb, pb[0:0], True, ws_, T, mt, True, False)
+                r = network_backward(k, p, pb, ws_, T, mt)
                 for col in range(mt):
                     for f in range(nt):
                         ybar[col * nt + f] = ws_[(r + f) * T + col]

@@ -19,15 +19,14 @@ import numpy as np
 from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..nn._chain import ChainKernel, SimpleChain
-from ..nn._kernels import (
+from ..nn._compiled import (
     M_GA,
     M_NIN,
     M_ROWS,
-    S_OUT,
     gather_tile,
+    network_backward,
+    network_forward,
     scatter_tile,
-    tile_backward,
-    tile_forward,
 )
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import ODEProblem, register_cfunc
@@ -36,33 +35,30 @@ from ..ode._problem import ODEProblem, register_cfunc
 @numba.njit(**FLAGS)
 def _forward(u, p, k):
     """The network on the ``m`` stacked states of ``u``, in the tile ``k.work``; returns
-    ``(n, m, T)``."""
+    ``(n, m, T, row of the outputs)``."""
     meta = k.meta
     n = meta[M_NIN]
     m = k.samples.shape[0]
     w = k.work
     T = w.shape[0] // meta[M_ROWS]
     gather_tile(u.reshape((m, n)), w, 0, n, T, m, k.samples, 0)
-    tile_forward(k.spec, k.fspec, meta, p, w, T, m, False, 0, 0, k.samples, 0)
-    return n, m, T
+    out_row = network_forward(k, p, w, T, m)
+    return n, m, T, out_row
 
 
 def _rhs(du, u, p, t, k):
-    n, m, T = _forward(u, p, k)
-    out_row = k.spec[k.spec.shape[0] - 1, S_OUT]
+    n, m, T, out_row = _forward(u, p, k)
     scatter_tile(k.work, out_row, n, T, m, du.reshape((m, n)), k.samples, 0)
 
 
 def _vjp(v, u, p, t, k, ubar, pbar):
-    n, m, T = _forward(u, p, k)
+    n, m, T, _ = _forward(u, p, k)
     w = k.work
     ga = k.meta[M_GA]
     for f in range(n):
         for b in range(T):
             w[(ga + f) * T + b] = v[b * n + f] if b < m else 0.0
-    for j in range(pbar.shape[0]):
-        pbar[j] = 0.0
-    r = tile_backward(k.spec, k.meta, p, pbar, pbar[0:0], True, w, T, m, True, False)
+    r = network_backward(k, p, pbar, w, T, m)
     for b in range(m):
         for f in range(n):
             ubar[b * n + f] = w[(r + f) * T + b]

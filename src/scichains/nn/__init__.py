@@ -15,19 +15,8 @@ from ._activations import (
     tanh,
 )
 from ._chain import ChainKernel, SimpleChain
+from ._compiled import chain_forward, chain_vjp
 from ._io import load, save
-from ._kernels import chain_forward, chain_vjp
-from ._layers import (
-    Activation,
-    Conv,
-    Dense,
-    Dropout,
-    Flatten,
-    Layer,
-    LayerCode,
-    MaxPool,
-    register_layer,
-)
 from ._loss import (
     AbsoluteLoss,
     ChainWithLoss,
@@ -43,6 +32,17 @@ from ._loss import (
 )
 from ._optim import SGD, Adam, AdamW, Optimizer
 from ._train import NonFiniteLossError, train_batched, train_unbatched
+from .layers import (
+    Activation,
+    Conv,
+    Dense,
+    Dropout,
+    Flatten,
+    Layer,
+    LayerCode,
+    MaxPool,
+    register_layer,
+)
 
 silu = swish
 

@@ -9,10 +9,12 @@ import numba
 import numpy as np
 
 from .._jit import resolve_threads
-from . import _kernels as K
-from ._layers import Layer
+from . import _batch
+from . import _layout as K
+from ._dispatch import clear_addresses, prepare
 from ._simd import MAX_LANES
 from ._validate import as_data, check_params, float_dtype, reject_class
+from .layers import Layer
 
 #: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache. A
 #: multiple of the dense kernels' 24-sample register blocks (3 vectors of 8 float32): 264 took
@@ -62,6 +64,16 @@ class ChainKernel(NamedTuple):
     meta: np.ndarray
     work: np.ndarray
     samples: np.ndarray
+
+    def __reduce__(self):
+        # the layer-kernel addresses in ``spec`` are valid in this process only: a copy
+        # unpickled elsewhere prepares its own
+        return (_unpickle_kernel, (clear_addresses(self.spec), *self[1:]))
+
+
+def _unpickle_kernel(spec, fspec, meta, work, samples) -> ChainKernel:
+    prepare(spec, work.dtype)
+    return ChainKernel(spec, fspec, meta, work, samples)
 
 
 class SimpleChain:
@@ -119,6 +131,7 @@ class SimpleChain:
 
         L = len(self.layers)
         spec = np.full((L, K.SPEC_WIDTH), -1, dtype=np.int64)
+        spec[:, [K.S_FWD32, K.S_BWD32, K.S_FWD64, K.S_BWD64]] = 0
         fspec = np.zeros((L, 2), dtype=np.float64)
         n_in0 = int(np.prod(self.input_shape))
         row = n_in0
@@ -176,8 +189,25 @@ class SimpleChain:
         meta[K.M_ROWS] = row
         meta[K.M_NPARAMS] = self.num_params
         self._spec, self._fspec, self._meta = spec, fspec, meta
+        self._prepared: set[str] = set()
         self.n_in = n_in0
         self.n_out = n_out_final
+
+    def spec_for(self, dtype) -> np.ndarray:
+        """The chain's ``spec`` with the addresses of its layer kernels for ``dtype`` filled in
+        (compiling them, or loading them from numba's cache, on first use in this process)."""
+        dt = np.dtype(dtype)
+        if dt.char not in self._prepared:
+            prepare(self._spec, dt)
+            self._prepared.add(dt.char)
+        return self._spec
+
+    def __getstate__(self):
+        # kernel addresses are valid in this process only: a copy elsewhere prepares its own
+        state = dict(self.__dict__)
+        state["_spec"] = clear_addresses(self._spec)
+        state["_prepared"] = set()
+        return state
 
     def output_shape(self, n: int | None = None) -> tuple[int, ...]:
         """Shape of the output for a batch of ``n`` samples (per-sample shape when ``None``)."""
@@ -240,8 +270,17 @@ class SimpleChain:
         if lock is not None:
             lock.acquire()
         try:
-            K.forward_batch(
-                self._spec, self._fspec, self._meta, p, X, out, samples, nthreads, TILE, work
+            _batch.forward_batch(
+                self.spec_for(p.dtype),
+                self._fspec,
+                self._meta,
+                p,
+                X,
+                out,
+                samples,
+                nthreads,
+                TILE,
+                work,
             )
         finally:
             if lock is not None:
@@ -262,7 +301,7 @@ class SimpleChain:
         """The arrays the single-vector compiled kernels need (with a fresh work buffer)."""
         dt = float_dtype(dtype, "dtype")
         return ChainKernel(
-            self._spec,
+            self.spec_for(dt),
             self._fspec,
             self._meta,
             np.zeros(int(self._meta[K.M_ROWS]), dtype=dt),

@@ -9,8 +9,8 @@ import numpy as np
 
 from ._activations import get_activation
 from ._chain import SimpleChain
-from ._layers import LAYERS
 from ._validate import check_params
+from .layers import LAYERS
 
 _FORMAT = "scichains.nn/1"
 

@@ -15,7 +15,8 @@ import threading
 import numpy as np
 
 from .._jit import kernel, resolve_threads
-from . import _kernels as K
+from . import _batch
+from . import _layout as K
 from ._chain import TILE, SimpleChain, parallel_lock, tile_width
 from ._validate import as_data, check_buffer, check_params, reject_class
 
@@ -289,8 +290,8 @@ def _run_valgrad(
         lock.acquire()
     try:
         work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T, store)
-        value = K.valgrad_batch(
-            chain._spec,
+        value = _batch.valgrad_batch(
+            chain.spec_for(p.dtype),
             chain._fspec,
             chain._meta,
             cwl.loss.kind,
@@ -392,8 +393,18 @@ def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
     chain = cwl.chain
     work = chain.workspace(p.dtype, 1, TILE)[0]
     samples = np.arange(Xc.shape[0], dtype=np.int64)
-    value = K.loss_batch(
-        chain._spec, chain._fspec, chain._meta, cwl.loss.kind, p, Xc, Y, labels, samples, TILE, work
+    value = _batch.loss_batch(
+        chain.spec_for(p.dtype),
+        chain._fspec,
+        chain._meta,
+        cwl.loss.kind,
+        p,
+        Xc,
+        Y,
+        labels,
+        samples,
+        TILE,
+        work,
     )
     g = np.zeros_like(p)
     return float(value + penalty_grad(cwl._pen, p, g))

@@ -21,7 +21,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from .._jit import kernel, resolve_threads
-from . import _kernels as K
+from . import _batch
+from . import _layout as K
 from ._chain import parallel_lock, tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._optim import Optimizer, opt_update
@@ -78,7 +79,7 @@ def train_steps(
         j = k % nb
         start = j * batch
         count = min(batch, N - start)
-        value = K.valgrad_batch(
+        value = _batch.valgrad_batch(
             spec,
             fspec,
             meta,
@@ -210,10 +211,10 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = K.pretiled_count(self.N, self.nthreads, self.tile)
+            nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 self.XYt = np.zeros((nt, (nf + nk) * self.tile), dtype=self.p.dtype)
-                K.pretile(
+                _batch.pretile(
                     self.X,
                     self.Y,
                     self.samples,
@@ -236,7 +237,7 @@ class _Trainer:
     def _run(self, nsteps: int, losses: np.ndarray) -> int:
         c = self.cwl.chain
         return train_steps(
-            c._spec,
+            c.spec_for(self.p.dtype),
             c._fspec,
             c._meta,
             self.cwl.loss.kind,

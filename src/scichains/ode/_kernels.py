@@ -31,7 +31,7 @@ I64 = types.int64[::1]
 
 
 def _empty_chain_kernel():
-    from ..nn._layers import Flatten
+    from ..nn.layers import Flatten
 
     return SimpleChain(1, Flatten()).kernel(np.float64)
 

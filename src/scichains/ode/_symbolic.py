@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import SOURCE_DIGEST
 from ..nn._chain import ChainKernel, SimpleChain
-from ..nn._kernels import M_ROWS
+from ..nn._compiled import M_ROWS
 from ._kernels import NO_NETWORK
 from ._problem import register_cfunc
 

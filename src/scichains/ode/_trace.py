@@ -192,7 +192,7 @@ def _network_shims(calls: list, params: list):
 
     import scichains
     from scichains import nn
-    from scichains.nn._kernels import M_NIN, M_NOUT, M_NPARAMS
+    from scichains.nn._compiled import M_NIN, M_NOUT, M_NPARAMS
 
     index = {sym: j for j, sym in enumerate(params)}
 

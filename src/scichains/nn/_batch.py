@@ -1,0 +1,307 @@
+"""The batched kernels: a batch split over threads and into tiles, each tile through the chain
+(:mod:`scichains.nn._dispatch`), the loss, and the gradient reduced in a fixed order."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .._jit import kernel, parallel_kernel
+from ._dispatch import tile_backward, tile_forward
+from ._layout import (
+    DENSE,
+    LOSS_ABSOLUTE,
+    LOSS_LOGITCE,
+    LOSS_SQUARED,
+    M_GA,
+    M_NIN,
+    M_NOUT,
+    M_ROWS,
+    M_YROW,
+    S_KIND,
+    S_NIN,
+    S_NOUT,
+    S_OUT,
+    S_WOFF,
+)
+from ._simd import lanes, vload, vsum
+
+
+@kernel
+def fold_partials(spec, gv, g):
+    """Add the lanes of the dense layers' vector partial sums (``_outer_acc``) into ``g``."""
+    nl = lanes(gv)
+    for l in range(spec.shape[0]):
+        if spec[l, S_KIND] == DENSE:
+            woff = spec[l, S_WOFF]
+            for j in range(woff, woff + spec[l, S_NIN] * spec[l, S_NOUT]):
+                g[j] += vsum(vload(gv, j * nl))
+
+
+@kernel
+def zero_partials(spec, gv):
+    """Zero the dense layers' vector partial sums."""
+    nl = lanes(gv)
+    for l in range(spec.shape[0]):
+        if spec[l, S_KIND] == DENSE:
+            woff = spec[l, S_WOFF]
+            for j in range(woff * nl, (woff + spec[l, S_NIN] * spec[l, S_NOUT]) * nl):
+                gv[j] = 0
+
+
+@kernel
+def tile_loss(loss_kind, w, out_row, y_row, g_row, K, T, m, Y, labels, samples, c0, scale, y_ready):
+    """Loss summed over the tile's samples; writes ``scale * dL/d(output)`` into row ``g_row``.
+
+    ``y_ready``: the targets are already in rows ``y_row..`` (pre-tiled data)."""
+    total = 0.0
+    zero = w.dtype.type(0.0)
+    sc = w.dtype.type(scale)
+    if loss_kind == LOSS_SQUARED or loss_kind == LOSS_ABSOLUTE:
+        two = w.dtype.type(2.0)
+        if not y_ready:
+            gather_tile(Y, w, y_row, K, T, m, samples, c0)
+        for k in range(K):
+            yh = w[(out_row + k) * T : (out_row + k + 1) * T]
+            yt = w[(y_row + k) * T : (y_row + k + 1) * T]
+            gk = w[(g_row + k) * T : (g_row + k + 1) * T]
+            acc = zero
+            if loss_kind == LOSS_SQUARED:
+                for b in range(m):
+                    r = yh[b] - yt[b]
+                    acc += r * r
+                    gk[b] = two * sc * r
+            else:
+                for b in range(m):
+                    r = yh[b] - yt[b]
+                    acc += abs(r)
+                    gk[b] = sc if r > zero else (-sc if r < zero else zero)
+            total += acc
+    elif loss_kind == LOSS_LOGITCE:
+        for b in range(m):
+            lab = labels[samples[c0 + b]]
+            zmax = w[out_row * T + b]
+            for k in range(1, K):
+                zmax = max(zmax, w[(out_row + k) * T + b])
+            ssum = 0.0
+            for k in range(K):
+                e = np.exp(np.float64(w[(out_row + k) * T + b] - zmax))
+                w[(g_row + k) * T + b] = e
+                ssum += e
+            total += np.log(ssum) + zmax - w[(out_row + lab) * T + b]
+            inv = 1.0 / ssum
+            for k in range(K):
+                pk = w[(g_row + k) * T + b] * inv
+                w[(g_row + k) * T + b] = sc * (pk - (1.0 if k == lab else 0.0))
+    return total
+
+
+@kernel
+def gather_tile(X, w, row, F, T, m, samples, c0):
+    """Copy samples ``samples[c0:c0+m]`` of ``X`` (N, F) into rows ``row..row+F`` of ``w``."""
+    for b in range(m):
+        s = samples[c0 + b]
+        for f in range(F):
+            w[(row + f) * T + b] = X[s, f]
+
+
+@kernel
+def scatter_tile(w, row, F, T, m, out, samples, c0):
+    """Copy rows ``row..row+F`` of ``w`` into ``out[samples[c0 + b], :]``."""
+    for b in range(m):
+        s = samples[c0 + b]
+        for f in range(F):
+            out[s, f] = w[(row + f) * T + b]
+
+
+@parallel_kernel
+def forward_batch(spec, fspec, meta, p, X, out, samples, nthreads, T, work):
+    """out[s] = chain(X[s]) for every s in ``samples`` (inference: dropout off).
+
+    ``work`` has shape (nthreads, rows * T); ``X`` is (N, n_in) and ``out`` (N, n_out).
+    """
+    n = samples.shape[0]
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    out_row = spec[spec.shape[0] - 1, S_OUT]
+    for t in prange(nthreads):
+        lo = (n * t) // nthreads
+        hi = (n * (t + 1)) // nthreads
+        w = work[t]
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            gather_tile(X, w, 0, F, T, m, samples, c0)
+            tile_forward(spec, fspec, meta, p, w, T, m, False, 0, 0, samples, c0)
+            scatter_tile(w, out_row, K, T, m, out, samples, c0)
+
+
+@parallel_kernel
+def valgrad_batch(
+    spec,
+    fspec,
+    meta,
+    loss_kind,
+    p,
+    X,
+    Y,
+    labels,
+    samples,
+    start,
+    count,
+    nthreads,
+    T,
+    work,
+    gbuf,
+    lbuf,
+    grad,
+    gX,
+    want_gx,
+    train,
+    seed,
+    step,
+    XYt,
+):
+    """Mean loss over ``samples[start:start+count]`` and its gradient.
+
+    ``XYt``: the same batch pre-tiled by :func:`pretile` (each tile's input rows, then its
+    target rows, as they sit in the work buffer), copied instead of gathered; shape
+    ``(0, 0)`` to gather (a squared or absolute loss only).
+
+    Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
+    given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
+    ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
+    """
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    L = spec.shape[0]
+    out_row = spec[L - 1, S_OUT]
+    y_row = meta[M_YROW]
+    ga = meta[M_GA]
+    scale = 1.0 / count
+    P = p.shape[0]
+    pretiled = XYt.shape[0] > 0
+    for t in prange(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        w = work[t]
+        g = gbuf[t]
+        for j in range(P):
+            g[j] = 0
+        # past the rows: the dense weights' vector partial sums, used when this thread has
+        # more than one tile (with one, they would only add a pass over the partials)
+        gv = w[meta[M_ROWS] * T :]
+        direct = hi - lo <= T
+        if not direct:
+            zero_partials(spec, gv)
+        acc = 0.0
+        tix = _first_tile(start, count, nthreads, T, t)
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            if pretiled:
+                src = XYt[tix]
+                for j in range(F * T):
+                    w[j] = src[j]
+                for j in range(K * T):
+                    w[y_row * T + j] = src[F * T + j]
+                tix += 1
+            else:
+                gather_tile(X, w, 0, F, T, m, samples, c0)
+            tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
+            acc += tile_loss(
+                loss_kind,
+                w,
+                out_row,
+                y_row,
+                ga,
+                K,
+                T,
+                m,
+                Y,
+                labels,
+                samples,
+                c0,
+                scale,
+                pretiled,
+            )
+            r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
+            if want_gx:
+                scatter_tile(w, r, F, T, m, gX, samples, c0)
+        if not direct:
+            fold_partials(spec, gv, g)
+        lbuf[t] = acc
+    for j in range(P):
+        grad[j] = gbuf[0, j]
+    for t in range(1, nthreads):
+        gt = gbuf[t]
+        for j in range(P):
+            grad[j] += gt[j]
+    total = 0.0
+    for t in range(nthreads):
+        total += lbuf[t]
+    return total * scale
+
+
+@kernel
+def _first_tile(start, count, nthreads, T, t):
+    """Index of thread ``t``'s first tile when the threads' shares are tiled in turn."""
+    k = 0
+    for u in range(t):
+        lo = start + (count * u) // nthreads
+        hi = start + (count * (u + 1)) // nthreads
+        k += (hi - lo + T - 1) // T
+    return k
+
+
+@kernel
+def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
+    """Lay out the batch ``samples[start:start+count]`` as :func:`valgrad_batch` tiles it:
+    ``XYt[k]`` holds tile ``k``'s ``F`` input rows then its ``K`` target rows (length ``T``
+    each; columns past the tile's width are zero)."""
+    for j in range(XYt.shape[0]):
+        for i in range(XYt.shape[1]):
+            XYt[j, i] = 0
+    for t in range(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        tix = _first_tile(start, count, nthreads, T, t)
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
+            gather_tile(Y, XYt[tix], F, K, T, m, samples, c0)
+            tix += 1
+
+
+def pretiled_count(count, nthreads, T):
+    """Number of tiles :func:`pretile` makes."""
+    return int(_first_tile(0, count, nthreads, T, nthreads))
+
+
+@kernel
+def loss_batch(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, T, w):
+    """Mean loss (no gradient, dropout off) over ``samples``, serial."""
+    n = samples.shape[0]
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    out_row = spec[spec.shape[0] - 1, S_OUT]
+    acc = 0.0
+    for c0 in range(0, n, T):
+        m = min(T, n - c0)
+        gather_tile(X, w, 0, F, T, m, samples, c0)
+        tile_forward(spec, fspec, meta, p, w, T, m, False, 0, 0, samples, c0)
+        acc += tile_loss(
+            loss_kind,
+            w,
+            out_row,
+            meta[M_YROW],
+            meta[M_GA],
+            K,
+            T,
+            m,
+            Y,
+            labels,
+            samples,
+            c0,
+            1.0,
+            False,
+        )
+    return acc / n

@@ -1,0 +1,724 @@
+"""Convolution layers: the descriptor and its kernels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._jit import kernel
+from .._activations import IDENTITY, activate, get_activation
+from .._layout import (
+    B_SWAPPED,
+    C_GEO,
+    C_NPOS,
+    C_NTERMS,
+    C_OC,
+    C_ROWS,
+    C_TABLE,
+    CONV,
+    M_GA,
+    M_ZERO,
+    S_ACT,
+    S_BOFF,
+    S_D,
+    S_IN,
+    S_NIN,
+    S_NOUT,
+    S_OUT,
+    S_WOFF,
+)
+from .base import Layer, LayerCode, _image_shape, _pair
+
+
+class Conv(Layer):
+    """2-D cross-correlation with bias and a fused activation, as ``torch.nn.Conv2d``.
+
+    Parameters
+    ----------
+    out_channels : int
+    kernel : int or (kh, kw), default (5, 5)
+    activation : str or ActivationFunction
+    padding : int or (ph, pw): zeros added on each side (default 0, "valid")
+    stride : int or (sh, sw), default 1
+    bias : bool
+
+    Input ``(C, H, W)``, output ``(out_channels, OH, OW)`` with
+    ``OH = (H + 2 ph - kh) // sh + 1``. Parameters: ``W`` of shape
+    ``(out_channels, C, kh, kw)`` (row-major, as ``Conv2d.weight``), then ``b``.
+    Initialisation: Glorot uniform with fan_in = C kh kw and fan_out = out_channels kh kw; zero
+    bias.
+    """
+
+    name = "Conv"
+
+    def __init__(
+        self,
+        out_channels: int,
+        kernel=(5, 5),
+        activation="identity",
+        padding=0,
+        stride=1,
+        bias: bool = True,
+    ):
+        if (
+            isinstance(out_channels, bool)
+            or not isinstance(out_channels, (int, np.integer))
+            or out_channels < 1
+        ):
+            raise ValueError(f"Conv: out_channels must be a positive integer, got {out_channels!r}")
+        self.out_channels = int(out_channels)
+        self.kernel = _pair(kernel, "Conv: kernel")
+        self.padding = _pair(padding, "Conv: padding")
+        self.stride = _pair(stride, "Conv: stride")
+        if min(self.kernel) < 1 or min(self.stride) < 1 or min(self.padding) < 0:
+            raise ValueError("Conv: kernel and stride must be positive, padding non-negative")
+        self.activation = get_activation(activation)
+        self.bias = bool(bias)
+
+    def _geometry(self, in_shape):
+        C, H, W = _image_shape(self, in_shape)
+        (kh, kw), (ph, pw), (sh, sw) = self.kernel, self.padding, self.stride
+        OH = (H + 2 * ph - kh) // sh + 1
+        OW = (W + 2 * pw - kw) // sw + 1
+        if OH < 1 or OW < 1:
+            raise ValueError(
+                f"Conv: a {kh}x{kw} kernel does not fit input {H}x{W} with padding {ph}x{pw}"
+            )
+        return C, H, W, OH, OW
+
+    def output_shape(self, in_shape):
+        _, _, _, OH, OW = self._geometry(in_shape)
+        return (self.out_channels, OH, OW)
+
+    def param_shapes(self, in_shape):
+        C = _image_shape(self, in_shape)[0]
+        shapes = [("W", (self.out_channels, C) + self.kernel)]
+        if self.bias:
+            shapes.append(("b", (self.out_channels,)))
+        return shapes
+
+    def init(self, views, in_shape, rng):
+        C = in_shape[0]
+        kh, kw = self.kernel
+        limit = math.sqrt(6.0 / (C * kh * kw + self.out_channels * kh * kw))
+        views["W"][...] = rng.uniform(-limit, limit, views["W"].shape)
+        if self.bias:
+            views["b"][...] = 0
+
+    def encode(self, in_shape):
+        C, H, W, OH, OW = self._geometry(in_shape)
+        (kh, kw), (ph, pw), (sh, sw) = self.kernel, self.padding, self.stride
+        oh, ow, c, i, j = np.meshgrid(
+            np.arange(OH),
+            np.arange(OW),
+            np.arange(C),
+            np.arange(kh),
+            np.arange(kw),
+            indexing="ij",
+        )
+        ih = oh * sh + i - ph
+        iw = ow * sw + j - pw
+        inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        rows = np.where(inside, (c * H + ih) * W + iw, -1).reshape(OH * OW, C * kh * kw)
+        return LayerCode(
+            CONV,
+            self.activation.code,
+            0.0,
+            self.activation.code != IDENTITY,
+            extra=(
+                0,
+                OH * OW,
+                C * kh * kw,
+                self.out_channels,
+                C,
+                H,
+                W,
+                OH,
+                OW,
+                kh,
+                kw,
+                int(self.padding == (0, 0) and self.stride == (1, 1)),
+            ),
+            table=rows.astype(np.int64).ravel(),
+        )
+
+    def config(self):
+        return {
+            "out_channels": self.out_channels,
+            "kernel": list(self.kernel),
+            "activation": self.activation.name,
+            "padding": list(self.padding),
+            "stride": list(self.stride),
+            "bias": self.bias,
+        }
+
+
+@kernel
+def _row(meta, idx, in_row, zr):
+    r = meta[idx]
+    return in_row + r if r >= 0 else zr
+
+
+@kernel
+def _conv_forward(Wc, bias, has_bias, w, in_row, z_row, meta, toff, npos, nterms, OC, T, m):
+    """Convolution as a dense map per output position, its inputs gathered through a table.
+
+    ``meta[toff + pos * nterms + t]`` is the input row (relative to ``in_row``) of term ``t``
+    (channel, kernel row, kernel column) at output position ``pos``, or -1 for padding (read
+    from the zero row). Output row of (channel ``oc``, position ``pos``) is
+    ``z_row + oc * npos + pos``; weights ``Wc`` are ``(OC, nterms)`` row-major. Blocked 4
+    output channels x 4 terms, as the dense forward pass.
+    """
+    zero = w.dtype.type(0.0)
+    zr = meta[M_ZERO]
+    o4 = OC - OC % 4
+    t4 = nterms - nterms % 4
+    for pos in range(npos):
+        base = toff + pos * nterms
+        for oc in range(OC):
+            zo = w[(z_row + oc * npos + pos) * T : (z_row + oc * npos + pos) * T + T]
+            bo = bias[oc] if has_bias else zero
+            for b in range(m):
+                zo[b] = bo
+        for oc in range(0, o4, 4):
+            q0 = (z_row + oc * npos + pos) * T
+            q1 = q0 + npos * T
+            q2 = q1 + npos * T
+            q3 = q2 + npos * T
+            z0 = w[q0 : q0 + T]
+            z1 = w[q1 : q1 + T]
+            z2 = w[q2 : q2 + T]
+            z3 = w[q3 : q3 + T]
+            a = oc * nterms
+            for t in range(0, t4, 4):
+                r0 = _row(meta, base + t, in_row, zr) * T
+                r1 = _row(meta, base + t + 1, in_row, zr) * T
+                r2 = _row(meta, base + t + 2, in_row, zr) * T
+                r3 = _row(meta, base + t + 3, in_row, zr) * T
+                x0 = w[r0 : r0 + T]
+                x1 = w[r1 : r1 + T]
+                x2 = w[r2 : r2 + T]
+                x3 = w[r3 : r3 + T]
+                k = a + t
+                a0, a1, a2, a3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                b0, b1, b2, b3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                c0, c1, c2, c3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                d0, d1, d2, d3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                for b in range(m):
+                    v0 = x0[b]
+                    v1 = x1[b]
+                    v2 = x2[b]
+                    v3 = x3[b]
+                    z0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
+                    z1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
+                    z2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
+                    z3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
+            for t in range(t4, nterms):
+                r = _row(meta, base + t, in_row, zr) * T
+                xr = w[r : r + T]
+                k = a + t
+                a0, b0 = Wc[k], Wc[k + nterms]
+                c0, d0 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(m):
+                    v = xr[b]
+                    z0[b] += a0 * v
+                    z1[b] += b0 * v
+                    z2[b] += c0 * v
+                    z3[b] += d0 * v
+        for oc in range(o4, OC):
+            q0 = (z_row + oc * npos + pos) * T
+            zo = w[q0 : q0 + T]
+            a = oc * nterms
+            for t in range(0, t4, 4):
+                r0 = _row(meta, base + t, in_row, zr) * T
+                r1 = _row(meta, base + t + 1, in_row, zr) * T
+                r2 = _row(meta, base + t + 2, in_row, zr) * T
+                r3 = _row(meta, base + t + 3, in_row, zr) * T
+                x0 = w[r0 : r0 + T]
+                x1 = w[r1 : r1 + T]
+                x2 = w[r2 : r2 + T]
+                x3 = w[r3 : r3 + T]
+                w0, w1, w2, w3 = Wc[a + t], Wc[a + t + 1], Wc[a + t + 2], Wc[a + t + 3]
+                for b in range(m):
+                    zo[b] += w0 * x0[b] + w1 * x1[b] + w2 * x2[b] + w3 * x3[b]
+            for t in range(t4, nterms):
+                r = _row(meta, base + t, in_row, zr) * T
+                xr = w[r : r + T]
+                wt = Wc[a + t]
+                for b in range(m):
+                    zo[b] += wt * xr[b]
+
+
+@kernel
+def _conv_backward(
+    Wc,
+    gW,
+    gb,
+    has_bias,
+    w,
+    in_row,
+    gz_row,
+    gx_row,
+    want_gx,
+    meta,
+    toff,
+    npos,
+    nterms,
+    OC,
+    n_in,
+    T,
+    m,
+):
+    """Accumulate dL/dW, dL/db; write dL/dx (rows ``gx_row..``) when ``want_gx``.
+
+    dL/dW: 2 output channels x 4 terms of dot products per pass; dL/dx: 4 terms x 4 output
+    channels, as the dense backward pass. Padding terms (-1) read the zero row and, for
+    dL/dx, write into a scratch row instead of the input.
+    """
+    zero = w.dtype.type(0.0)
+    zr = meta[M_ZERO]
+    if want_gx:
+        for j in range(n_in * T):
+            w[gx_row * T + j] = zero
+    if has_bias:
+        for oc in range(OC):
+            s = zero
+            for pos in range(npos):
+                go = w[(gz_row + oc * npos + pos) * T : (gz_row + oc * npos + pos) * T + T]
+                for b in range(m):
+                    s += go[b]
+            gb[oc] += s
+    o2 = OC - OC % 2
+    t4 = nterms - nterms % 4
+    for pos in range(npos):
+        base = toff + pos * nterms
+        for oc in range(0, o2, 2):
+            q0 = (gz_row + oc * npos + pos) * T
+            q1 = q0 + npos * T
+            g0 = w[q0 : q0 + T]
+            g1 = w[q1 : q1 + T]
+            a = oc * nterms
+            for t in range(0, t4, 4):
+                r0 = _row(meta, base + t, in_row, zr) * T
+                r1 = _row(meta, base + t + 1, in_row, zr) * T
+                r2 = _row(meta, base + t + 2, in_row, zr) * T
+                r3 = _row(meta, base + t + 3, in_row, zr) * T
+                x0 = w[r0 : r0 + T]
+                x1 = w[r1 : r1 + T]
+                x2 = w[r2 : r2 + T]
+                x3 = w[r3 : r3 + T]
+                s00 = zero
+                s01 = zero
+                s02 = zero
+                s03 = zero
+                s10 = zero
+                s11 = zero
+                s12 = zero
+                s13 = zero
+                for b in range(m):
+                    e0 = g0[b]
+                    e1 = g1[b]
+                    c0 = x0[b]
+                    c1 = x1[b]
+                    c2 = x2[b]
+                    c3 = x3[b]
+                    s00 += e0 * c0
+                    s01 += e0 * c1
+                    s02 += e0 * c2
+                    s03 += e0 * c3
+                    s10 += e1 * c0
+                    s11 += e1 * c1
+                    s12 += e1 * c2
+                    s13 += e1 * c3
+                k = a + t
+                gW[k] += s00
+                gW[k + 1] += s01
+                gW[k + 2] += s02
+                gW[k + 3] += s03
+                k += nterms
+                gW[k] += s10
+                gW[k + 1] += s11
+                gW[k + 2] += s12
+                gW[k + 3] += s13
+            for t in range(t4, nterms):
+                r = _row(meta, base + t, in_row, zr) * T
+                xr = w[r : r + T]
+                s0 = zero
+                s1 = zero
+                for b in range(m):
+                    s0 += g0[b] * xr[b]
+                    s1 += g1[b] * xr[b]
+                gW[a + t] += s0
+                gW[a + nterms + t] += s1
+        for oc in range(o2, OC):
+            q0 = (gz_row + oc * npos + pos) * T
+            go = w[q0 : q0 + T]
+            for t in range(nterms):
+                r = _row(meta, base + t, in_row, zr) * T
+                xr = w[r : r + T]
+                s = zero
+                for b in range(m):
+                    s += go[b] * xr[b]
+                gW[oc * nterms + t] += s
+    if not want_gx:
+        return
+    # padding terms accumulate into a scratch row (the zero row is restored below)
+    o4 = OC - OC % 4
+    for pos in range(npos):
+        base = toff + pos * nterms
+        for t in range(0, t4, 4):
+            r0 = meta[base + t]
+            r1 = meta[base + t + 1]
+            r2 = meta[base + t + 2]
+            r3 = meta[base + t + 3]
+            r0 = (gx_row + r0 if r0 >= 0 else zr) * T
+            r1 = (gx_row + r1 if r1 >= 0 else zr) * T
+            r2 = (gx_row + r2 if r2 >= 0 else zr) * T
+            r3 = (gx_row + r3 if r3 >= 0 else zr) * T
+            h0 = w[r0 : r0 + T]
+            h1 = w[r1 : r1 + T]
+            h2 = w[r2 : r2 + T]
+            h3 = w[r3 : r3 + T]
+            for oc in range(0, o4, 4):
+                q0 = (gz_row + oc * npos + pos) * T
+                q1 = q0 + npos * T
+                q2 = q1 + npos * T
+                q3 = q2 + npos * T
+                g0 = w[q0 : q0 + T]
+                g1 = w[q1 : q1 + T]
+                g2 = w[q2 : q2 + T]
+                g3 = w[q3 : q3 + T]
+                k = oc * nterms + t
+                a0, a1, a2, a3 = Wc[k], Wc[k + nterms], Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                k += 1
+                b0, b1, b2, b3 = Wc[k], Wc[k + nterms], Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                k += 1
+                c0, c1, c2, c3 = Wc[k], Wc[k + nterms], Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                k += 1
+                d0, d1, d2, d3 = Wc[k], Wc[k + nterms], Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(m):
+                    v0 = g0[b]
+                    v1 = g1[b]
+                    v2 = g2[b]
+                    v3 = g3[b]
+                    h0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
+                    h1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
+                    h2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
+                    h3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
+            for oc in range(o4, OC):
+                q0 = (gz_row + oc * npos + pos) * T
+                go = w[q0 : q0 + T]
+                k = oc * nterms + t
+                a0, a1, a2, a3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                for b in range(m):
+                    v = go[b]
+                    h0[b] += a0 * v
+                    h1[b] += a1 * v
+                    h2[b] += a2 * v
+                    h3[b] += a3 * v
+        for t in range(t4, nterms):
+            r = meta[base + t]
+            r = (gx_row + r if r >= 0 else zr) * T
+            hr = w[r : r + T]
+            for oc in range(OC):
+                q0 = (gz_row + oc * npos + pos) * T
+                go = w[q0 : q0 + T]
+                wt = Wc[oc * nterms + t]
+                for b in range(m):
+                    hr[b] += wt * go[b]
+    for b in range(T):
+        w[zr * T + b] = zero
+
+
+@kernel
+def _conv_forward_rows(Wc, bias, has_bias, w, in_row, z_row, geo, T):
+    """Unpadded, stride-1 convolution on a full tile (``m == T``), along whole image rows.
+
+    Rows of consecutive output columns are contiguous, and so are the input rows a term reads
+    for them: one pass covers an output row (``OW * T`` elements) instead of one position.
+    ``geo`` = (OC, C, H, W, OH, OW, kh, kw).
+    """
+    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    npos = OH * OW
+    L = OW * T
+    zero = w.dtype.type(0.0)
+    o4 = OC - OC % 4
+    t4 = nterms - nterms % 4
+    for oh in range(OH):
+        for oc in range(OC):
+            q = (z_row + oc * npos + oh * OW) * T
+            bo = bias[oc] if has_bias else zero
+            for b in range(L):
+                w[q + b] = bo
+        for oc in range(0, o4, 4):
+            q0 = (z_row + oc * npos + oh * OW) * T
+            q1 = q0 + npos * T
+            q2 = q1 + npos * T
+            q3 = q2 + npos * T
+            z0 = w[q0 : q0 + L]
+            z1 = w[q1 : q1 + L]
+            z2 = w[q2 : q2 + L]
+            z3 = w[q3 : q3 + L]
+            for t in range(0, t4, 4):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
+                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
+                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
+                x0 = w[s0 : s0 + L]
+                x1 = w[s1 : s1 + L]
+                x2 = w[s2 : s2 + L]
+                x3 = w[s3 : s3 + L]
+                k = oc * nterms + t
+                a0, a1, a2, a3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                b0, b1, b2, b3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                c0, c1, c2, c3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                k += nterms
+                d0, d1, d2, d3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
+                for b in range(L):
+                    v0 = x0[b]
+                    v1 = x1[b]
+                    v2 = x2[b]
+                    v3 = x3[b]
+                    z0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
+                    z1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
+                    z2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
+                    z3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
+            for t in range(t4, nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                k = oc * nterms + t
+                a0, b0 = Wc[k], Wc[k + nterms]
+                c0, d0 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(L):
+                    v = xr[b]
+                    z0[b] += a0 * v
+                    z1[b] += b0 * v
+                    z2[b] += c0 * v
+                    z3[b] += d0 * v
+        for oc in range(o4, OC):
+            q0 = (z_row + oc * npos + oh * OW) * T
+            zo = w[q0 : q0 + L]
+            for t in range(nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                wt = Wc[oc * nterms + t]
+                for b in range(L):
+                    zo[b] += wt * xr[b]
+
+
+@kernel
+def _term_start(t, in_row, oh, H, W, kh, kw, T):
+    """Element offset of the input run read by term ``t`` for output row ``oh`` (column 0)."""
+    c = t // (kh * kw)
+    rem = t - c * kh * kw
+    i = rem // kw
+    j = rem - i * kw
+    return (in_row + (c * H + oh + i) * W + j) * T
+
+
+@kernel
+def _conv_backward_rows(Wc, gW, gb, has_bias, w, in_row, gz_row, gx_row, want_gx, geo, n_in, T):
+    """Backward of :func:`_conv_forward_rows`: reductions and updates along whole rows."""
+    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    npos = OH * OW
+    L = OW * T
+    zero = w.dtype.type(0.0)
+    if has_bias:
+        for oc in range(OC):
+            q = (gz_row + oc * npos) * T
+            s = zero
+            for b in range(npos * T):
+                s += w[q + b]
+            gb[oc] += s
+    o2 = OC - OC % 2
+    t4 = nterms - nterms % 4
+    for oh in range(OH):
+        for oc in range(0, o2, 2):
+            q0 = (gz_row + oc * npos + oh * OW) * T
+            q1 = q0 + npos * T
+            g0 = w[q0 : q0 + L]
+            g1 = w[q1 : q1 + L]
+            for t in range(0, t4, 4):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
+                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
+                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
+                x0 = w[s0 : s0 + L]
+                x1 = w[s1 : s1 + L]
+                x2 = w[s2 : s2 + L]
+                x3 = w[s3 : s3 + L]
+                a00 = zero
+                a01 = zero
+                a02 = zero
+                a03 = zero
+                a10 = zero
+                a11 = zero
+                a12 = zero
+                a13 = zero
+                for b in range(L):
+                    e0 = g0[b]
+                    e1 = g1[b]
+                    c0 = x0[b]
+                    c1 = x1[b]
+                    c2 = x2[b]
+                    c3 = x3[b]
+                    a00 += e0 * c0
+                    a01 += e0 * c1
+                    a02 += e0 * c2
+                    a03 += e0 * c3
+                    a10 += e1 * c0
+                    a11 += e1 * c1
+                    a12 += e1 * c2
+                    a13 += e1 * c3
+                k = oc * nterms + t
+                gW[k] += a00
+                gW[k + 1] += a01
+                gW[k + 2] += a02
+                gW[k + 3] += a03
+                k += nterms
+                gW[k] += a10
+                gW[k + 1] += a11
+                gW[k + 2] += a12
+                gW[k + 3] += a13
+            for t in range(t4, nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                a0 = zero
+                a1 = zero
+                for b in range(L):
+                    a0 += g0[b] * xr[b]
+                    a1 += g1[b] * xr[b]
+                gW[oc * nterms + t] += a0
+                gW[(oc + 1) * nterms + t] += a1
+        for oc in range(o2, OC):
+            q0 = (gz_row + oc * npos + oh * OW) * T
+            go = w[q0 : q0 + L]
+            for t in range(nterms):
+                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
+                xr = w[s0 : s0 + L]
+                a0 = zero
+                for b in range(L):
+                    a0 += go[b] * xr[b]
+                gW[oc * nterms + t] += a0
+    if not want_gx:
+        return
+    for j in range(n_in * T):
+        w[gx_row * T + j] = zero
+    o4 = OC - OC % 4
+    # one input run per pass: the runs of different terms overlap, so they are not blocked
+    for oh in range(OH):
+        for t in range(nterms):
+            s0 = _term_start(t, gx_row, oh, H, W, kh, kw, T)
+            h = w[s0 : s0 + L]
+            for oc in range(0, o4, 4):
+                q0 = (gz_row + oc * npos + oh * OW) * T
+                q1 = q0 + npos * T
+                q2 = q1 + npos * T
+                q3 = q2 + npos * T
+                g0 = w[q0 : q0 + L]
+                g1 = w[q1 : q1 + L]
+                g2 = w[q2 : q2 + L]
+                g3 = w[q3 : q3 + L]
+                k = oc * nterms + t
+                a0, a1 = Wc[k], Wc[k + nterms]
+                a2, a3 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
+                for b in range(L):
+                    h[b] += a0 * g0[b] + a1 * g1[b] + a2 * g2[b] + a3 * g3[b]
+            for oc in range(o4, OC):
+                q0 = (gz_row + oc * npos + oh * OW) * T
+                go = w[q0 : q0 + L]
+                a0 = Wc[oc * nterms + t]
+                for b in range(L):
+                    h[b] += a0 * go[b]
+
+
+def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
+    """The layer's forward pass on a tile (see :mod:`scichains.nn._dispatch`)."""
+    woff = spec[l, S_WOFF]
+    boff = spec[l, S_BOFF]
+    nterms = spec[l, C_NTERMS]
+    OC = spec[l, C_OC]
+    Wc = p[woff : woff + OC * nterms]
+    bias = p[boff : boff + OC] if boff >= 0 else p[0:0]
+    act = spec[l, S_ACT]
+    z_row = spec[l, S_OUT] if act == IDENTITY else meta[M_GA]
+    if T > 1 and m == T and spec[l, C_ROWS] == 1:
+        # unpadded, stride 1, full tile: along whole image rows
+        _conv_forward_rows(
+            Wc, bias, boff >= 0, w, spec[l, S_IN], z_row, spec[l, C_GEO : C_GEO + 8], T
+        )
+    else:
+        _conv_forward(
+            Wc,
+            bias,
+            boff >= 0,
+            w,
+            spec[l, S_IN],
+            z_row,
+            meta,
+            spec[l, C_TABLE],
+            spec[l, C_NPOS],
+            nterms,
+            OC,
+            T,
+            m,
+        )
+    if act != IDENTITY:
+        activate(act, w, z_row * T, spec[l, S_OUT] * T, spec[l, S_D] * T, spec[l, S_NOUT] * T)
+    return 0
+
+
+def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
+    """Accumulate dL/dW, dL/db; write dL/dx into the ``other`` gradient rows (see
+    :mod:`scichains.nn._dispatch`)."""
+    woff = spec[l, S_WOFF]
+    boff = spec[l, S_BOFF]
+    nterms = spec[l, C_NTERMS]
+    OC = spec[l, C_OC]
+    Wc = p[woff : woff + OC * nterms]
+    gW = g[woff : woff + OC * nterms]
+    gb = g[boff : boff + OC] if boff >= 0 else g[0:0]
+    if T > 1 and m == T and spec[l, C_ROWS] == 1:
+        _conv_backward_rows(
+            Wc,
+            gW,
+            gb,
+            boff >= 0,
+            w,
+            spec[l, S_IN],
+            cur,
+            other,
+            need_in,
+            spec[l, C_GEO : C_GEO + 8],
+            spec[l, S_NIN],
+            T,
+        )
+    else:
+        _conv_backward(
+            Wc,
+            gW,
+            gb,
+            boff >= 0,
+            w,
+            spec[l, S_IN],
+            cur,
+            other,
+            need_in,
+            meta,
+            spec[l, C_TABLE],
+            spec[l, C_NPOS],
+            nterms,
+            OC,
+            spec[l, S_NIN],
+            T,
+            m,
+        )
+    return B_SWAPPED
