@@ -8,35 +8,71 @@ stages of the discrete adjoint, trajectories in lockstep).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._jit import kernel
 from ._batch import gather_tile, scatter_tile
 from ._dispatch import tile_backward, tile_forward
 from ._layout import M_GA, M_NIN, M_NOUT, M_NPARAMS, M_ROWS, S_OUT
 
+# the words of the length errors, indexed by the codes below
+_WORDS = (
+    "chain_forward",
+    "chain_vjp",
+    "x",
+    "p",
+    "out",
+    "v",
+    "p_bar",
+    "x_bar",
+    "input",
+    "parameter vector",
+    "output",
+)
+_FORWARD, _VJP, _X, _P, _OUT, _V, _PBAR, _XBAR, _INPUT, _PARAMS, _OUTPUT = range(11)
+
+
+class ChainLengthError(ValueError):
+    """An array handed to :func:`chain_forward` / :func:`chain_vjp` has the wrong length.
+
+    Raised from compiled code with integer arguments ``(function, array, got, want, what)``
+    (codes into ``_WORDS``); the message is formatted here, in Python, so that no string
+    formatting is compiled (it cost seconds of the first compilation of every caller).
+    """
+
+    def __str__(self) -> str:
+        if len(self.args) != 5:
+            return super().__str__()
+        fn, name, got, want, what = self.args
+        return (
+            f"{_WORDS[fn]}: {_WORDS[name]} has length {got}, but the chain's {_WORDS[what]} "
+            f"has {want} entries; pass an array of exactly that length (a slice, e.g. "
+            f"u[:{want}], is free in compiled code)"
+        )
+
 
 @kernel
 def _length_error(fn, name, got, want, what):
-    raise ValueError(
-        f"{fn}: {name} has length {got}, but the chain's {what} has {want} entries; pass an "
-        f"array of exactly that length (a slice, e.g. u[:{want}], is free in compiled code)"
-    )
+    raise ChainLengthError(fn, name, got, want, what)
 
 
 @kernel
 def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname):
     # the error branch of the entry points' checks, reached only when a length is wrong;
     # out of line, with one call site per entry point, so that the message building (which
-    # allocates) stays off the fast path
+    # allocates) stays off the fast path. np.int64(): integers, not literals, so that
+    # _length_error has one compiled version
+    i = np.int64
     if nx != meta[M_NIN]:
-        _length_error(fn, "x", nx, meta[M_NIN], "input")
+        _length_error(i(fn), i(_X), nx, meta[M_NIN], i(_INPUT))
     if np_ != meta[M_NPARAMS]:
-        _length_error(fn, "p", np_, meta[M_NPARAMS], "parameter vector")
+        _length_error(i(fn), i(_P), np_, meta[M_NPARAMS], i(_PARAMS))
     if nout != meta[M_NOUT]:
-        _length_error(fn, oname, nout, meta[M_NOUT], "output")
+        _length_error(i(fn), i(oname), nout, meta[M_NOUT], i(_OUTPUT))
     if npbar != meta[M_NPARAMS]:
-        _length_error(fn, pname, npbar, meta[M_NPARAMS], "parameter vector")
+        _length_error(i(fn), i(pname), npbar, meta[M_NPARAMS], i(_PARAMS))
     if n_in_arr != meta[M_NIN]:
-        _length_error(fn, "x_bar", n_in_arr, meta[M_NIN], "input")
+        _length_error(i(fn), i(_XBAR), n_in_arr, meta[M_NIN], i(_INPUT))
 
 
 @kernel
@@ -57,15 +93,15 @@ def chain_forward(k, p, x, out):
     meta = k.meta
     if x.shape[0] != meta[M_NIN] or out.shape[0] != meta[M_NOUT] or p.shape[0] != meta[M_NPARAMS]:
         _report_lengths(
-            "chain_forward",
+            np.int64(_FORWARD),
             meta,
             x.shape[0],
             meta[M_NIN],
             out.shape[0],
-            "out",
+            np.int64(_OUT),
             p.shape[0],
             p.shape[0],
-            "p",
+            np.int64(_P),
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
@@ -96,15 +132,15 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
         or p_bar.shape[0] != n_p
     ):
         _report_lengths(
-            "chain_vjp",
+            np.int64(_VJP),
             meta,
             x.shape[0],
             x_bar.shape[0],
             v.shape[0],
-            "v",
+            np.int64(_V),
             p.shape[0],
             p_bar.shape[0],
-            "p_bar",
+            np.int64(_PBAR),
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
