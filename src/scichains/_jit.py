@@ -18,6 +18,15 @@ Flags, and why:
 
 Set the environment variable ``SCICHAINS_DISABLE_CACHE=1`` to compile without the on-disk cache.
 
+Vector width: the dense kernels hold explicit SIMD vectors (``nn/_simd.py``) of
+:data:`VECTOR_BYTES` bytes, chosen from the CPU numba compiles for (``NUMBA_CPU_NAME`` /
+``NUMBA_CPU_FEATURES`` when set, else the host): 32 bytes with AVX2 or AVX-512 (see
+:func:`vector_bytes` for why not 64 on AVX-512), 16 bytes elsewhere (SSE, NEON: LLVM lowers
+the vectors for any target). ``SCICHAINS_VECTOR_BYTES=16|32|64`` overrides the choice (the
+tests force 16 to check the portable path). numba's cache is keyed by CPU name and features,
+so a cache written on one CPU is never loaded on another; the width is part of the source
+stamp below, so a cache written with another width is dropped.
+
 numba keys a cached kernel on its own file only, but a kernel's cached machine code includes the
 kernels it calls from other files. After any source file of the package changes (an edit, an
 upgrade), :func:`_drop_stale_cache` therefore removes the package's cached kernels once, at
@@ -51,18 +60,64 @@ SOURCE_DIGEST = _source_digest()
 their cached machine code never outlives the package code it was linked against."""
 
 
+def _cpu_features() -> str:
+    """The features numba compiles for, as LLVM writes them (``+avx2,+fma,-avx512f,...``)."""
+    forced = numba.config.CPU_FEATURES
+    if forced:
+        return str(forced)
+    from llvmlite import binding as llvm
+
+    return llvm.get_host_cpu_features().flatten()
+
+
+def vector_bytes() -> int:
+    """Bytes per SIMD vector of the dense kernels on this CPU (or ``SCICHAINS_VECTOR_BYTES``).
+
+    AVX-512 machines get 32 bytes too: measured on an Intel Xeon (AVX-512), 64-byte vectors
+    made the matrix-exponential training step 6-10% slower at the best tile width and 2x
+    slower without retuning (``benchmarks/README.md``); on AMD Zen 4 the 512-bit units are two
+    256-bit halves, so wider vectors cannot add throughput. Set the variable to compare.
+    """
+    env = os.environ.get("SCICHAINS_VECTOR_BYTES", "").strip()
+    if env:
+        if env not in ("16", "32", "64"):
+            raise ValueError(f"SCICHAINS_VECTOR_BYTES must be 16, 32 or 64, got {env!r}")
+        return int(env)
+    features = set(_cpu_features().split(","))
+    return 32 if "+avx2" in features else 16
+
+
+VECTOR_BYTES = vector_bytes()
+
+
+def _cache_root() -> Path:
+    """Where numba writes this package's cache: beside the sources, or under
+    ``NUMBA_CACHE_DIR`` when that is set."""
+    if numba.config.CACHE_DIR:
+        return Path(numba.config.CACHE_DIR)
+    return _PACKAGE
+
+
 def _drop_stale_cache() -> None:
-    """Delete cached kernels of this package when any of its sources changed since they were
-    written (best effort: a read-only install is left alone)."""
-    stamp = _PACKAGE / "__pycache__" / "numba-sources.sha256"
-    want = SOURCE_DIGEST
+    """Delete cached kernels of this package when any of its sources (or the vector width)
+    changed since they were written (best effort: a read-only install is left alone)."""
+    root = _cache_root()
+    stamp = root / ("__pycache__" if root == _PACKAGE else "") / "scichains-sources.sha256"
+    want = f"{SOURCE_DIGEST} vector-bytes={VECTOR_BYTES}"
     try:
         if stamp.exists() and stamp.read_text() == want:
             return
-        for cache_dir in _PACKAGE.rglob("__pycache__"):
+        if root == _PACKAGE:
+            dirs = list(_PACKAGE.rglob("__pycache__"))
+        else:  # one folder per source folder, named as numba's _UserProvidedCacheLocator does
+            dirs = [
+                root / f"{d.name}_{hashlib.sha1(str(d).encode()).hexdigest()}"
+                for d in {f.parent for f in _PACKAGE.rglob("*.py")}
+            ]
+        for cache_dir in dirs:
             for f in list(cache_dir.glob("*.nbi")) + list(cache_dir.glob("*.nbc")):
                 f.unlink(missing_ok=True)
-        stamp.parent.mkdir(exist_ok=True)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
         stamp.write_text(want)
     except OSError:
         pass

@@ -1,5 +1,5 @@
-"""Explicit SIMD vectors for the dense kernels: a numba type for one AVX2 register and the few
-operations the register-blocked loops need.
+"""Explicit SIMD vectors for the dense kernels: a numba type for one vector register and the
+few operations the register-blocked loops need.
 
 LLVM's loop vectoriser turns the kernels' inner loops over the batch into vector code, but it
 keeps every partial result in memory between the loops over a layer's inputs (a load and a store
@@ -10,7 +10,8 @@ multiply-add drop from about 0.75 to about 0.6, and the 32 -> 16 layer of the
 matrix-exponential MLP ran at 70 instead of 43 GFLOP/s on one core in isolation; a whole
 training step of that MLP took ~1.25x less time on one thread (see ``benchmarks/README.md``).
 
-``Vec`` is ``lanes(arr)`` values of ``arr.dtype`` (8 float32 or 4 float64: 32 bytes). Loads
+``Vec`` is ``lanes(arr)`` values of ``arr.dtype``: :data:`VEC_BYTES` bytes, chosen for the CPU
+by :func:`scichains._jit.vector_bytes` (32 with AVX2: 8 float32 or 4 float64; 16 elsewhere). Loads
 and stores take an element index into a 1-D array and do no bounds check and no negative-index
 wraparound: callers guarantee ``0 <= i`` and ``i + lanes <= len``. Everything here is inlined
 into the calling kernel, so the kernels stay cacheable.
@@ -22,10 +23,12 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, models, register_model
 
+from .._jit import VECTOR_BYTES
+
 _I32 = ir.IntType(32)
 
-#: Bytes of one vector (AVX2), and the most lanes a vector has (float32).
-VEC_BYTES = 32
+#: Bytes of one vector, and the most lanes a vector has (float32).
+VEC_BYTES = VECTOR_BYTES
 MAX_LANES = VEC_BYTES // 4
 
 
