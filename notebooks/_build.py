@@ -114,9 +114,7 @@ data = clean + 0.05 * clean.mean(axis=0) * rng.standard_normal(clean.shape)""",
             "loss-and-gradient evaluations: Adam first, then L-BFGS (`ScipyFun` adapts it to "
             "`scipy.optimize.minimize(jac=True)`)."
         ),
-        """chain = sc.SimpleChain(
-    2, sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(2)
-)
+        """chain = sc.SimpleChain(2, sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(2))
 U = NetworkTerm(chain, [x, y])
 ude = SymbolicModel([x, y], [], [1.3 * x + U[0], -1.8 * y + U[1]], network=U)
 p = ude.pack(network=chain.init_params(seed=1, dtype=np.float64))

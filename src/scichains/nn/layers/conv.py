@@ -28,6 +28,7 @@ from .._layout import (
     S_OUT,
     S_WOFF,
 )
+from .._simd import lanes, vfill, vfma, vload, vsplat, vstore
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -435,82 +436,233 @@ def _conv_backward(
 
 
 @kernel
-def _conv_forward_rows(Wc, bias, has_bias, w, in_row, z_row, geo, T):
+def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T):
     """Unpadded, stride-1 convolution on a full tile (``m == T``), along whole image rows.
 
     Rows of consecutive output columns are contiguous, and so are the input rows a term reads
-    for them: one pass covers an output row (``OW * T`` elements) instead of one position.
-    ``geo`` = (OC, C, H, W, OH, OW, kh, kw).
+    for them: for output row ``oh`` the convolution is a matrix product over runs of
+    ``L = OW * T`` elements, z[oc, :L] = b[oc] + sum_t Wc[oc, t] x_t[:L], with x_t the run of
+    term ``t`` (channel, kernel row, kernel column) starting at row ``meta[toff + t] + oh * W``
+    of the input. Register-blocked as the dense kernels: 4 output channels x 3 vectors (12
+    accumulators) stay in registers over all terms. ``geo`` = (OC, C, H, W, OH, OW, kh, kw).
     """
-    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    OC, C, _H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     nterms = C * kh * kw
-    npos = OH * OW
+    qs = OH * OW * T  # between output channels
     L = OW * T
-    zero = w.dtype.type(0.0)
+    nl = lanes(w)
+    blk = 3 * nl
+    L3 = L - L % blk
+    L1 = L - L % nl
     o4 = OC - OC % 4
-    t4 = nterms - nterms % 4
+    zero = w.dtype.type(0.0)
     for oh in range(OH):
-        for oc in range(OC):
-            q = (z_row + oc * npos + oh * OW) * T
-            bo = bias[oc] if has_bias else zero
-            for b in range(L):
-                w[q + b] = bo
+        xo = (in_row + oh * W) * T
+        zo = (z_row + oh * OW) * T
         for oc in range(0, o4, 4):
-            q0 = (z_row + oc * npos + oh * OW) * T
-            q1 = q0 + npos * T
-            q2 = q1 + npos * T
-            q3 = q2 + npos * T
-            z0 = w[q0 : q0 + L]
-            z1 = w[q1 : q1 + L]
-            z2 = w[q2 : q2 + L]
-            z3 = w[q3 : q3 + L]
-            for t in range(0, t4, 4):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
-                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
-                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
-                x0 = w[s0 : s0 + L]
-                x1 = w[s1 : s1 + L]
-                x2 = w[s2 : s2 + L]
-                x3 = w[s3 : s3 + L]
-                k = oc * nterms + t
-                a0, a1, a2, a3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
-                k += nterms
-                b0, b1, b2, b3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
-                k += nterms
-                c0, c1, c2, c3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
-                k += nterms
-                d0, d1, d2, d3 = Wc[k], Wc[k + 1], Wc[k + 2], Wc[k + 3]
-                for b in range(L):
-                    v0 = x0[b]
-                    v1 = x1[b]
-                    v2 = x2[b]
-                    v3 = x3[b]
-                    z0[b] += a0 * v0 + a1 * v1 + a2 * v2 + a3 * v3
-                    z1[b] += b0 * v0 + b1 * v1 + b2 * v2 + b3 * v3
-                    z2[b] += c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3
-                    z3[b] += d0 * v0 + d1 * v1 + d2 * v2 + d3 * v3
-            for t in range(t4, nterms):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                xr = w[s0 : s0 + L]
-                k = oc * nterms + t
-                a0, b0 = Wc[k], Wc[k + nterms]
-                c0, d0 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
-                for b in range(L):
-                    v = xr[b]
-                    z0[b] += a0 * v
-                    z1[b] += b0 * v
-                    z2[b] += c0 * v
-                    z3[b] += d0 * v
+            e0 = bias[oc] if has_bias else zero
+            e1 = bias[oc + 1] if has_bias else zero
+            e2 = bias[oc + 2] if has_bias else zero
+            e3 = bias[oc + 3] if has_bias else zero
+            f0 = vfill(w, e0)
+            f1 = vfill(w, e1)
+            f2 = vfill(w, e2)
+            f3 = vfill(w, e3)
+            k0 = oc * nterms
+            q = zo + oc * qs
+            for b0 in range(0, L3, blk):
+                s00, s01, s02 = f0, f0, f0
+                s10, s11, s12 = f1, f1, f1
+                s20, s21, s22 = f2, f2, f2
+                s30, s31, s32 = f3, f3, f3
+                for t in range(nterms):
+                    xb = xo + meta[toff + t] * T + b0
+                    v0 = vload(w, xb)
+                    v1 = vload(w, xb + nl)
+                    v2 = vload(w, xb + 2 * nl)
+                    a = vsplat(Wc, k0 + t)
+                    s00 = vfma(a, v0, s00)
+                    s01 = vfma(a, v1, s01)
+                    s02 = vfma(a, v2, s02)
+                    a = vsplat(Wc, k0 + nterms + t)
+                    s10 = vfma(a, v0, s10)
+                    s11 = vfma(a, v1, s11)
+                    s12 = vfma(a, v2, s12)
+                    a = vsplat(Wc, k0 + 2 * nterms + t)
+                    s20 = vfma(a, v0, s20)
+                    s21 = vfma(a, v1, s21)
+                    s22 = vfma(a, v2, s22)
+                    a = vsplat(Wc, k0 + 3 * nterms + t)
+                    s30 = vfma(a, v0, s30)
+                    s31 = vfma(a, v1, s31)
+                    s32 = vfma(a, v2, s32)
+                zb = q + b0
+                vstore(w, zb, s00)
+                vstore(w, zb + nl, s01)
+                vstore(w, zb + 2 * nl, s02)
+                zb += qs
+                vstore(w, zb, s10)
+                vstore(w, zb + nl, s11)
+                vstore(w, zb + 2 * nl, s12)
+                zb += qs
+                vstore(w, zb, s20)
+                vstore(w, zb + nl, s21)
+                vstore(w, zb + 2 * nl, s22)
+                zb += qs
+                vstore(w, zb, s30)
+                vstore(w, zb + nl, s31)
+                vstore(w, zb + 2 * nl, s32)
+            for b0 in range(L3, L1, nl):
+                s0, s1, s2, s3 = f0, f1, f2, f3
+                for t in range(nterms):
+                    v = vload(w, xo + meta[toff + t] * T + b0)
+                    s0 = vfma(vsplat(Wc, k0 + t), v, s0)
+                    s1 = vfma(vsplat(Wc, k0 + nterms + t), v, s1)
+                    s2 = vfma(vsplat(Wc, k0 + 2 * nterms + t), v, s2)
+                    s3 = vfma(vsplat(Wc, k0 + 3 * nterms + t), v, s3)
+                vstore(w, q + b0, s0)
+                vstore(w, q + qs + b0, s1)
+                vstore(w, q + 2 * qs + b0, s2)
+                vstore(w, q + 3 * qs + b0, s3)
+            for r in range(4):
+                for b in range(L1, L):
+                    acc = bias[oc + r] if has_bias else zero
+                    for t in range(nterms):
+                        acc += Wc[k0 + r * nterms + t] * w[xo + meta[toff + t] * T + b]
+                    w[q + r * qs + b] = acc
         for oc in range(o4, OC):
-            q0 = (z_row + oc * npos + oh * OW) * T
-            zo = w[q0 : q0 + L]
-            for t in range(nterms):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                xr = w[s0 : s0 + L]
-                wt = Wc[oc * nterms + t]
-                for b in range(L):
-                    zo[b] += wt * xr[b]
+            e = bias[oc] if has_bias else zero
+            f = vfill(w, e)
+            k0 = oc * nterms
+            q = zo + oc * qs
+            for b0 in range(0, L1, nl):
+                s0 = f
+                for t in range(nterms):
+                    s0 = vfma(vsplat(Wc, k0 + t), vload(w, xo + meta[toff + t] * T + b0), s0)
+                vstore(w, q + b0, s0)
+            for b in range(L1, L):
+                acc = e
+                for t in range(nterms):
+                    acc += Wc[k0 + t] * w[xo + meta[toff + t] * T + b]
+                w[q + b] = acc
+
+
+@kernel
+def _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, geo, T):
+    """dL/dx of :func:`_conv_forward_rows` (the gradient rows ``gx_row..`` zeroed first):
+    gx_t[:L] += sum_oc Wc[oc, t] gz[oc, :L] for every term ``t`` and output row.
+
+    The runs of terms that differ only in the kernel column overlap, so the terms are taken
+    four at a time with the same kernel column and different (channel, kernel row): disjoint
+    runs, held as 4 x 3 vectors in registers over all output channels.
+    """
+    OC, C, _H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    qs = OH * OW * T
+    L = OW * T
+    nl = lanes(w)
+    blk = 3 * nl
+    L3 = L - L % blk
+    L1 = L - L % nl
+    CK = C * kh  # (channel, kernel row) pairs
+    CK4 = CK - CK % 4
+    for oh in range(OH):
+        ho = (gx_row + oh * W) * T
+        go = (gz_row + oh * OW) * T
+        for j in range(kw):
+            for ci in range(0, CK4, 4):
+                t0 = ci * kw + j
+                t1 = t0 + kw
+                t2 = t1 + kw
+                t3 = t2 + kw
+                h0 = ho + meta[toff + t0] * T
+                h1 = ho + meta[toff + t1] * T
+                h2 = ho + meta[toff + t2] * T
+                h3 = ho + meta[toff + t3] * T
+                for b0 in range(0, L3, blk):
+                    s00 = vload(w, h0 + b0)
+                    s01 = vload(w, h0 + b0 + nl)
+                    s02 = vload(w, h0 + b0 + 2 * nl)
+                    s10 = vload(w, h1 + b0)
+                    s11 = vload(w, h1 + b0 + nl)
+                    s12 = vload(w, h1 + b0 + 2 * nl)
+                    s20 = vload(w, h2 + b0)
+                    s21 = vload(w, h2 + b0 + nl)
+                    s22 = vload(w, h2 + b0 + 2 * nl)
+                    s30 = vload(w, h3 + b0)
+                    s31 = vload(w, h3 + b0 + nl)
+                    s32 = vload(w, h3 + b0 + 2 * nl)
+                    for oc in range(OC):
+                        gb = go + oc * qs + b0
+                        v0 = vload(w, gb)
+                        v1 = vload(w, gb + nl)
+                        v2 = vload(w, gb + 2 * nl)
+                        k = oc * nterms
+                        a = vsplat(Wc, k + t0)
+                        s00 = vfma(a, v0, s00)
+                        s01 = vfma(a, v1, s01)
+                        s02 = vfma(a, v2, s02)
+                        a = vsplat(Wc, k + t1)
+                        s10 = vfma(a, v0, s10)
+                        s11 = vfma(a, v1, s11)
+                        s12 = vfma(a, v2, s12)
+                        a = vsplat(Wc, k + t2)
+                        s20 = vfma(a, v0, s20)
+                        s21 = vfma(a, v1, s21)
+                        s22 = vfma(a, v2, s22)
+                        a = vsplat(Wc, k + t3)
+                        s30 = vfma(a, v0, s30)
+                        s31 = vfma(a, v1, s31)
+                        s32 = vfma(a, v2, s32)
+                    vstore(w, h0 + b0, s00)
+                    vstore(w, h0 + b0 + nl, s01)
+                    vstore(w, h0 + b0 + 2 * nl, s02)
+                    vstore(w, h1 + b0, s10)
+                    vstore(w, h1 + b0 + nl, s11)
+                    vstore(w, h1 + b0 + 2 * nl, s12)
+                    vstore(w, h2 + b0, s20)
+                    vstore(w, h2 + b0 + nl, s21)
+                    vstore(w, h2 + b0 + 2 * nl, s22)
+                    vstore(w, h3 + b0, s30)
+                    vstore(w, h3 + b0 + nl, s31)
+                    vstore(w, h3 + b0 + 2 * nl, s32)
+                for b0 in range(L3, L1, nl):
+                    s0 = vload(w, h0 + b0)
+                    s1 = vload(w, h1 + b0)
+                    s2 = vload(w, h2 + b0)
+                    s3 = vload(w, h3 + b0)
+                    for oc in range(OC):
+                        v = vload(w, go + oc * qs + b0)
+                        k = oc * nterms
+                        s0 = vfma(vsplat(Wc, k + t0), v, s0)
+                        s1 = vfma(vsplat(Wc, k + t1), v, s1)
+                        s2 = vfma(vsplat(Wc, k + t2), v, s2)
+                        s3 = vfma(vsplat(Wc, k + t3), v, s3)
+                    vstore(w, h0 + b0, s0)
+                    vstore(w, h1 + b0, s1)
+                    vstore(w, h2 + b0, s2)
+                    vstore(w, h3 + b0, s3)
+                for b in range(L1, L):
+                    for oc in range(OC):
+                        g = w[go + oc * qs + b]
+                        k = oc * nterms
+                        w[h0 + b] += Wc[k + t0] * g
+                        w[h1 + b] += Wc[k + t1] * g
+                        w[h2 + b] += Wc[k + t2] * g
+                        w[h3 + b] += Wc[k + t3] * g
+            for ci in range(CK4, CK):
+                t = ci * kw + j
+                h = ho + meta[toff + t] * T
+                for b0 in range(0, L1, nl):
+                    s = vload(w, h + b0)
+                    for oc in range(OC):
+                        s = vfma(vsplat(Wc, oc * nterms + t), vload(w, go + oc * qs + b0), s)
+                    vstore(w, h + b0, s)
+                for b in range(L1, L):
+                    acc = w[h + b]
+                    for oc in range(OC):
+                        acc += Wc[oc * nterms + t] * w[go + oc * qs + b]
+                    w[h + b] = acc
 
 
 @kernel
@@ -524,7 +676,9 @@ def _term_start(t, in_row, oh, H, W, kh, kw, T):
 
 
 @kernel
-def _conv_backward_rows(Wc, gW, gb, has_bias, w, in_row, gz_row, gx_row, want_gx, geo, n_in, T):
+def _conv_backward_rows(
+    Wc, gW, gb, has_bias, w, meta, toff, in_row, gz_row, gx_row, want_gx, geo, n_in, T
+):
     """Backward of :func:`_conv_forward_rows`: reductions and updates along whole rows."""
     OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     nterms = C * kh * kw
@@ -612,32 +766,7 @@ def _conv_backward_rows(Wc, gW, gb, has_bias, w, in_row, gz_row, gx_row, want_gx
         return
     for j in range(n_in * T):
         w[gx_row * T + j] = zero
-    o4 = OC - OC % 4
-    # one input run per pass: the runs of different terms overlap, so they are not blocked
-    for oh in range(OH):
-        for t in range(nterms):
-            s0 = _term_start(t, gx_row, oh, H, W, kh, kw, T)
-            h = w[s0 : s0 + L]
-            for oc in range(0, o4, 4):
-                q0 = (gz_row + oc * npos + oh * OW) * T
-                q1 = q0 + npos * T
-                q2 = q1 + npos * T
-                q3 = q2 + npos * T
-                g0 = w[q0 : q0 + L]
-                g1 = w[q1 : q1 + L]
-                g2 = w[q2 : q2 + L]
-                g3 = w[q3 : q3 + L]
-                k = oc * nterms + t
-                a0, a1 = Wc[k], Wc[k + nterms]
-                a2, a3 = Wc[k + 2 * nterms], Wc[k + 3 * nterms]
-                for b in range(L):
-                    h[b] += a0 * g0[b] + a1 * g1[b] + a2 * g2[b] + a3 * g3[b]
-            for oc in range(o4, OC):
-                q0 = (gz_row + oc * npos + oh * OW) * T
-                go = w[q0 : q0 + L]
-                a0 = Wc[oc * nterms + t]
-                for b in range(L):
-                    h[b] += a0 * go[b]
+    _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, geo, T)
 
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
@@ -653,7 +782,16 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     if T > 1 and m == T and spec[l, C_ROWS] == 1:
         # unpadded, stride 1, full tile: along whole image rows
         _conv_forward_rows(
-            Wc, bias, boff >= 0, w, spec[l, S_IN], z_row, spec[l, C_GEO : C_GEO + 8], T
+            Wc,
+            bias,
+            boff >= 0,
+            w,
+            meta,
+            spec[l, C_TABLE],
+            spec[l, S_IN],
+            z_row,
+            spec[l, C_GEO : C_GEO + 8],
+            T,
         )
     else:
         _conv_forward(
@@ -693,6 +831,8 @@ def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
             gb,
             boff >= 0,
             w,
+            meta,
+            spec[l, C_TABLE],
             spec[l, S_IN],
             cur,
             other,
