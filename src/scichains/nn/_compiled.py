@@ -14,6 +14,7 @@ from .._jit import kernel
 from ._batch import gather_tile, scatter_tile
 from ._dispatch import tile_backward, tile_forward
 from ._layout import M_GA, M_NIN, M_NOUT, M_NPARAMS, M_ROWS, S_OUT
+from ._simd import borrow
 
 # the words of the length errors, indexed by the codes below
 _WORDS = (
@@ -89,8 +90,13 @@ def chain_forward(k, p, x, out):
     or parameter vector longer than the chain's is as likely a wrong model as a deliberate
     prefix: pass a slice (``u[:2]``, ``p[3:3 + num_params]``, free in numba) to use part of one.
     """
-    w = k.work
-    meta = k.meta
+    # borrowed views: no atomic reference counting on this path (see _simd.borrow)
+    w = borrow(k.work)
+    meta = borrow(k.meta)
+    spec = borrow(k.spec)
+    p = borrow(p)
+    x = borrow(x)
+    out = borrow(out)
     if x.shape[0] != meta[M_NIN] or out.shape[0] != meta[M_NOUT] or p.shape[0] != meta[M_NPARAMS]:
         _report_lengths(
             np.int64(_FORWARD),
@@ -105,8 +111,8 @@ def chain_forward(k, p, x, out):
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
-    tile_forward(k.spec, k.fspec, meta, p, w, 1, 1, False, 0, 0, k.samples, 0)
-    r = k.spec[k.spec.shape[0] - 1, S_OUT]
+    tile_forward(spec, borrow(k.fspec), meta, p, w, 1, 1, False, 0, 0, borrow(k.samples), 0)
+    r = spec[spec.shape[0] - 1, S_OUT]
     for j in range(meta[M_NOUT]):
         out[j] = w[r + j]
 
@@ -121,8 +127,14 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
     Every array must have exactly its length above, else ``ValueError`` naming it (as for
     :func:`chain_forward`).
     """
-    w = k.work
-    meta = k.meta
+    w = borrow(k.work)
+    meta = borrow(k.meta)
+    spec = borrow(k.spec)
+    p = borrow(p)
+    x = borrow(x)
+    v = borrow(v)
+    x_bar = borrow(x_bar)
+    p_bar = borrow(p_bar)
     n_in, n_p = meta[M_NIN], meta[M_NPARAMS]
     if (
         x.shape[0] != n_in
@@ -144,13 +156,13 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
-    tile_forward(k.spec, k.fspec, meta, p, w, 1, 1, False, 0, 0, k.samples, 0)
+    tile_forward(spec, borrow(k.fspec), meta, p, w, 1, 1, False, 0, 0, borrow(k.samples), 0)
     ga = meta[M_GA]
     for j in range(meta[M_NOUT]):
         w[ga + j] = v[j]
     for j in range(n_p):
         p_bar[j] = 0
-    r = tile_backward(k.spec, meta, p, p_bar, p_bar[0:0], True, w, 1, 1, True, False)
+    r = tile_backward(spec, meta, p, p_bar, p_bar[0:0], True, w, 1, 1, True, False)
     for f in range(meta[M_NIN]):
         x_bar[f] = w[r + f]
 

@@ -52,6 +52,7 @@ from ._layout import (
     S_KIND,
     S_NOUT,
 )
+from ._simd import borrow
 from .layers import conv, dense, elementwise, pool
 
 _I2 = types.int64[:, ::1]
@@ -229,6 +230,8 @@ def tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train):
     :func:`scichains.nn._batch.fold_partials`). Returns the row where dL/d(input) ends up
     (valid when ``want_gx``).
     """
+    spec = borrow(spec)
+    w = borrow(w)
     col = S_BWD32 if w.itemsize == 4 else S_BWD64
     fcol = S_FWD32 if w.itemsize == 4 else S_FWD64
     # the two gradient buffers alternate; ``cur`` holds dL/d(output of layer l)

@@ -186,3 +186,23 @@ def vsum(typingctx, a):
         return builder.extract_element(v, ir.Constant(_I32, 0))
 
     return a.dtype(a), codegen
+
+
+@intrinsic
+def borrow(typingctx, arr):
+    """``arr`` without its reference-counted owner (a borrowed view).
+
+    Slices of a borrowed array skip numba's atomic reference counting (``NRT_incref`` /
+    ``NRT_decref`` on the owner), which costs more than the arithmetic of a small layer on
+    one sample. Only for arrays that outlive every use of the view: a kernel's arguments
+    inside the kernel.
+    """
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        return ary._getvalue()
+
+    return arr(arr), codegen

@@ -28,7 +28,7 @@ from .._layout import (
     S_OUT,
     S_WOFF,
 )
-from .._simd import lanes, vfill, vfma, vload, vsplat, vstore
+from .._simd import borrow, lanes, vfill, vfma, vload, vsplat, vstore
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -771,6 +771,12 @@ def _conv_backward_rows(
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """The layer's forward pass on a tile (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    fspec = borrow(fspec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
+    samples = borrow(samples)
     woff = spec[l, S_WOFF]
     boff = spec[l, S_BOFF]
     nterms = spec[l, C_NTERMS]
@@ -817,6 +823,12 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     """Accumulate dL/dW, dL/db; write dL/dx into the ``other`` gradient rows (see
     :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    meta = borrow(meta)
+    p = borrow(p)
+    g = borrow(g)
+    gv = borrow(gv)
+    w = borrow(w)
     woff = spec[l, S_WOFF]
     boff = spec[l, S_BOFF]
     nterms = spec[l, C_NTERMS]

@@ -24,7 +24,7 @@ from .._layout import (
     S_OUT,
     S_WOFF,
 )
-from .._simd import lanes, vadd, vfill, vfma, vload, vmul, vsplat, vstore, vsum
+from .._simd import borrow, lanes, vadd, vfill, vfma, vload, vmul, vsplat, vstore, vsum
 from .base import Layer, LayerCode
 
 
@@ -449,6 +449,10 @@ def _vec_dense_backward(W, gW, x, gz, gx, n_in, n_out):
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """The layer's forward pass on a tile (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
     n_in = spec[l, S_NIN]
     n_out = spec[l, S_NOUT]
     i0 = spec[l, S_IN] * T
@@ -476,6 +480,11 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     """Accumulate dL/dW, dL/db; write dL/dx into the ``other`` gradient rows (see
     :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    p = borrow(p)
+    g = borrow(g)
+    gv = borrow(gv)
+    w = borrow(w)
     n_in = spec[l, S_NIN]
     n_out = spec[l, S_NOUT]
     woff = spec[l, S_WOFF]

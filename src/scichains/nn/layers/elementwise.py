@@ -7,6 +7,7 @@ import numpy as np
 from ..._jit import kernel
 from .._activations import IDENTITY, ActivationFunction, activate, get_activation
 from .._layout import ACTIVATION, DROPOUT, RESHAPE, S_ACT, S_D, S_IN, S_INDEX, S_NOUT, S_OUT
+from .._simd import borrow
 from .base import Layer, LayerCode, _flat_size
 
 
@@ -88,6 +89,12 @@ def dropout_uniform(seed, step, layer, sample, feature):
 
 def activation_forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """An activation layer on a tile; its derivative goes to the layer's derivative rows."""
+    spec = borrow(spec)
+    fspec = borrow(fspec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
+    samples = borrow(samples)
     act = spec[l, S_ACT]
     d_row = spec[l, S_D] if act != IDENTITY else spec[l, S_OUT]
     activate(act, w, spec[l, S_IN] * T, spec[l, S_OUT] * T, d_row * T, spec[l, S_NOUT] * T)
@@ -97,6 +104,12 @@ def activation_forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samp
 def dropout_forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """Dropout on a tile: in training the kept-and-scaled mask goes to the derivative rows
     (the backward pass multiplies by it); in inference a copy."""
+    spec = borrow(spec)
+    fspec = borrow(fspec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
+    samples = borrow(samples)
     n_out = spec[l, S_NOUT]
     xin = w[spec[l, S_IN] * T : (spec[l, S_IN] + n_out) * T]
     out = w[spec[l, S_OUT] * T : (spec[l, S_OUT] + n_out) * T]

@@ -7,6 +7,7 @@ import numpy as np
 from ..._jit import kernel
 from .._activations import IDENTITY
 from .._layout import B_SWAPPED, MAXPOOL, P_K, P_TABLE, S_D, S_IN, S_NIN, S_NOUT, S_OUT
+from .._simd import borrow
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -94,6 +95,12 @@ def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m)
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """The layer's forward pass on a tile (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    fspec = borrow(fspec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
+    samples = borrow(samples)
     _maxpool_forward(
         w,
         spec[l, S_IN],
@@ -111,6 +118,12 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
 
 def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     """dL/dx into the ``other`` gradient rows (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    meta = borrow(meta)
+    p = borrow(p)
+    g = borrow(g)
+    gv = borrow(gv)
+    w = borrow(w)
     if need_in:
         _maxpool_backward(
             w,
