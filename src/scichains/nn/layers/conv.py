@@ -28,7 +28,7 @@ from .._layout import (
     S_OUT,
     S_WOFF,
 )
-from .._simd import borrow, lanes, vfill, vfma, vload, vsplat, vstore
+from .._simd import borrow, lanes, vfill, vfma, vload, vsplat, vstore, vsum
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -530,7 +530,52 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                     for t in range(nterms):
                         acc += Wc[k0 + r * nterms + t] * w[xo + meta[toff + t] * T + b]
                     w[q + r * qs + b] = acc
-        for oc in range(o4, OC):
+        for oc in range(o4, OC - 1, 2):
+            # two channels left (6 = 4 + 2 in LeNet5's first layer): 2 x 3 vectors
+            e0 = bias[oc] if has_bias else zero
+            e1 = bias[oc + 1] if has_bias else zero
+            f0 = vfill(w, e0)
+            f1 = vfill(w, e1)
+            k0 = oc * nterms
+            q = zo + oc * qs
+            for b0 in range(0, L3, blk):
+                s00, s01, s02 = f0, f0, f0
+                s10, s11, s12 = f1, f1, f1
+                for t in range(nterms):
+                    xb = xo + meta[toff + t] * T + b0
+                    v0 = vload(w, xb)
+                    v1 = vload(w, xb + nl)
+                    v2 = vload(w, xb + 2 * nl)
+                    a = vsplat(Wc, k0 + t)
+                    s00 = vfma(a, v0, s00)
+                    s01 = vfma(a, v1, s01)
+                    s02 = vfma(a, v2, s02)
+                    a = vsplat(Wc, k0 + nterms + t)
+                    s10 = vfma(a, v0, s10)
+                    s11 = vfma(a, v1, s11)
+                    s12 = vfma(a, v2, s12)
+                zb = q + b0
+                vstore(w, zb, s00)
+                vstore(w, zb + nl, s01)
+                vstore(w, zb + 2 * nl, s02)
+                zb += qs
+                vstore(w, zb, s10)
+                vstore(w, zb + nl, s11)
+                vstore(w, zb + 2 * nl, s12)
+            for r in range(2):
+                kr = k0 + r * nterms
+                er = bias[oc + r] if has_bias else zero
+                for b0 in range(L3, L1, nl):
+                    s0 = vfill(w, er)
+                    for t in range(nterms):
+                        s0 = vfma(vsplat(Wc, kr + t), vload(w, xo + meta[toff + t] * T + b0), s0)
+                    vstore(w, q + r * qs + b0, s0)
+                for b in range(L1, L):
+                    acc = er
+                    for t in range(nterms):
+                        acc += Wc[kr + t] * w[xo + meta[toff + t] * T + b]
+                    w[q + r * qs + b] = acc
+        for oc in range(o4 + (OC - o4) // 2 * 2, OC):
             e = bias[oc] if has_bias else zero
             f = vfill(w, e)
             k0 = oc * nterms
@@ -545,6 +590,119 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                 for t in range(nterms):
                     acc += Wc[k0 + t] * w[xo + meta[toff + t] * T + b]
                 w[q + b] = acc
+
+
+@kernel
+def _conv_weight_grad_rows(gW, w, meta, toff, in_row, gz_row, geo, T):
+    """dL/dW of :func:`_conv_forward_rows`: gW[oc, t] += sum over output rows and the ``L``
+    elements of each of gz[oc, :L] x_t[:L]. Register-blocked: 4 output channels x 3 terms of
+    vector partial sums run over every output row, then fold into ``gW``."""
+    OC, C, _H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    nterms = C * kh * kw
+    qs = OH * OW * T
+    L = OW * T
+    nl = lanes(w)
+    L1 = L - L % nl
+    o4 = OC - OC % 4
+    t3 = nterms - nterms % 3
+    zero = w.dtype.type(0.0)
+    for oc in range(0, o4, 4):
+        for t in range(0, t3, 3):
+            s00 = vfill(w, 0.0)
+            s01, s02 = s00, s00
+            s10, s11, s12 = s00, s00, s00
+            s20, s21, s22 = s00, s00, s00
+            s30, s31, s32 = s00, s00, s00
+            for oh in range(OH):
+                g0 = (gz_row + oh * OW) * T + oc * qs
+                xo = (in_row + oh * W) * T
+                x0 = xo + meta[toff + t] * T
+                x1 = xo + meta[toff + t + 1] * T
+                x2 = xo + meta[toff + t + 2] * T
+                for b0 in range(0, L1, nl):
+                    v0 = vload(w, x0 + b0)
+                    v1 = vload(w, x1 + b0)
+                    v2 = vload(w, x2 + b0)
+                    e = vload(w, g0 + b0)
+                    s00 = vfma(e, v0, s00)
+                    s01 = vfma(e, v1, s01)
+                    s02 = vfma(e, v2, s02)
+                    e = vload(w, g0 + qs + b0)
+                    s10 = vfma(e, v0, s10)
+                    s11 = vfma(e, v1, s11)
+                    s12 = vfma(e, v2, s12)
+                    e = vload(w, g0 + 2 * qs + b0)
+                    s20 = vfma(e, v0, s20)
+                    s21 = vfma(e, v1, s21)
+                    s22 = vfma(e, v2, s22)
+                    e = vload(w, g0 + 3 * qs + b0)
+                    s30 = vfma(e, v0, s30)
+                    s31 = vfma(e, v1, s31)
+                    s32 = vfma(e, v2, s32)
+            k = oc * nterms + t
+            gW[k] += vsum(s00)
+            gW[k + 1] += vsum(s01)
+            gW[k + 2] += vsum(s02)
+            k += nterms
+            gW[k] += vsum(s10)
+            gW[k + 1] += vsum(s11)
+            gW[k + 2] += vsum(s12)
+            k += nterms
+            gW[k] += vsum(s20)
+            gW[k + 1] += vsum(s21)
+            gW[k + 2] += vsum(s22)
+            k += nterms
+            gW[k] += vsum(s30)
+            gW[k + 1] += vsum(s31)
+            gW[k + 2] += vsum(s32)
+    o2 = o4 + (OC - o4) // 2 * 2
+    for oc in range(o4, o2, 2):
+        # two channels left: 2 x 3 blocks
+        for t in range(0, t3, 3):
+            s00 = vfill(w, 0.0)
+            s01, s02 = s00, s00
+            s10, s11, s12 = s00, s00, s00
+            for oh in range(OH):
+                g0 = (gz_row + oh * OW) * T + oc * qs
+                xo = (in_row + oh * W) * T
+                x0 = xo + meta[toff + t] * T
+                x1 = xo + meta[toff + t + 1] * T
+                x2 = xo + meta[toff + t + 2] * T
+                for b0 in range(0, L1, nl):
+                    v0 = vload(w, x0 + b0)
+                    v1 = vload(w, x1 + b0)
+                    v2 = vload(w, x2 + b0)
+                    e = vload(w, g0 + b0)
+                    s00 = vfma(e, v0, s00)
+                    s01 = vfma(e, v1, s01)
+                    s02 = vfma(e, v2, s02)
+                    e = vload(w, g0 + qs + b0)
+                    s10 = vfma(e, v0, s10)
+                    s11 = vfma(e, v1, s11)
+                    s12 = vfma(e, v2, s12)
+            k = oc * nterms + t
+            gW[k] += vsum(s00)
+            gW[k + 1] += vsum(s01)
+            gW[k + 2] += vsum(s02)
+            k += nterms
+            gW[k] += vsum(s10)
+            gW[k + 1] += vsum(s11)
+            gW[k + 2] += vsum(s12)
+    # the channels and terms outside the blocks, and the elements past the last full vector
+    for oc in range(OC):
+        for t in range(nterms):
+            in_block = oc < o2 and t < t3
+            s = vfill(w, 0.0)
+            acc = zero
+            for oh in range(OH):
+                g0 = (gz_row + oh * OW) * T + oc * qs
+                x0 = (in_row + oh * W + meta[toff + t]) * T
+                if not in_block:
+                    for b0 in range(0, L1, nl):
+                        s = vfma(vload(w, g0 + b0), vload(w, x0 + b0), s)
+                for b in range(L1, L):
+                    acc += w[g0 + b] * w[x0 + b]
+            gW[oc * nterms + t] += acc + vsum(s)
 
 
 @kernel
@@ -666,24 +824,12 @@ def _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, geo, T):
 
 
 @kernel
-def _term_start(t, in_row, oh, H, W, kh, kw, T):
-    """Element offset of the input run read by term ``t`` for output row ``oh`` (column 0)."""
-    c = t // (kh * kw)
-    rem = t - c * kh * kw
-    i = rem // kw
-    j = rem - i * kw
-    return (in_row + (c * H + oh + i) * W + j) * T
-
-
-@kernel
 def _conv_backward_rows(
     Wc, gW, gb, has_bias, w, meta, toff, in_row, gz_row, gx_row, want_gx, geo, n_in, T
 ):
     """Backward of :func:`_conv_forward_rows`: reductions and updates along whole rows."""
-    OC, C, H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    nterms = C * kh * kw
+    OC, OH, OW = geo[0], geo[4], geo[5]
     npos = OH * OW
-    L = OW * T
     zero = w.dtype.type(0.0)
     if has_bias:
         for oc in range(OC):
@@ -692,76 +838,7 @@ def _conv_backward_rows(
             for b in range(npos * T):
                 s += w[q + b]
             gb[oc] += s
-    o2 = OC - OC % 2
-    t4 = nterms - nterms % 4
-    for oh in range(OH):
-        for oc in range(0, o2, 2):
-            q0 = (gz_row + oc * npos + oh * OW) * T
-            q1 = q0 + npos * T
-            g0 = w[q0 : q0 + L]
-            g1 = w[q1 : q1 + L]
-            for t in range(0, t4, 4):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                s1 = _term_start(t + 1, in_row, oh, H, W, kh, kw, T)
-                s2 = _term_start(t + 2, in_row, oh, H, W, kh, kw, T)
-                s3 = _term_start(t + 3, in_row, oh, H, W, kh, kw, T)
-                x0 = w[s0 : s0 + L]
-                x1 = w[s1 : s1 + L]
-                x2 = w[s2 : s2 + L]
-                x3 = w[s3 : s3 + L]
-                a00 = zero
-                a01 = zero
-                a02 = zero
-                a03 = zero
-                a10 = zero
-                a11 = zero
-                a12 = zero
-                a13 = zero
-                for b in range(L):
-                    e0 = g0[b]
-                    e1 = g1[b]
-                    c0 = x0[b]
-                    c1 = x1[b]
-                    c2 = x2[b]
-                    c3 = x3[b]
-                    a00 += e0 * c0
-                    a01 += e0 * c1
-                    a02 += e0 * c2
-                    a03 += e0 * c3
-                    a10 += e1 * c0
-                    a11 += e1 * c1
-                    a12 += e1 * c2
-                    a13 += e1 * c3
-                k = oc * nterms + t
-                gW[k] += a00
-                gW[k + 1] += a01
-                gW[k + 2] += a02
-                gW[k + 3] += a03
-                k += nterms
-                gW[k] += a10
-                gW[k + 1] += a11
-                gW[k + 2] += a12
-                gW[k + 3] += a13
-            for t in range(t4, nterms):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                xr = w[s0 : s0 + L]
-                a0 = zero
-                a1 = zero
-                for b in range(L):
-                    a0 += g0[b] * xr[b]
-                    a1 += g1[b] * xr[b]
-                gW[oc * nterms + t] += a0
-                gW[(oc + 1) * nterms + t] += a1
-        for oc in range(o2, OC):
-            q0 = (gz_row + oc * npos + oh * OW) * T
-            go = w[q0 : q0 + L]
-            for t in range(nterms):
-                s0 = _term_start(t, in_row, oh, H, W, kh, kw, T)
-                xr = w[s0 : s0 + L]
-                a0 = zero
-                for b in range(L):
-                    a0 += go[b] * xr[b]
-                gW[oc * nterms + t] += a0
+    _conv_weight_grad_rows(gW, w, meta, toff, in_row, gz_row, geo, T)
     if not want_gx:
         return
     for j in range(n_in * T):
