@@ -1,0 +1,114 @@
+"""Predictions of the dosing regimen and their second-order sensitivities, against closed forms."""
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from scichains import pk
+from scichains.pk._sensitivity import Sensitivities
+
+from .models import iv_model, oral_model
+
+DOSE = 320.0
+
+
+def oral_conc(phi, t):
+    """One-compartment oral absorption, bolus ``DOSE`` into the depot at 0 (closed form)."""
+    ka, cl, v = phi
+    k = cl / v
+    return DOSE * ka / (v * (ka - k)) * (np.exp(-k * t) - np.exp(-ka * t))
+
+
+def test_second_order_sensitivities_match_the_closed_form():
+    depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
+    sens = Sensitivities(
+        [depot, center], [ka, cl, v], [-ka * depot, ka * depot - cl / v * center], center / v
+    )
+    from scichains import ode
+
+    phi = np.array([1.5, 2.7, 31.0])
+    t = np.array([0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 12.0, 24.0])
+    y0 = np.zeros(sens.size)
+    y0[0] = DOSE
+    prob = sens.model.problem(y0, (0.0, 24.0), np.concatenate([phi, [0.0, 0.0]]))
+    sol = ode.solve(prob, saveat=t, rtol=1e-11, atol=1e-13)
+    g, g1, g2 = sens.observe(sol.u, phi)
+    np.testing.assert_allclose(g, oral_conc(phi, t), rtol=1e-8)
+    h = 1e-4
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = h
+        fd = (oral_conc(phi + e, t) - oral_conc(phi - e, t)) / (2 * h)
+        np.testing.assert_allclose(g1[:, k], fd, rtol=1e-6, atol=1e-9)
+        for m in range(3):
+            d = np.zeros(3)
+            d[m] = h
+            fd2 = (
+                oral_conc(phi + e + d, t)
+                - oral_conc(phi + e - d, t)
+                - oral_conc(phi - e + d, t)
+                + oral_conc(phi - e - d, t)
+            ) / (4 * h * h)
+            np.testing.assert_allclose(g2[:, k, m], fd2, rtol=1e-4, atol=1e-7)
+    np.testing.assert_array_equal(g2, np.swapaxes(g2, 1, 2))
+
+
+def iv_conc(cl, v, doses, t):
+    """One-compartment IV: superposition of boluses (duration 0) and zero-order infusions."""
+    k = cl / v
+    c = np.zeros_like(t)
+    for t0, amount, dur in doses:
+        s = t - t0
+        if dur == 0:
+            c += np.where(s >= 0, amount / v * np.exp(-k * np.maximum(s, 0)), 0.0)
+        else:
+            rate = amount / dur
+            during = rate / (k * v) * (1 - np.exp(-k * np.clip(s, 0, dur)))
+            c += np.where(s >= 0, during * np.exp(-k * np.maximum(s - dur, 0)), 0.0)
+    return c
+
+
+def test_infusions_boluses_and_repeats_match_superposition(tmp_path):
+    # subject 1: 2 h infusions every 12 h (ADDL 2) and a bolus at 30 h with a sample at 30 h
+    # (it sees the bolus); subject 2: a 4 h infusion by DUR, samples before and during it;
+    # subject 3: no observations (allowed; predicts nothing)
+    text = (
+        "ID,TIME,DV,AMT,RATE,DUR,II,ADDL,EVID\n"
+        "1,0,.,100,50,0,12,2,1\n"
+        "1,1,1,0,0,0,0,0,0\n1,2,1,0,0,0,0,0,0\n1,5,1,0,0,0,0,0,0\n1,13,1,0,0,0,0,0,0\n"
+        "1,26,1,0,0,0,0,0,0\n1,30,.,40,0,0,0,0,1\n1,30,1,0,0,0,0,0,0\n1,36,1,0,0,0,0,0,0\n"
+        "2,0.5,1,0,0,0,0,0,0\n2,1,.,80,0,4,0,0,1\n2,2,1,0,0,0,0,0,0\n2,6,1,0,0,0,0,0,0\n"
+        "3,0,.,10,0,0,0,0,1\n"
+    )
+    path = tmp_path / "iv.csv"
+    path.write_text(text)
+    data = pk.read_events(path)
+    model = iv_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-10, atol=1e-12)
+    x = model.pack()
+    cl, v = np.exp(model.theta0)
+    pred = obj.predict(x)
+    d1 = [(0.0, 100.0, 2.0), (12.0, 100.0, 2.0), (24.0, 100.0, 2.0), (30.0, 40.0, 0.0)]
+    np.testing.assert_allclose(pred[0], iv_conc(cl, v, d1, data.subjects[0].times), rtol=1e-8)
+    np.testing.assert_allclose(
+        pred[1], iv_conc(cl, v, [(1.0, 80.0, 4.0)], data.subjects[1].times), rtol=1e-8, atol=1e-14
+    )
+    assert pred[1][0] == 0.0  # before the first dose
+    assert pred[2].size == 0
+
+
+def test_individual_predictions_use_the_etas():
+    data = pk.theophylline()
+    model = oral_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-10, atol=1e-12)
+    x = model.pack()
+    etas = np.tile([0.2, -0.1, 0.05], (12, 1))
+    ipred = obj.predict(x, etas)
+    ka, cl, v = np.exp(model.theta0 + etas[0])
+    s = data.subjects[0]
+    k = cl / v
+    amt = s.doses[0].amount
+    ref = amt * ka / (v * (ka - k)) * (np.exp(-k * s.times) - np.exp(-ka * s.times))
+    np.testing.assert_allclose(ipred[0], ref, rtol=1e-8, atol=1e-13)
+    with pytest.raises(ValueError, match=r"etas must have shape \(12, 3\)"):
+        obj.predict(x, np.zeros((3, 12)))
