@@ -7,6 +7,7 @@ estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the 
 NONMEM's -2 log-likelihood convention; Laplace's objective as a value).
 """
 
+from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
 from ._fit import FitResult, fit
@@ -17,6 +18,7 @@ from ._predict import PKSolveError
 __all__ = [
     "Additive",
     "Combined",
+    "Covariance",
     "Dose",
     "ErrorModel",
     "EventData",
@@ -29,7 +31,10 @@ __all__ = [
     "PopulationObjective",
     "Proportional",
     "Subject",
+    "covariance",
     "fit",
     "read_events",
+    "residuals",
+    "shrinkage",
     "theophylline",
 ]
