@@ -55,5 +55,18 @@ def test_a_fit_stopped_early_says_so_and_returns_its_best_point():
     assert not res.success
     assert "iterations" in res.message
     assert res.ofv < start
-    with pytest.raises(ValueError, match="method='focei'"):
-        pk.fit(model, data, method="laplace")
+    with pytest.raises(ValueError, match="method must be 'focei' or 'laplace'"):
+        pk.fit(model, data, method="foce")
+
+
+def test_laplace_fit_lowers_its_objective_from_the_focei_estimates(theoph_fit):
+    # no published Laplace fit of these data was found to compare with; what is checked: the
+    # fit converges, improves on the Laplace objective at the FOCE-I estimates, and stays
+    # close to them (additive error: the two approximations differ only in the log det term)
+    model, data, focei = theoph_fit
+    start = pk.PopulationObjective(model, data, method="laplace").value(focei.x)
+    res = pk.fit(model, data, method="laplace", x0=focei.x)
+    assert res.success, res.message
+    assert res.ofv < start
+    theta = np.array(list(res.theta.values()))
+    np.testing.assert_allclose(theta, list(focei.theta.values()), atol=0.02)

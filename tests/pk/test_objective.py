@@ -101,20 +101,23 @@ def fd_gradient(obj, x, h=1e-4):
 
 
 @pytest.mark.parametrize(
-    "error, full, covariate",
+    "error, full, covariate, method",
     [
-        (pk.Additive(0.7), False, False),
-        (pk.Combined(0.3, 0.1), True, False),
-        (pk.Proportional(0.15), False, True),
-        (pk.Exponential(0.2), False, False),
+        (pk.Additive(0.7), False, False, "focei"),
+        (pk.Combined(0.3, 0.1), True, False, "focei"),
+        (pk.Proportional(0.15), False, True, "focei"),
+        (pk.Exponential(0.2), False, False, "focei"),
+        (pk.Additive(0.7), True, True, "laplace"),
+        (pk.Combined(0.3, 0.1), False, False, "laplace"),
+        (pk.Exponential(0.2), True, False, "laplace"),
     ],
 )
-def test_gradient_matches_central_differences(error, full, covariate):
+def test_gradient_matches_central_differences(error, full, covariate, method):
     # full omega: a Cholesky factor with off-diagonal entries; a covariate on CL
     data = theoph_subset(4, drop_t0=not isinstance(error, pk.Additive))
     omega = [[0.4, 0.02, 0.01], [0.02, 0.07, 0.005], [0.01, 0.005, 0.02]] if full else None
     model = oral_model(error, omega=omega or (0.4, 0.07, 0.02), covariate=covariate)
-    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
     x = model.pack(theta=[0.4, 1.0, 3.5])
     f, g = obj.value_and_grad(x)
     assert f == pytest.approx(obj.value(x), abs=1e-9)
@@ -122,11 +125,9 @@ def test_gradient_matches_central_differences(error, full, covariate):
     np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
 
 
-def test_laplace_has_no_gradient_and_methods_are_checked():
+def test_methods_and_shapes_are_checked():
     model = oral_model()
     data = theoph_subset(2)
-    with pytest.raises(NotImplementedError, match="method='focei' only"):
-        pk.PopulationObjective(model, data, method="laplace").value_and_grad(model.pack())
     with pytest.raises(ValueError, match="method must be 'focei' or 'laplace'"):
         pk.PopulationObjective(model, data, method="foce")
     with pytest.raises(ValueError, match=r"x must have shape \(7,\)"):

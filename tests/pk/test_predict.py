@@ -53,6 +53,40 @@ def test_second_order_sensitivities_match_the_closed_form():
     np.testing.assert_array_equal(g2, np.swapaxes(g2, 1, 2))
 
 
+def test_third_order_sensitivities_match_the_closed_form():
+    depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
+    sens = Sensitivities(
+        [depot, center],
+        [ka, cl, v],
+        [-ka * depot, ka * depot - cl / v * center],
+        center / v,
+        order=3,
+    )
+    from scichains import ode
+
+    phi = np.array([1.5, 2.7, 31.0])
+    t = np.array([0.5, 2.0, 8.0, 24.0])
+    y0 = np.zeros(sens.size)
+    y0[0] = DOSE
+    prob = sens.model.problem(y0, (0.0, 24.0), np.concatenate([phi, [0.0, 0.0]]))
+    g, g1, g2, g3 = sens.observe(ode.solve(prob, saveat=t, rtol=1e-12, atol=1e-14).u, phi)
+    np.testing.assert_allclose(g, oral_conc(phi, t), rtol=1e-9)
+
+    def second(ph, k, m, h=1e-3):
+        e, d = np.eye(3)[k] * h, np.eye(3)[m] * h
+        c = oral_conc
+        return (c(ph + e + d, t) - c(ph + e - d, t) - c(ph - e + d, t) + c(ph - e - d, t)) / (
+            4 * h * h
+        )
+
+    h = 1e-3
+    for k, m, r in [(0, 0, 0), (0, 1, 2), (1, 1, 2), (2, 2, 2), (0, 2, 1)]:
+        e = np.eye(3)[r] * h
+        fd3 = (second(phi + e, k, m) - second(phi - e, k, m)) / (2 * h)
+        np.testing.assert_allclose(g3[:, k, m, r], fd3, rtol=2e-3, atol=1e-6)
+        np.testing.assert_array_equal(g3[:, k, m, r], g3[:, r, k, m])
+
+
 def iv_conc(cl, v, doses, t):
     """One-compartment IV: superposition of boluses (duration 0) and zero-order infusions."""
     k = cl / v

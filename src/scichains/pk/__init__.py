@@ -3,8 +3,9 @@
 NONMEM-style event tables (:func:`read_events`), nonlinear mixed-effects models written in
 SymPy (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
 individual-parameter block, the ODE, the observation, a residual error model), and FOCE-I
-estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the objective in
-NONMEM's -2 log-likelihood convention; Laplace's objective as a value).
+and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
+objective in NONMEM's -2 log-likelihood convention); the covariance step, shrinkage and
+residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`).
 """
 
 from ._diagnostics import Covariance, covariance, residuals, shrinkage

@@ -47,7 +47,8 @@ class ErrorModel:
 
     def functions(self):
         """Generated NumPy functions of ``(y, f, log_sd...)``: ``l, l_f, l_ff, l_s, l_fs, w,
-        w_f, w_s`` (``_s``: derivatives along each log standard deviation)."""
+        w_f, w_s, l_fff, l_ffs`` (``_s``: derivatives along each log standard deviation,
+        shape ``(len(f), r)``)."""
         if self._funcs is not None:
             return self._funcs
         import sympy as sp
@@ -62,18 +63,33 @@ class ErrorModel:
         exprs = [ell, ell_f, sp.diff(ell_f, f)]
         exprs += [sp.diff(ell, x) for x in u] + [sp.diff(ell_f, x) for x in u]
         exprs += [w, sp.diff(w, f)] + [sp.diff(w, x) for x in u]
+        ell_ff = sp.diff(ell_f, f)
+        exprs += [sp.diff(ell_ff, f)] + [sp.diff(ell_ff, x) for x in u]
         fn = sp.lambdify([y, f, *u], exprs, modules="numpy", cse=True)
         r = len(u)
 
         def evaluate(yv, fv, log_sd):
             out = fn(yv, fv, *log_sd)
             out = [np.broadcast_to(np.asarray(o, dtype=np.float64), fv.shape) for o in out]
+
+            def cols(a):
+                return np.stack(out[a : a + r], axis=1)
+
             ell, ell_f, ell_ff = out[0], out[1], out[2]
-            ell_s = np.stack(out[3 : 3 + r], axis=1) if r else np.zeros((fv.size, 0))
-            ell_fs = np.stack(out[3 + r : 3 + 2 * r], axis=1) if r else np.zeros((fv.size, 0))
             w, w_f = out[3 + 2 * r], out[4 + 2 * r]
-            w_s = np.stack(out[5 + 2 * r :], axis=1) if r else np.zeros((fv.size, 0))
-            return ell, ell_f, ell_ff, ell_s, ell_fs, w, w_f, w_s
+            ell_fff = out[5 + 3 * r]
+            return (
+                ell,
+                ell_f,
+                ell_ff,
+                cols(3),
+                cols(3 + r),
+                w,
+                w_f,
+                cols(5 + 2 * r),
+                ell_fff,
+                cols(6 + 3 * r),
+            )
 
         self._funcs = evaluate
         return evaluate

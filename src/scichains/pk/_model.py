@@ -129,6 +129,8 @@ class PKModel:
         exprs += [e.diff(x).diff(y) for e in self.phi_exprs for x in et for y in et]
         exprs += [e.diff(x).diff(y) for e in self.phi_exprs for x in et for y in th]
         self._ind = sp.lambdify([*th, *et, *self.covariates], exprs, modules="numpy", cse=True)
+        self._ind3 = None
+        self._sens3 = None
         self.n, self.m, self.p, self.q = len(self.states), m, p, q
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
         self.r = len(error.names)
@@ -151,6 +153,31 @@ class PKModel:
         o += m * q * q
         pet = v[o : o + m * q * p].reshape(m, q, p)
         return phi, pe, pt, pee, pet
+
+    def individual3(self, theta, eta, cov):
+        """Third derivatives of the individual parameters: ``phi_eta_eta_eta (m, q, q, q)``
+        and ``phi_eta_eta_theta (m, q, q, p)`` (generated on first use)."""
+        m, p, q = self.m, self.p, self.q
+        if self._ind3 is None:
+            import sympy as sp
+
+            th, et = self.theta_symbols, self.eta
+            ex = [e.diff(a, b, c) for e in self.phi_exprs for a in et for b in et for c in et]
+            ex += [e.diff(a, b, c) for e in self.phi_exprs for a in et for b in et for c in th]
+            self._ind3 = sp.lambdify([*th, *et, *self.covariates], ex, modules="numpy", cse=True)
+        v = np.array(self._ind3(*theta, *eta, *cov), dtype=np.float64)
+        return v[: m * q**3].reshape(m, q, q, q), v[m * q**3 :].reshape(m, q, q, p)
+
+    def sensitivities(self, order: int):
+        """The augmented system of second (``self.sens``) or third order (built on first
+        use: Laplace's gradient needs it)."""
+        if order == 2:
+            return self.sens
+        if self._sens3 is None:
+            self._sens3 = Sensitivities(
+                self.states, self.phi, self.odes, self.observe, t=self.t, order=3
+            )
+        return self._sens3
 
     # ---------------------------------------------------------------- parameter layout
     def omega_from(self, w):

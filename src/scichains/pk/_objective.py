@@ -22,8 +22,8 @@ Gradient (FOCE-I), exact given the solver's derivatives: the EBE moves with the 
 
 with every term built from the second-order sensitivities of the predictions along the
 individual parameters (:mod:`._sensitivity`) and the chain rule through the
-individual-parameter block. The Laplace objective's gradient needs third derivatives and
-is not provided (its value is).
+individual-parameter block. Laplace's gradient differentiates ``log det H`` too, with the
+third-order sensitivities (a larger augmented system, built on first use).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class InnerFailure(RuntimeError):
 class _Eval:
     """Everything at one subject's ``eta`` that the inner and outer steps need."""
 
-    __slots__ = ("L", "gL", "H", "GN", "f", "G", "Hf", "Ft", "B", "terms")
+    __slots__ = ("L", "gL", "H", "GN", "f", "G", "Hf", "Ft", "B", "Tf", "Tt", "terms")
 
 
 class PopulationObjective:
@@ -50,7 +50,7 @@ class PopulationObjective:
     ----------
     model : PKModel
     data : EventData (checked against the model: compartments, covariates)
-    method : ``"focei"`` (value and exact gradient) or ``"laplace"`` (value only)
+    method : ``"focei"`` or ``"laplace"`` (both with exact gradients)
     rtol, atol : ODE tolerances (on states and sensitivities)
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
@@ -99,17 +99,34 @@ class PopulationObjective:
         self.n_obs = data.n_obs
 
     # ---------------------------------------------------------------- per subject
-    def _predict(self, i, theta, eta):
+    def _predict(self, i, theta, eta, third=False):
         """Predictions of subject ``i`` and derivatives along eta and theta (transformed
-        to the log scale for the exponential error model)."""
+        to the log scale for the exponential error model): ``f (n,), G (n, q), Ft (n, p),
+        Hf (n, q, q), B (n, q, p)`` and with ``third``, ``Tf (n, q, q, q)``,
+        ``Tt (n, q, q, p)``."""
         model = self.model
+        sens = model.sensitivities(3) if third else model.sens
         phi, pe, pt, pee, pet = model.individual(theta, eta, self.cov[i])
-        y = predict_subject(model.sens, self.regimens[i], phi, self.rtol, self.atol)
-        g, g1, g2 = model.sens.observe(y, phi)
+        y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
+        obs = sens.observe(y, phi)
+        g, g1, g2 = obs[0], obs[1], obs[2]
         G = g1 @ pe  # (n, q)
         Ft = g1 @ pt  # (n, p)
         Hf = np.einsum("jab,aq,br->jqr", g2, pe, pe) + np.einsum("ja,aqr->jqr", g1, pee)
         B = np.einsum("jab,aq,bp->jqp", g2, pe, pt) + np.einsum("ja,aqp->jqp", g1, pet)
+        Tf = Tt = None
+        if third:
+            g3 = obs[3]
+            peee, peet = model.individual3(theta, eta, self.cov[i])
+            Tf = np.einsum("jkln,ka,lb,nc->jabc", g3, pe, pe, pe, optimize=True)
+            t2 = np.einsum("jkl,kab,lc->jabc", g2, pee, pe)
+            Tf += t2 + t2.transpose(0, 1, 3, 2) + t2.transpose(0, 3, 2, 1)
+            Tf += np.einsum("jk,kabc->jabc", g1, peee)
+            Tt = np.einsum("jkln,ka,lb,np->jabp", g3, pe, pe, pt, optimize=True)
+            Tt += np.einsum("jkl,kab,lp->jabp", g2, pee, pt)
+            u = np.einsum("jkl,kap,lb->jabp", g2, pet, pe)
+            Tt += u + u.transpose(0, 2, 1, 3)
+            Tt += np.einsum("jk,kabp->jabp", g1, peet)
         if model.error.log_transform:
             if np.any(g <= 0):
                 j = int(np.argmin(g))
@@ -117,17 +134,40 @@ class PopulationObjective:
                     f"subject ID {self.regimens[i].subject.id}: prediction {g[j]:g} at time "
                     f"{self.regimens[i].subject.times[j]:g} is not positive (exponential error)"
                 )
-            Hf = Hf / g[:, None, None] - np.einsum("jq,jr->jqr", G, G) / g[:, None, None] ** 2
-            B = B / g[:, None, None] - np.einsum("jq,jp->jqp", G, Ft) / g[:, None, None] ** 2
+            # derivatives of log f from those of f (f_a, f_ab, f_abc: eta or theta indices)
+            g_ = g[:, None, None]
+            if third:
+                three = (
+                    np.einsum("jab,jc->jabc", Hf, G)
+                    + np.einsum("jac,jb->jabc", Hf, G)
+                    + np.einsum("jbc,ja->jabc", Hf, G)
+                )
+                Tf = (
+                    Tf / g_[..., None]
+                    - three / g_[..., None] ** 2
+                    + 2 * np.einsum("ja,jb,jc->jabc", G, G, G) / g_[..., None] ** 3
+                )
+                three = (
+                    np.einsum("jab,jp->jabp", Hf, Ft)
+                    + np.einsum("jap,jb->jabp", B, G)
+                    + np.einsum("jbp,ja->jabp", B, G)
+                )
+                Tt = (
+                    Tt / g_[..., None]
+                    - three / g_[..., None] ** 2
+                    + 2 * np.einsum("ja,jb,jp->jabp", G, G, Ft) / g_[..., None] ** 3
+                )
+            Hf = Hf / g_ - np.einsum("jq,jr->jqr", G, G) / g_**2
+            B = B / g_ - np.einsum("jq,jp->jqp", G, Ft) / g_**2
             G = G / g[:, None]
             Ft = Ft / g[:, None]
             g = np.log(g)
-        return g, G, Ft, Hf, B
+        return g, G, Ft, Hf, B, Tf, Tt
 
-    def _evaluate(self, i, theta, eta, oinv, log_sd):
+    def _evaluate(self, i, theta, eta, oinv, log_sd, third=False):
         ev = _Eval()
         s = self.data.subjects[i]
-        f, G, Ft, Hf, B = self._predict(i, theta, eta)
+        f, G, Ft, Hf, B, Tf, Tt = self._predict(i, theta, eta, third)
         yv = np.log(s.dv) if self.model.error.log_transform else s.dv
         terms = self._errf(yv, f, log_sd)
         ell, ell_f, ell_ff = terms[0], terms[1], terms[2]
@@ -137,6 +177,7 @@ class PopulationObjective:
         ev.H = (G.T * ell_ff) @ G + np.einsum("j,jqr->qr", ell_f, Hf) + 2.0 * oinv
         ev.GN = 2.0 * ((G.T * w) @ G + oinv)
         ev.f, ev.G, ev.Hf, ev.Ft, ev.B, ev.terms = f, G, Hf, Ft, B, terms
+        ev.Tf, ev.Tt = Tf, Tt
         return ev
 
     def _inner(self, i, theta, oinv, log_sd):
@@ -232,12 +273,7 @@ class PopulationObjective:
         return self._run(x, grad=False)[0]
 
     def value_and_grad(self, x):
-        """``(OFV, dOFV/dx)`` (FOCE-I only)."""
-        if self.method != "focei":
-            raise NotImplementedError(
-                "the exact gradient is implemented for method='focei' only (Laplace's needs "
-                "third-order sensitivities)"
-            )
+        """``(OFV, dOFV/dx)``."""
         return self._run(x, grad=True)
 
     def per_subject(self, x, grad=False):
@@ -269,7 +305,10 @@ class PopulationObjective:
             if sign <= 0:
                 raise InnerFailure(f"subject ID {s.id}: the Hessian at the EBE is not positive")
             ofv[i] = ev.L + logdet_om + logdet_a
-            if grad:
+            if grad and self.method == "laplace":
+                ev3 = self._evaluate(i, theta, eta, oinv, log_sd, third=True)
+                gout[i] = self._gradient_laplace(ev3, eta, oinv, dom)
+            elif grad:
                 gout[i] = self._gradient(ev, eta, A, oinv, dom)
         self.etas = new_etas
         if per_subject:
@@ -280,7 +319,7 @@ class PopulationObjective:
     def _gradient(self, ev, eta, A, oinv, dom):
         model = self.model
         p, no = model.p, model.n_omega
-        ell, ell_f, ell_ff, ell_s, ell_fs, w, w_f, w_s = ev.terms
+        ell, ell_f, ell_ff, ell_s, ell_fs, w, w_f, w_s = ev.terms[:8]
         G, Hf, Ft, B = ev.G, ev.Hf, ev.Ft, ev.B
         Ai = np.linalg.inv(A)
         Z = G @ Ai  # rows: A^-1 g_j
@@ -302,4 +341,41 @@ class PopulationObjective:
         part = ell_s.sum(axis=0) + w_s.T @ c
         cross = G.T @ ell_fs
         g[p + no :] = part - v @ cross
+        return g
+
+    def _gradient_laplace(self, ev, eta, oinv, dom):
+        """As :meth:`_gradient` with ``A = H / 2`` exact: ``d log det H`` needs the third
+        derivatives of the predictions (``ev.Tf``, ``ev.Tt``) and of ``l``."""
+        model = self.model
+        p, no = model.p, model.n_omega
+        ell, ell_f, ell_ff, ell_s, ell_fs, _, _, _, ell_fff, ell_ffs = ev.terms
+        G, Hf, Ft, B, Tf, Tt = ev.G, ev.Hf, ev.Ft, ev.B, ev.Tf, ev.Tt
+        H = ev.H
+        Hi = np.linalg.inv(H)
+        Z = G @ Hi
+        c = np.einsum("jq,jq->j", Z, G)  # g_j^T H^-1 g_j
+        trHf = np.einsum("qr,jrq->j", Hi, Hf)  # tr(H^-1 Hf_j)
+        # d log det H / d eta_m at fixed x: tr(H^-1 dH/deta_m)
+        dF_eta = (
+            ev.gL
+            + G.T @ (ell_fff * c + ell_ff * trHf)
+            + 2.0 * np.einsum("j,jam,ja->m", ell_ff, Hf, Z)
+            + np.einsum("j,ab,jabm->m", ell_f, Hi, Tf)
+        )
+        v = np.linalg.solve(H, dF_eta)
+        g = np.zeros(model.size)
+        part = (
+            Ft.T @ ell_f
+            + Ft.T @ (ell_fff * c + ell_ff * trHf)
+            + 2.0 * np.einsum("j,jap,ja->p", ell_ff, B, Z)
+            + np.einsum("j,ab,jabp->p", ell_f, Hi, Tt)
+        )
+        cross = (G.T * ell_ff) @ Ft + np.einsum("j,jqp->qp", ell_f, B)
+        g[:p] = part - v @ cross
+        for k, d in enumerate(dom):
+            doi = -oinv @ d @ oinv
+            part = eta @ doi @ eta + np.trace(oinv @ d) + 2.0 * np.sum(Hi * doi)
+            g[p + k] = part - v @ (2.0 * doi @ eta)
+        part = ell_s.sum(axis=0) + ell_ffs.T @ c + ell_fs.T @ trHf
+        g[p + no :] = part - v @ (G.T @ ell_fs)
         return g
