@@ -7,7 +7,7 @@ import scipy.optimize
 
 from scichains import pk
 
-from .models import oral_model, theoph_subset
+from .models import oral_f_model, oral_model, regimen_data, theoph_subset
 
 
 def closed_form(phi, amount, t):
@@ -125,6 +125,16 @@ def test_gradient_matches_central_differences(error, full, covariate, method):
     np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("method", ["focei", "laplace"])
+def test_gradient_with_bioavailability_infusions_and_repeats(tmp_path, method):
+    model = oral_f_model()
+    data = regimen_data(tmp_path, model)
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
+    x = model.pack(theta=[0.35, 0.9, 3.3, 0.8])
+    f, g = obj.value_and_grad(x)
+    np.testing.assert_allclose(g, fd_gradient(obj, x), rtol=2e-5, atol=2e-5)
+
+
 def test_methods_and_shapes_are_checked():
     model = oral_model()
     data = theoph_subset(2)
@@ -158,3 +168,34 @@ def test_bad_model_and_data_combinations():
     zero = pk.Subject(1, s.doses, s.times, s.dv * 0, s.rows, s.covariates)
     with pytest.raises(ValueError, match="subject ID 1, row .*: the exponential error model"):
         pk.PopulationObjective(oral_model(pk.Exponential(0.2)), pk.EventData([zero], ()))
+
+
+def test_model_definition_errors_name_the_problem():
+    import sympy as sp
+
+    x, ka, tka, eka = sp.symbols("x ka tka eta_ka")
+    base = dict(
+        states=[x],
+        odes=[-ka * x],
+        individual={ka: sp.exp(tka + eka)},
+        theta={tka: 0.0},
+        eta=[eka],
+        omega=[0.1],
+        observe=x,
+        error=pk.Additive(1.0),
+    )
+    pk.PKModel(**base)
+    with pytest.raises(ValueError, match="bioavailability is given for y"):
+        pk.PKModel(**base, bioavailability={sp.Symbol("y"): 0.5 * ka})
+    with pytest.raises(ValueError, match=r"bioavailability of x uses \['tka'\]"):
+        pk.PKModel(**base, bioavailability={x: tka})
+    with pytest.raises(ValueError, match=r"equation 0 uses \['tka'\]"):
+        pk.PKModel(**{**base, "odes": [-tka * x]})
+    with pytest.raises(ValueError, match=r"omega must have shape \(1,\) or \(1, 1\)"):
+        pk.PKModel(**{**base, "omega": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="positive definite"):
+        pk.PKModel(**{**base, "omega": [[-1.0]]})
+    with pytest.raises(ValueError, match="standard deviations must be positive"):
+        pk.Additive(-1.0)
+    with pytest.raises(TypeError, match="ErrorModel instance"):
+        pk.PKModel(**{**base, "error": pk.Additive})

@@ -7,7 +7,7 @@ import sympy as sp
 from scichains import pk
 from scichains.pk._sensitivity import Sensitivities
 
-from .models import iv_model, oral_model
+from .models import REGIMEN_CSV, iv_model, oral_f_model, oral_model
 
 DOSE = 320.0
 
@@ -146,3 +146,34 @@ def test_individual_predictions_use_the_etas():
     np.testing.assert_allclose(ipred[0], ref, rtol=1e-8, atol=1e-13)
     with pytest.raises(ValueError, match=r"etas must have shape \(12, 3\)"):
         obj.predict(x, np.zeros((3, 12)))
+
+
+def test_bioavailability_scales_boluses_and_infusions(tmp_path):
+    # oral model, F = 1 / (1 + exp(-tf)): the closed form by superposition of a bolus F*AMT
+    # and, for the infusion into the depot, the convolution of the unit response over the
+    # infusion time (numerically, fine trapezoid)
+    model = oral_f_model()
+    path = tmp_path / "regimen.csv"
+    path.write_text(REGIMEN_CSV)
+    data = pk.read_events(path)
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    x = model.pack()
+    ka, cl, v = np.exp(model.theta0[:3])
+    F = 1 / (1 + np.exp(-model.theta0[3]))
+    pred = obj.predict(x)
+
+    def unit(t):
+        k = cl / v
+        tt = np.maximum(t, 0)
+        return np.where(t >= 0, ka / (v * (ka - k)) * (np.exp(-k * tt) - np.exp(-ka * tt)), 0)
+
+    for s, p in zip(data.subjects, pred):
+        ref = np.zeros(s.times.size)
+        for d in s.doses:
+            if d.duration == 0:
+                ref += F * d.amount * unit(s.times - d.time)
+            else:
+                u = np.linspace(0, d.duration, 20001)
+                for j, t in enumerate(s.times):
+                    ref[j] += F * d.rate * np.trapezoid(unit(t - d.time - u), u)
+        np.testing.assert_allclose(p, ref, rtol=1e-6, atol=1e-9)

@@ -32,6 +32,13 @@ class PKModel:
     covariates : SymPy symbols used in ``individual``; their names, upper-cased, are the event
         table's covariate columns (``WT`` for the symbol ``wt`` or ``WT``)
     t : the time symbol, if ``odes`` depend on time
+    bioavailability : optional dict ``{state: expression}``: the fraction of each dose into
+        that state that arrives, a function of the individual parameters (e.g.
+        ``{depot: f_oral}`` with ``f_oral: 1 / (1 + exp(-(tf + eta_f)))`` in ``individual``);
+        differentiable like every other parameter. A bolus of ``AMT`` adds ``F * AMT``; an
+        infusion keeps its duration and runs at ``F * rate`` (as NONMEM does for infusions
+        whose duration is given, ``RATE=-2``; NONMEM keeps a given ``RATE`` and stretches
+        the duration instead)
 
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
@@ -51,6 +58,7 @@ class PKModel:
         error: ErrorModel,
         covariates=(),
         t=None,
+        bioavailability: dict | None = None,
     ):
         import sympy as sp
 
@@ -119,7 +127,29 @@ class PKModel:
         if extra:
             raise ValueError(f"the observation uses unknown symbols {sorted(map(str, extra))}")
         self.covariate_names = [str(c).upper() for c in self.covariates]
-        self.sens = Sensitivities(self.states, self.phi, self.odes, self.observe, t=t)
+        self.bioavailability = None
+        if bioavailability:
+            F = [sp.Integer(1)] * len(self.states)
+            for k, e in bioavailability.items():
+                if k not in self.states:
+                    raise ValueError(f"bioavailability is given for {k}, which is not a state")
+                e = sp.sympify(e)
+                extra = e.free_symbols - set(self.phi)
+                if extra:
+                    raise ValueError(
+                        f"the bioavailability of {k} uses {sorted(map(str, extra))}: write it in "
+                        "the individual parameters"
+                    )
+                F[self.states.index(k)] = e
+            self.bioavailability = F
+        self.sens = Sensitivities(
+            self.states,
+            self.phi,
+            self.odes,
+            self.observe,
+            t=t,
+            bioavailability=self.bioavailability,
+        )
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
         m, p = len(self.phi), len(th)
@@ -175,7 +205,13 @@ class PKModel:
             return self.sens
         if self._sens3 is None:
             self._sens3 = Sensitivities(
-                self.states, self.phi, self.odes, self.observe, t=self.t, order=3
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                order=3,
+                bioavailability=self.bioavailability,
             )
         return self._sens3
 

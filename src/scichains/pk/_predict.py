@@ -66,7 +66,7 @@ def predict_subject(sens, regimen, phi, rtol, atol):
     p[: sens.m] = phi
     for a, b, boluses, rates, sel in regimen.segments:
         for s, amount in boluses:
-            y[s] += amount
+            sens.add_bolus(y, s, amount, phi)
         if b <= a:
             out[sel] = y
             continue

@@ -41,9 +41,12 @@ class Sensitivities:
     observe : SymPy expression ``g(x, phi)`` (the prediction of one observation)
     t : the time symbol when ``rhs`` depends on it
     order : 2 (values, first and second derivatives) or 3
+    bioavailability : optional list of ``n`` SymPy expressions in ``phi``: the fraction of a
+        dose into each state that arrives (boluses: the jump, with its derivatives;
+        infusions: the rate is scaled)
     """
 
-    def __init__(self, states, phi, rhs, observe, t=None, order: int = 2):
+    def __init__(self, states, phi, rhs, observe, t=None, order: int = 2, bioavailability=None):
         import sympy as sp
 
         from ..ode._symbolic import SymbolicModel
@@ -76,14 +79,19 @@ class Sensitivities:
                         out += d * X[a][tuple(sorted(tup + (ll,)))]
             return out
 
+        F = (
+            [sp.Integer(1)] * n
+            if bioavailability is None
+            else [sp.sympify(e) for e in bioavailability]
+        )
         # the right-hand side of every augmented state, by differentiating a lower one
-        rhs_of = [{(): sp.sympify(rhs[a])} for a in range(n)]
+        rhs_of = [{(): sp.sympify(rhs[a]) + rates[a] * F[a]} for a in range(n)]
         for o in range(1, order + 1):
             for a in range(n):
                 for tup in tuples[o]:
                     rhs_of[a][tup] = D(rhs_of[a][tup[:-1]], tup[-1])
         aug_states = list(states)
-        eqs = [rhs_of[a][()] + rates[a] for a in range(n)]
+        eqs = [rhs_of[a][()] for a in range(n)]
         for o in range(1, order + 1):
             for a in range(n):
                 for tup in tuples[o]:
@@ -91,6 +99,18 @@ class Sensitivities:
                     eqs.append(rhs_of[a][tup])
         self.model = SymbolicModel(aug_states, list(phi) + rates, eqs, t=t)
         self.size = len(aug_states)
+        # a bolus of amount A into state a adds A * d^o F_a / dphi_I to S[a, I]
+        where = {sym: i for i, sym in enumerate(aug_states)}
+        self._bolus = []
+        for a in range(n):
+            if F[a] == 1:
+                self._bolus.append(None)
+                continue
+            tups = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
+            idx = np.array([where[X[a][tup]] for tup in tups], dtype=np.int64)
+            exprs = [F[a].diff(*[phi[k] for k in tup]) if tup else F[a] for tup in tups]
+            fn = sp.lambdify(list(phi), exprs, modules="numpy", cse=True)
+            self._bolus.append((idx, fn))
 
         g = {(): sp.sympify(observe)}
         for o in range(1, order + 1):
@@ -99,6 +119,15 @@ class Sensitivities:
         self._obs_tuples = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
         args = aug_states + list(phi)
         self._g = sp.lambdify(args, [g[t_] for t_ in self._obs_tuples], modules="numpy", cse=True)
+
+    def add_bolus(self, y: np.ndarray, state: int, amount: float, phi: np.ndarray) -> None:
+        """Add a bolus of ``amount`` into ``state`` to the augmented state ``y`` (in place)."""
+        b = self._bolus[state]
+        if b is None:
+            y[state] += amount
+            return
+        idx, fn = b
+        y[idx] += amount * np.asarray(fn(*phi), dtype=np.float64)
 
     def observe(self, y: np.ndarray, phi: np.ndarray):
         """``(g, g_phi, g_phiphi[, g_phiphiphi])`` at saved augmented states ``y`` (shape
