@@ -6,7 +6,7 @@ import sympy as sp
 from scichains import pk
 
 
-def oral_model(error=None, omega=(0.6, 0.3, 0.1), covariate=False):
+def oral_model(error=None, omega=(0.6, 0.3, 0.1), covariate=False, odes=None):
     """nlmixr2's one-compartment Theophylline model (log-normal ka, CL, V)."""
     depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
     tka, tcl, tv, eka, ecl, ev = sp.symbols("tka tcl tv eta_ka eta_cl eta_v")
@@ -14,7 +14,7 @@ def oral_model(error=None, omega=(0.6, 0.3, 0.1), covariate=False):
     cl_expr = sp.exp(tcl + ecl) * ((wt / 70) ** sp.Rational(3, 4) if covariate else 1)
     return pk.PKModel(
         states=[depot, center],
-        odes=[-ka * depot, ka * depot - cl / v * center],
+        odes=odes or [-ka * depot, ka * depot - cl / v * center],
         individual={ka: sp.exp(tka + eka), cl: cl_expr, v: sp.exp(tv + ev)},
         theta={tka: 0.45, tcl: 1.0, tv: 3.45},
         eta=[eka, ecl, ev],

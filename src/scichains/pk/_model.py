@@ -16,7 +16,10 @@ class PKModel:
     states : SymPy symbols of the ODE states (``n``); dose ``CMT = k`` goes into
         ``states[k - 1]`` (amounts)
     odes : SymPy expressions, ``odes[a] = d states[a] / dt``, in the states, the individual
-        parameters and ``t``
+        parameters and ``t``; or a plain compiled function ``f(du, u, p, t)`` (``@njit``) with
+        ``u`` the states and ``p`` the individual parameters in the order of ``individual``,
+        traced once to SymPy for its exact derivatives (``ValueError`` with the reason when
+        it cannot be: a branch on a value, a non-smooth function, a network)
     individual : dict ``{symbol: expression}``: the individual parameters (``m``), each a
         function of the typical values, the random effects and the covariates, e.g.
         ``{cl: tvcl * exp(eta_cl) * (WT / 70)**0.75}``
@@ -63,11 +66,13 @@ class PKModel:
         import sympy as sp
 
         self.states = list(states)
+        if not isinstance(individual, dict) or not individual:
+            raise TypeError("individual must be a non-empty dict {symbol: expression}")
+        if callable(odes):
+            odes, t = _traced(odes, self.states, list(individual), t)
         self.odes = [sp.sympify(e) for e in odes]
         if len(self.odes) != len(self.states):
             raise ValueError(f"{len(self.states)} states but {len(self.odes)} equations")
-        if not isinstance(individual, dict) or not individual:
-            raise TypeError("individual must be a non-empty dict {symbol: expression}")
         if not isinstance(theta, dict) or not theta:
             raise TypeError("theta must be a non-empty dict {symbol: initial value}")
         if not isinstance(error, ErrorModel):
@@ -283,3 +288,29 @@ class PKModel:
                     )
         names += [f"log_{n}" for n in self.error.names]
         return names
+
+
+def _traced(f, states, phi, t):
+    """The equations of a plain compiled right-hand side, in the model's symbols."""
+    import sympy as sp
+
+    from ..ode._trace import NotTraceable, trace_rhs
+
+    try:
+        u, p, tt, eqs, calls = trace_rhs(f, len(states), len(phi))
+    except NotTraceable as e:
+        raise ValueError(
+            f"the compiled right-hand side cannot be traced to SymPy ({e}); the exact FOCE-I "
+            "and Laplace gradients need its second and third derivatives: write the equations "
+            "in SymPy"
+        ) from None
+    if calls:
+        raise ValueError("a network inside the right-hand side is not supported by pk yet")
+    sub = dict(zip(u, states))
+    sub.update(zip(p, phi))
+    uses_t = any(tt in e.free_symbols for e in eqs)
+    if uses_t:
+        if t is None:
+            t = sp.Symbol("t", real=True)
+        sub[tt] = t
+    return [e.xreplace(sub) for e in eqs], t
