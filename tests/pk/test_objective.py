@@ -199,3 +199,30 @@ def test_model_definition_errors_name_the_problem():
         pk.Additive(-1.0)
     with pytest.raises(TypeError, match="ErrorModel instance"):
         pk.PKModel(**{**base, "error": pk.Additive})
+
+
+def test_one_objective_in_two_threads_at_once_is_refused():
+    import threading
+
+    model = oral_model()
+    obj = pk.PopulationObjective(model, theoph_subset(2))
+    x = model.pack()
+    inner = obj._inner
+    started, release = threading.Event(), threading.Event()
+
+    def slow_inner(*args):
+        started.set()
+        release.wait(30)
+        return inner(*args)
+
+    obj._inner = slow_inner
+    out = {}
+    worker = threading.Thread(target=lambda: out.setdefault("v", obj.value(x)))
+    worker.start()
+    assert started.wait(30)
+    with pytest.raises(RuntimeError, match="one objective per thread"):
+        obj.value(x)
+    release.set()
+    worker.join(30)
+    obj._inner = inner
+    assert out["v"] == pytest.approx(pk.PopulationObjective(model, theoph_subset(2)).value(x))

@@ -28,6 +28,8 @@ third-order sensitivities (a larger augmented system, built on first use).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ._predict import PKSolveError, Regimen, predict_subject
@@ -56,8 +58,9 @@ class PopulationObjective:
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
     NONMEM does); the value does not depend on the start once the inner problem has
-    converged (to a Newton step below ``inner_tol (1 + max|eta|)``). Not thread-safe (the warm
-    starts are shared): use one objective per thread.
+    converged (to a Newton step below ``inner_tol (1 + max|eta|)``). Threads: the warm starts
+    are shared state, so an evaluation while another thread evaluates the same objective
+    raises ``RuntimeError``; make one objective per thread (``predict`` may be shared).
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class PopulationObjective:
         self._errf = model.error.functions()
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs
+        self._busy = threading.Lock()
 
     # ---------------------------------------------------------------- per subject
     def _predict(self, i, theta, eta, third=False):
@@ -281,6 +285,17 @@ class PopulationObjective:
         return self._run(x, grad=grad, per_subject=True)
 
     def _run(self, x, grad, per_subject=False):
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                "this PopulationObjective is being evaluated by another thread; the EBE warm "
+                "starts are its state, so make one objective per thread"
+            )
+        try:
+            return self._run_locked(x, grad, per_subject)
+        finally:
+            self._busy.release()
+
+    def _run_locked(self, x, grad, per_subject):
         model = self.model
         theta, om, dom, log_sd = self._unpack(x)
         oinv = np.linalg.inv(om)
