@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-LAZY = ("adjoint", "datasets", "discovery", "models", "ode")
+LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "pk")
 
 _CHECK = """
 import sys

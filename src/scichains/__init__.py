@@ -1,7 +1,8 @@
 """scichains: scientific machine learning with small neural networks on the CPU.
 
 Subpackages: ``scichains.nn`` (imported here); ``scichains.ode``, ``scichains.adjoint``,
-``scichains.models``, ``scichains.datasets`` and ``scichains.discovery`` are imported on first
+``scichains.models``, ``scichains.datasets``, ``scichains.discovery`` and ``scichains.pk``
+(population PK: event tables, FOCE-I) are imported on first
 access (``sc.ode``, as in numpy and scipy), or explicitly: they load compiled solver kernels,
 which ``import scichains`` alone does not pay for.
 """
@@ -36,7 +37,7 @@ from .nn import (
 __version__ = "0.1.0"
 
 #: the subpackages imported on first attribute access
-_LAZY = ("adjoint", "datasets", "discovery", "models", "ode")
+_LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "pk")
 
 
 def __getattr__(name: str):

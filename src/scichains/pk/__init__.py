@@ -1,0 +1,47 @@
+"""scichains.pk: population pharmacokinetics as pharmacometricians work.
+
+NONMEM-style event tables (:func:`read_events`), nonlinear mixed-effects models written in
+SymPy (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
+individual-parameter block, the ODE, the observation, a residual error model), and FOCE-I
+and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
+objective in NONMEM's -2 log-likelihood convention); the covariance step, shrinkage and
+residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
+(:func:`gof_plot`, :func:`vpc`, with :func:`simulate`).
+"""
+
+from ._diagnostics import Covariance, covariance, residuals, shrinkage
+from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
+from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
+from ._fit import FitResult, fit
+from ._model import PKModel
+from ._objective import InnerFailure, PopulationObjective
+from ._plots import VPC, gof_plot, simulate, vpc
+from ._predict import PKSolveError
+
+__all__ = [
+    "Additive",
+    "Combined",
+    "Covariance",
+    "Dose",
+    "ErrorModel",
+    "EventData",
+    "EventTableError",
+    "Exponential",
+    "FitResult",
+    "InnerFailure",
+    "PKModel",
+    "PKSolveError",
+    "PopulationObjective",
+    "Proportional",
+    "Subject",
+    "VPC",
+    "covariance",
+    "fit",
+    "gof_plot",
+    "read_events",
+    "residuals",
+    "shrinkage",
+    "simulate",
+    "theophylline",
+    "vpc",
+]

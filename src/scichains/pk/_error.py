@@ -1,0 +1,133 @@
+"""Residual error models: the variance ``R(f)`` of an observation around its prediction ``f``.
+
+Each model has standard-deviation parameters (positive; estimated on the log scale) and a
+variance written in SymPy, from which the per-observation terms of the objective and their
+derivatives are generated once:
+
+    l(y, f)  = (y - f)^2 / R + log R              (minus twice the log density, less log 2 pi)
+    w(f)     = 1 / R + (dR/df)^2 / (2 R^2)        (Fisher information of f: FOCE-I's weight)
+
+``Exponential`` is the log-transform-both-sides model: ``log y = log f + eps`` (the objective
+is then that of ``log y``; observations must be positive).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class ErrorModel:
+    """Base class: ``names`` of the standard deviations, their ``initial`` values, and the
+    variance ``variance(f, sd)`` (SymPy). ``log_transform``: the model compares ``log y``
+    with ``log f``."""
+
+    names: tuple = ()
+    log_transform = False
+
+    def __init__(self, *initial: float):
+        vals = np.asarray(initial, dtype=np.float64)
+        if vals.shape != (len(self.names),):
+            raise ValueError(
+                f"{type(self).__name__} takes {len(self.names)} standard deviation(s) "
+                f"({', '.join(self.names)}), got {len(vals)}"
+            )
+        if not np.all(np.isfinite(vals)) or np.any(vals <= 0):
+            raise ValueError(
+                f"{type(self).__name__}: standard deviations must be positive, got {list(vals)}"
+            )
+        self.initial = vals
+        self._funcs = None
+
+    def variance(self, f, sd):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n}={v:g}" for n, v in zip(self.names, self.initial))
+        return f"{type(self).__name__}({args})"
+
+    def functions(self):
+        """Generated NumPy functions of ``(y, f, log_sd...)``: ``l, l_f, l_ff, l_s, l_fs, w,
+        w_f, w_s, l_fff, l_ffs`` (``_s``: derivatives along each log standard deviation,
+        shape ``(len(f), r)``)."""
+        if self._funcs is not None:
+            return self._funcs
+        import sympy as sp
+
+        y, f = sp.symbols("y f", real=True)
+        u = sp.symbols(f"u0:{len(self.names)}", real=True)
+        sd = [sp.exp(x) for x in u]
+        R = self.variance(f, sd)
+        ell = (y - f) ** 2 / R + sp.log(R)
+        w = 1 / R + sp.diff(R, f) ** 2 / (2 * R**2)
+        ell_f = sp.diff(ell, f)
+        exprs = [ell, ell_f, sp.diff(ell_f, f)]
+        exprs += [sp.diff(ell, x) for x in u] + [sp.diff(ell_f, x) for x in u]
+        exprs += [w, sp.diff(w, f)] + [sp.diff(w, x) for x in u]
+        ell_ff = sp.diff(ell_f, f)
+        exprs += [sp.diff(ell_ff, f)] + [sp.diff(ell_ff, x) for x in u]
+        fn = sp.lambdify([y, f, *u], exprs, modules="numpy", cse=True)
+        r = len(u)
+
+        def evaluate(yv, fv, log_sd):
+            out = fn(yv, fv, *log_sd)
+            out = [np.broadcast_to(np.asarray(o, dtype=np.float64), fv.shape) for o in out]
+
+            def cols(a):
+                return np.stack(out[a : a + r], axis=1)
+
+            ell, ell_f, ell_ff = out[0], out[1], out[2]
+            w, w_f = out[3 + 2 * r], out[4 + 2 * r]
+            ell_fff = out[5 + 3 * r]
+            return (
+                ell,
+                ell_f,
+                ell_ff,
+                cols(3),
+                cols(3 + r),
+                w,
+                w_f,
+                cols(5 + 2 * r),
+                ell_fff,
+                cols(6 + 3 * r),
+            )
+
+        self._funcs = evaluate
+        return evaluate
+
+
+class Additive(ErrorModel):
+    """``y = f + eps``, ``Var eps = add^2`` (same units as the observations)."""
+
+    names = ("add",)
+
+    def variance(self, f, sd):
+        return sd[0] ** 2
+
+
+class Proportional(ErrorModel):
+    """``y = f (1 + eps)``, ``Var = (prop f)^2`` (``prop``: a fraction, 0.1 = 10%)."""
+
+    names = ("prop",)
+
+    def variance(self, f, sd):
+        return (sd[0] * f) ** 2
+
+
+class Combined(ErrorModel):
+    """``Var = add^2 + (prop f)^2`` (variances summed: NONMEM's ``Y = F + F*EPS(1) + EPS(2)``
+    with two SIGMAs, nlmixr2's ``add() + prop()``)."""
+
+    names = ("add", "prop")
+
+    def variance(self, f, sd):
+        return sd[0] ** 2 + (sd[1] * f) ** 2
+
+
+class Exponential(ErrorModel):
+    """``log y = log f + eps``, ``Var eps = sd^2`` (log-transform both sides; ``y > 0``)."""
+
+    names = ("sd",)
+    log_transform = True
+
+    def variance(self, f, sd):
+        return sd[0] ** 2

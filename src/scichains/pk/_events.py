@@ -1,0 +1,353 @@
+"""NONMEM-style event tables: one record per row, read into per-subject doses and observations.
+
+Columns (names case-insensitive; unknown numeric columns are covariates):
+
+- ``ID`` (required): subject identifier; a subject's records must be contiguous.
+- ``TIME`` (required): time of the record; non-decreasing within a subject.
+- ``DV``: the observation (required on observation records).
+- ``AMT``: dose amount (dose records: finite and > 0).
+- ``EVID``: 0 observation, 1 dose, 2 other (ignored). Default: 1 where ``AMT > 0``, else 0.
+- ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations).
+- ``CMT``: the compartment a dose goes into, 1-based (state ``CMT - 1``; default 1).
+  Observations have one type (the model's observation function), so their ``CMT`` is not used.
+- ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
+  duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
+- ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
+- ``SS``: steady-state doses are not supported (nonzero raises).
+
+Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``. At equal times, a subject's doses are
+given before its observations are read (a dose at time 0 and a sample at time 0: the sample
+sees the dose in the depot). Records after the last observation are fine.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KNOWN = ("ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS")
+
+
+class EventTableError(ValueError):
+    """A record of an event table that cannot be used; the message names subject and row."""
+
+
+@dataclass(frozen=True)
+class Dose:
+    """One dose: ``amount`` into state ``state`` (0-based) at ``time``; ``duration > 0`` makes
+    it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
+    record (1-based data row; repeats from ``ADDL`` share their record's row)."""
+
+    time: float
+    amount: float
+    state: int
+    duration: float = 0.0
+    row: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.amount / self.duration if self.duration > 0 else 0.0
+
+
+@dataclass
+class Subject:
+    """One subject's events: ``doses`` (time order), observation ``times`` and ``dv`` (arrays of
+    equal length, non-decreasing times; replicates at one time allowed), ``rows`` (their
+    source rows) and ``covariates`` (name -> value at the subject's first record;
+    ``covariate_changes`` lists the names whose value changes within the subject)."""
+
+    id: object
+    doses: list[Dose]
+    times: np.ndarray
+    dv: np.ndarray
+    rows: np.ndarray
+    covariates: dict = field(default_factory=dict)
+    covariate_changes: tuple = ()
+
+    @property
+    def n_obs(self) -> int:
+        return int(self.times.size)
+
+
+@dataclass
+class EventData:
+    """Subjects in order of first appearance, and the covariate column names (upper case)."""
+
+    subjects: list[Subject]
+    covariates: tuple
+
+    @property
+    def n_obs(self) -> int:
+        return sum(s.n_obs for s in self.subjects)
+
+    def __len__(self) -> int:
+        return len(self.subjects)
+
+    def check_states(self, n_states: int) -> None:
+        """Raise :class:`EventTableError` for a dose into a compartment the model lacks."""
+        for s in self.subjects:
+            for d in s.doses:
+                if not 0 <= d.state < n_states:
+                    raise EventTableError(
+                        f"subject ID {s.id}, row {d.row}: CMT {d.state + 1} is not a compartment "
+                        f"of the model (it has {n_states}: CMT 1..{n_states})"
+                    )
+
+
+def _number(text, column, row):
+    if text is None:
+        return math.nan
+    if isinstance(text, (int, float, np.integer, np.floating)):
+        return float(text)
+    s = str(text).strip()
+    if s in ("", ".", "NA", "NaN", "nan", "NAN"):
+        return math.nan
+    try:
+        return float(s)
+    except ValueError:
+        raise EventTableError(f"row {row}: column {column} holds {s!r}, not a number") from None
+
+
+def _columns_from_csv(path):
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise EventTableError(f"{path}: the file is empty") from None
+        records = [r for r in reader if any(x.strip() for x in r)]
+    for i, r in enumerate(records, start=1):
+        if len(r) != len(header):
+            raise EventTableError(
+                f"row {i}: {len(r)} fields but the header has {len(header)} columns"
+            )
+    return header, [[r[j] for r in records] for j in range(len(header))]
+
+
+def _columns_from_frame(df):
+    header = [str(c) for c in df.columns]
+    return header, [list(df[c].to_numpy()) for c in df.columns]
+
+
+def read_events(source, n_states: int | None = None) -> EventData:
+    """Read a NONMEM-style event table (see the module docstring for the columns).
+
+    Parameters
+    ----------
+    source : path of a CSV file (header row, comma-separated) or a pandas ``DataFrame``
+        (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is optional)
+    n_states : when given, doses into ``CMT > n_states`` are refused here (the fit checks
+        against its model anyway)
+
+    Returns
+    -------
+    EventData
+
+    Raises
+    ------
+    EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
+    missing or non-positive dose amount, a time earlier than the subject's previous record, a
+    missing ``TIME``/``ID``, a missing ``DV`` on an observation, an unknown ``EVID``, a
+    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` doses,
+    inconsistent ``RATE``/``DUR``, a subject whose records are not contiguous.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        header, cols = _columns_from_csv(source)
+    elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
+        header, cols = _columns_from_frame(source)
+    else:
+        raise TypeError("read_events takes a CSV path or a pandas DataFrame")
+    upper = [h.strip().upper() for h in header]
+    dup = sorted({h for h in upper if upper.count(h) > 1})
+    if dup:
+        raise EventTableError(f"columns named twice (names are case-insensitive): {dup}")
+    for need in ("ID", "TIME"):
+        if need not in upper:
+            raise EventTableError(f"the table needs an {need} column; it has {header}")
+    nrec = len(cols[0]) if cols else 0
+    raw = dict(zip(upper, cols))
+    ids = raw["ID"]
+    num = {}
+    for name, values in raw.items():
+        if name == "ID":
+            continue
+        try:
+            num[name] = np.array([_number(v, name, i + 1) for i, v in enumerate(values)])
+        except EventTableError:
+            if name in KNOWN:
+                raise
+            # a non-numeric extra column (a label, a comment): not a covariate
+            continue
+    covariates = tuple(c for c in num if c not in KNOWN)
+
+    def col(name, default):
+        return num[name] if name in num else np.full(nrec, default)
+
+    time, dv, amt = col("TIME", math.nan), col("DV", math.nan), col("AMT", 0.0)
+    mdv, cmt, rate = col("MDV", math.nan), col("CMT", 1.0), col("RATE", 0.0)
+    dur, ii, addl, ss = col("DUR", 0.0), col("II", 0.0), col("ADDL", 0.0), col("SS", 0.0)
+    if "EVID" in num:
+        evid = num["EVID"]
+    else:
+        evid = np.where(np.nan_to_num(amt) > 0, 1.0, 0.0)
+
+    def idtext(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return int(v)
+        if isinstance(v, np.integer):
+            return int(v)
+        s = str(v).strip()
+        if s in ("", ".", "NA", "NaN", "nan"):
+            return None
+        try:
+            f = float(s)
+            return int(f) if f.is_integer() else f
+        except ValueError:
+            return s
+
+    subjects: list[Subject] = []
+    seen = set()
+    cur = None
+    for r in range(nrec):
+        row = r + 1
+        sid = idtext(ids[r])
+        if sid is None:
+            raise EventTableError(f"row {row}: the ID is missing")
+        where = f"subject ID {sid}, row {row}"
+        if cur is None or sid != cur["id"]:
+            if sid in seen:
+                raise EventTableError(
+                    f"{where}: the records of subject ID {sid} are not contiguous (it appeared "
+                    "earlier, separated by another subject)"
+                )
+            seen.add(sid)
+            cur = {
+                "id": sid,
+                "doses": [],
+                "t": [],
+                "dv": [],
+                "rows": [],
+                "last": -math.inf,
+                "cov": {c: num[c][r] for c in covariates},
+                "changes": set(),
+            }
+            subjects.append(cur)
+        t = time[r]
+        if not math.isfinite(t):
+            raise EventTableError(f"{where}: TIME is missing or not finite")
+        if t < cur["last"]:
+            raise EventTableError(
+                f"{where}: TIME {t:g} is earlier than the subject's previous record "
+                f"({cur['last']:g}); sort each subject's records by time"
+            )
+        cur["last"] = t
+        for c in covariates:
+            a, b = cur["cov"][c], num[c][r]
+            if not (a == b or (math.isnan(a) and math.isnan(b))):
+                cur["changes"].add(c)
+        e = evid[r]
+        if e not in (0.0, 1.0, 2.0):
+            raise EventTableError(
+                f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other; "
+                "reset events 3/4 and rxode2 codes such as 101 are not)"
+            )
+        if e == 2.0:
+            continue
+        if e == 0.0:
+            if mdv[r] == 1.0:
+                continue
+            if not math.isfinite(dv[r]):
+                raise EventTableError(
+                    f"{where}: an observation record (EVID 0) without a DV; set MDV=1 to skip it"
+                )
+            cur["t"].append(t)
+            cur["dv"].append(dv[r])
+            cur["rows"].append(row)
+            continue
+        # a dose
+        a = amt[r]
+        if not math.isfinite(a):
+            raise EventTableError(f"{where}: a dose (EVID 1) with a missing AMT")
+        if a <= 0:
+            raise EventTableError(f"{where}: a dose amount must be positive, got AMT {a:g}")
+        if ss[r] not in (0.0,) and not math.isnan(ss[r]):
+            raise EventTableError(f"{where}: steady-state doses (SS={ss[r]:g}) are not supported")
+        c = cmt[r]
+        if math.isnan(c):
+            c = 1.0
+        if not (c >= 1 and float(c).is_integer()):
+            raise EventTableError(f"{where}: CMT {c:g} is not a compartment number (1, 2, ...)")
+        if n_states is not None and c > n_states:
+            raise EventTableError(
+                f"{where}: CMT {int(c)} is not a compartment of the model (it has {n_states})"
+            )
+        rt, du = np.nan_to_num(rate[r]), np.nan_to_num(dur[r])
+        if rt < 0 or du < 0:
+            raise EventTableError(
+                f"{where}: RATE {rt:g} / DUR {du:g}: modelled rates or durations (negative "
+                "codes) are not supported; give RATE or DUR as positive numbers"
+            )
+        duration = 0.0
+        if rt > 0:
+            duration = a / rt
+            if du > 0 and abs(du - duration) > 1e-9 * max(1.0, du):
+                raise EventTableError(
+                    f"{where}: RATE {rt:g} and DUR {du:g} disagree (AMT/RATE = {duration:g})"
+                )
+        elif du > 0:
+            duration = du
+        n_add, step = np.nan_to_num(addl[r]), np.nan_to_num(ii[r])
+        if n_add < 0 or not float(n_add).is_integer():
+            raise EventTableError(f"{where}: ADDL must be a whole number >= 0, got {n_add:g}")
+        if n_add > 0 and not step > 0:
+            raise EventTableError(f"{where}: ADDL {int(n_add)} needs an interval II > 0")
+        for k in range(int(n_add) + 1):
+            cur["doses"].append(Dose(t + k * step, a, int(c) - 1, duration, row))
+    out = []
+    for s in subjects:
+        doses = sorted(s["doses"], key=lambda d: d.time)
+        out.append(
+            Subject(
+                id=s["id"],
+                doses=doses,
+                times=np.array(s["t"], dtype=np.float64),
+                dv=np.array(s["dv"], dtype=np.float64),
+                rows=np.array(s["rows"], dtype=np.int64),
+                covariates={k: float(v) for k, v in s["cov"].items()},
+                covariate_changes=tuple(sorted(s["changes"])),
+            )
+        )
+    return EventData(out, covariates)
+
+
+def theophylline() -> EventData:
+    """The shipped Theophylline data (12 subjects, 132 observations) as an event table: one
+    oral dose at time 0 into compartment 1 of ``Dose (mg/kg) * Wt (kg)`` mg (as nlmixr2data's
+    ``theo_sd``), concentrations in mg/L, times in h; covariates ``WT`` (kg) and ``DOSE``
+    (mg/kg)."""
+    from ..datasets import load_theophylline
+
+    subjects = []
+    row = 0
+    for s in load_theophylline():
+        row += 1
+        dose = Dose(0.0, s.dose * s.weight, 0, 0.0, row)
+        rows = np.arange(row + 1, row + 1 + s.times.size)
+        row += s.times.size
+        subjects.append(
+            Subject(
+                id=s.id,
+                doses=[dose],
+                times=s.times.astype(np.float64),
+                dv=s.conc.astype(np.float64),
+                rows=rows,
+                covariates={"WT": float(s.weight), "DOSE": float(s.dose)},
+            )
+        )
+    return EventData(subjects, ("WT", "DOSE"))

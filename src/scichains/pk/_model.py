@@ -1,0 +1,316 @@
+"""PKModel: typical values, random effects, individual parameters, ODE, observation, error."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._error import ErrorModel
+from ._sensitivity import Sensitivities
+
+
+class PKModel:
+    """A nonlinear mixed-effects model, written in SymPy.
+
+    Parameters
+    ----------
+    states : SymPy symbols of the ODE states (``n``); dose ``CMT = k`` goes into
+        ``states[k - 1]`` (amounts)
+    odes : SymPy expressions, ``odes[a] = d states[a] / dt``, in the states, the individual
+        parameters and ``t``; or a plain compiled function ``f(du, u, p, t)`` (``@njit``) with
+        ``u`` the states and ``p`` the individual parameters in the order of ``individual``,
+        traced once to SymPy for its exact derivatives (``ValueError`` with the reason when
+        it cannot be: a branch on a value, a non-smooth function, a network)
+    individual : dict ``{symbol: expression}``: the individual parameters (``m``), each a
+        function of the typical values, the random effects and the covariates, e.g.
+        ``{cl: tvcl * exp(eta_cl) * (WT / 70)**0.75}``
+    theta : dict ``{symbol: initial value}``: the typical values (fixed effects, ``p``), on
+        the scale the expressions use (e.g. ``log CL``)
+    eta : SymPy symbols of the random effects (``q``)
+    omega : initial covariance of ``eta``: a vector of ``q`` variances (a diagonal omega,
+        estimated as such) or a ``(q, q)`` symmetric positive-definite matrix (a full omega)
+    observe : SymPy expression of the prediction in the states and individual parameters
+        (e.g. ``center / v``)
+    error : an :class:`ErrorModel` (``Additive``, ``Proportional``, ``Combined``,
+        ``Exponential``) with the initial standard deviation(s)
+    covariates : SymPy symbols used in ``individual``; their names, upper-cased, are the event
+        table's covariate columns (``WT`` for the symbol ``wt`` or ``WT``)
+    t : the time symbol, if ``odes`` depend on time
+    bioavailability : optional dict ``{state: expression}``: the fraction of each dose into
+        that state that arrives, a function of the individual parameters (e.g.
+        ``{depot: f_oral}`` with ``f_oral: 1 / (1 + exp(-(tf + eta_f)))`` in ``individual``);
+        differentiable like every other parameter. A bolus of ``AMT`` adds ``F * AMT``; an
+        infusion keeps its duration and runs at ``F * rate`` (as NONMEM does for infusions
+        whose duration is given, ``RATE=-2``; NONMEM keeps a given ``RATE`` and stretches
+        the duration instead)
+
+    The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
+    given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
+    triangle with the diagonal as ``log L_kk`` (a diagonal omega: ``log`` of the standard
+    deviations only); the error model's standard deviations as logs.
+    """
+
+    def __init__(
+        self,
+        states,
+        odes,
+        individual: dict,
+        theta: dict,
+        eta,
+        omega,
+        observe,
+        error: ErrorModel,
+        covariates=(),
+        t=None,
+        bioavailability: dict | None = None,
+    ):
+        import sympy as sp
+
+        self.states = list(states)
+        if not isinstance(individual, dict) or not individual:
+            raise TypeError("individual must be a non-empty dict {symbol: expression}")
+        if callable(odes):
+            odes, t = _traced(odes, self.states, list(individual), t)
+        self.odes = [sp.sympify(e) for e in odes]
+        if len(self.odes) != len(self.states):
+            raise ValueError(f"{len(self.states)} states but {len(self.odes)} equations")
+        if not isinstance(theta, dict) or not theta:
+            raise TypeError("theta must be a non-empty dict {symbol: initial value}")
+        if not isinstance(error, ErrorModel):
+            raise TypeError("error must be an ErrorModel instance, e.g. Additive(0.7)")
+        self.phi = list(individual)
+        self.phi_exprs = [sp.sympify(individual[k]) for k in self.phi]
+        self.theta_symbols = list(theta)
+        self.theta0 = np.array([float(theta[k]) for k in self.theta_symbols])
+        self.eta = list(eta)
+        self.covariates = list(covariates)
+        self.error = error
+        self.observe = sp.sympify(observe)
+        self.t = t
+        q = len(self.eta)
+        if q == 0:
+            raise ValueError("a population model needs at least one random effect")
+        om = np.asarray(omega, dtype=np.float64)
+        if om.shape == (q,):
+            self.omega_diagonal = True
+            if np.any(~np.isfinite(om)) or np.any(om <= 0):
+                raise ValueError("omega variances must be positive and finite")
+            om = np.diag(om)
+        elif om.shape == (q, q):
+            self.omega_diagonal = False
+            if not np.allclose(om, om.T):
+                raise ValueError("omega must be symmetric")
+            try:
+                np.linalg.cholesky(om)
+            except np.linalg.LinAlgError:
+                raise ValueError("omega must be positive definite") from None
+        else:
+            raise ValueError(f"omega must have shape ({q},) or ({q}, {q}), got {om.shape}")
+        self.omega0 = om
+        # symbols: every name once
+        names = [str(s) for s in self.states + self.phi + self.theta_symbols + self.eta]
+        names += [str(s) for s in self.covariates] + ([str(t)] if t is not None else [])
+        dup = sorted({x for x in names if names.count(x) > 1})
+        if dup:
+            raise ValueError(f"symbol names used twice: {dup}")
+        allowed_ind = set(self.theta_symbols) | set(self.eta) | set(self.covariates)
+        for k, e in zip(self.phi, self.phi_exprs):
+            extra = e.free_symbols - allowed_ind
+            if extra:
+                raise ValueError(
+                    f"the expression of {k} uses {sorted(map(str, extra))}: neither typical "
+                    "values (theta), random effects (eta) nor covariates"
+                )
+        allowed_ode = set(self.states) | set(self.phi) | ({t} if t is not None else set())
+        for a, e in enumerate(self.odes):
+            extra = e.free_symbols - allowed_ode
+            if extra:
+                raise ValueError(
+                    f"equation {a} uses {sorted(map(str, extra))}: neither states, individual "
+                    "parameters nor t (write typical values and etas into `individual`)"
+                )
+        extra = self.observe.free_symbols - set(self.states) - set(self.phi)
+        if extra:
+            raise ValueError(f"the observation uses unknown symbols {sorted(map(str, extra))}")
+        self.covariate_names = [str(c).upper() for c in self.covariates]
+        self.bioavailability = None
+        if bioavailability:
+            F = [sp.Integer(1)] * len(self.states)
+            for k, e in bioavailability.items():
+                if k not in self.states:
+                    raise ValueError(f"bioavailability is given for {k}, which is not a state")
+                e = sp.sympify(e)
+                extra = e.free_symbols - set(self.phi)
+                if extra:
+                    raise ValueError(
+                        f"the bioavailability of {k} uses {sorted(map(str, extra))}: write it in "
+                        "the individual parameters"
+                    )
+                F[self.states.index(k)] = e
+            self.bioavailability = F
+        self.sens = Sensitivities(
+            self.states,
+            self.phi,
+            self.odes,
+            self.observe,
+            t=t,
+            bioavailability=self.bioavailability,
+        )
+        # the individual-parameter block and its derivatives (NumPy, generated once)
+        th, et = self.theta_symbols, self.eta
+        m, p = len(self.phi), len(th)
+        exprs = list(self.phi_exprs)
+        exprs += [e.diff(x) for e in self.phi_exprs for x in et]
+        exprs += [e.diff(x) for e in self.phi_exprs for x in th]
+        exprs += [e.diff(x).diff(y) for e in self.phi_exprs for x in et for y in et]
+        exprs += [e.diff(x).diff(y) for e in self.phi_exprs for x in et for y in th]
+        self._ind = sp.lambdify([*th, *et, *self.covariates], exprs, modules="numpy", cse=True)
+        self._ind3 = None
+        self._sens3 = None
+        self.n, self.m, self.p, self.q = len(self.states), m, p, q
+        self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
+        self.r = len(error.names)
+        self.size = p + self.n_omega + self.r
+
+    # ---------------------------------------------------------------- individual block
+    def individual(self, theta, eta, cov):
+        """``phi, phi_eta (m, q), phi_theta (m, p), phi_eta_eta (m, q, q),
+        phi_eta_theta (m, q, p)`` at one subject's ``theta``, ``eta`` and covariates."""
+        m, p, q = self.m, self.p, self.q
+        v = np.array(self._ind(*theta, *eta, *cov), dtype=np.float64)
+        o = 0
+        phi = v[o : o + m]
+        o += m
+        pe = v[o : o + m * q].reshape(m, q)
+        o += m * q
+        pt = v[o : o + m * p].reshape(m, p)
+        o += m * p
+        pee = v[o : o + m * q * q].reshape(m, q, q)
+        o += m * q * q
+        pet = v[o : o + m * q * p].reshape(m, q, p)
+        return phi, pe, pt, pee, pet
+
+    def individual3(self, theta, eta, cov):
+        """Third derivatives of the individual parameters: ``phi_eta_eta_eta (m, q, q, q)``
+        and ``phi_eta_eta_theta (m, q, q, p)`` (generated on first use)."""
+        m, p, q = self.m, self.p, self.q
+        if self._ind3 is None:
+            import sympy as sp
+
+            th, et = self.theta_symbols, self.eta
+            ex = [e.diff(a, b, c) for e in self.phi_exprs for a in et for b in et for c in et]
+            ex += [e.diff(a, b, c) for e in self.phi_exprs for a in et for b in et for c in th]
+            self._ind3 = sp.lambdify([*th, *et, *self.covariates], ex, modules="numpy", cse=True)
+        v = np.array(self._ind3(*theta, *eta, *cov), dtype=np.float64)
+        return v[: m * q**3].reshape(m, q, q, q), v[m * q**3 :].reshape(m, q, q, p)
+
+    def sensitivities(self, order: int):
+        """The augmented system of second (``self.sens``) or third order (built on first
+        use: Laplace's gradient needs it)."""
+        if order == 2:
+            return self.sens
+        if self._sens3 is None:
+            self._sens3 = Sensitivities(
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                order=3,
+                bioavailability=self.bioavailability,
+            )
+        return self._sens3
+
+    # ---------------------------------------------------------------- parameter layout
+    def omega_from(self, w):
+        """``(Omega, [dOmega/dw_c])`` from the omega block ``w`` of ``x``."""
+        q = self.q
+        if self.omega_diagonal:
+            sd2 = np.exp(2.0 * np.asarray(w))
+            om = np.diag(sd2)
+            d = []
+            for k in range(q):
+                e = np.zeros((q, q))
+                e[k, k] = 2.0 * sd2[k]
+                d.append(e)
+            return om, d
+        L = np.zeros((q, q))
+        idx = []
+        c = 0
+        for i in range(q):
+            for j in range(i + 1):
+                L[i, j] = np.exp(w[c]) if i == j else w[c]
+                idx.append((i, j))
+                c += 1
+        om = L @ L.T
+        d = []
+        for i, j in idx:
+            dL = np.zeros((q, q))
+            dL[i, j] = L[i, j] if i == j else 1.0
+            d.append(dL @ L.T + L @ dL.T)
+        return om, d
+
+    def pack(self, theta=None, omega=None, sd=None) -> np.ndarray:
+        """The estimated vector ``x`` from ``theta`` (``p`` values), ``omega`` (``(q, q)`` or
+        ``q`` variances) and the error model's standard deviations (defaults: the initial
+        values)."""
+        theta = self.theta0 if theta is None else np.asarray(theta, dtype=np.float64)
+        om = self.omega0 if omega is None else np.asarray(omega, dtype=np.float64)
+        if om.ndim == 1:
+            om = np.diag(om)
+        sd = self.error.initial if sd is None else np.asarray(sd, dtype=np.float64)
+        if self.omega_diagonal:
+            w = 0.5 * np.log(np.diag(om))
+        else:
+            L = np.linalg.cholesky(om)
+            lower = [(i, j) for i in range(self.q) for j in range(i + 1)]
+            w = np.array([np.log(L[i, i]) if i == j else L[i, j] for i, j in lower])
+        return np.concatenate([theta, w, np.log(sd)])
+
+    def unpack(self, x):
+        """``(theta, Omega, sd)`` of an estimated vector ``x`` (new arrays)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.size,):
+            raise ValueError(f"x must have shape ({self.size},), got {x.shape}")
+        p, no = self.p, self.n_omega
+        om, _ = self.omega_from(x[p : p + no])
+        return x[:p].copy(), om, np.exp(x[p + no :])
+
+    def parameter_names(self) -> list[str]:
+        """Names of the entries of ``x``."""
+        names = [str(s) for s in self.theta_symbols]
+        if self.omega_diagonal:
+            names += [f"log_sd({e})" for e in self.eta]
+        else:
+            for i in range(self.q):
+                for j in range(i + 1):
+                    names.append(
+                        f"log_L({self.eta[i]})" if i == j else f"L({self.eta[i]},{self.eta[j]})"
+                    )
+        names += [f"log_{n}" for n in self.error.names]
+        return names
+
+
+def _traced(f, states, phi, t):
+    """The equations of a plain compiled right-hand side, in the model's symbols."""
+    import sympy as sp
+
+    from ..ode._trace import NotTraceable, trace_rhs
+
+    try:
+        u, p, tt, eqs, calls = trace_rhs(f, len(states), len(phi))
+    except NotTraceable as e:
+        raise ValueError(
+            f"the compiled right-hand side cannot be traced to SymPy ({e}); the exact FOCE-I "
+            "and Laplace gradients need its second and third derivatives: write the equations "
+            "in SymPy"
+        ) from None
+    if calls:
+        raise ValueError("a network inside the right-hand side is not supported by pk yet")
+    sub = dict(zip(u, states))
+    sub.update(zip(p, phi))
+    uses_t = any(tt in e.free_symbols for e in eqs)
+    if uses_t:
+        if t is None:
+            t = sp.Symbol("t", real=True)
+        sub[tt] = t
+    return [e.xreplace(sub) for e in eqs], t

@@ -1,0 +1,396 @@
+"""The population objective (OFV, NONMEM's -2 log-likelihood convention) and its gradient.
+
+For subject ``i`` with observations ``y_j``, predictions ``f_j(eta)``, residual variances
+``R_j = R(f_j)`` and ``l_j = (y_j - f_j)^2 / R_j + log R_j``:
+
+    L_i(eta) = sum_j l_j + eta^T Omega^-1 eta                      (inner objective)
+    eta_i    = argmin L_i                                          (empirical Bayes estimate)
+    OFV_i    = L_i(eta_i) + log det Omega + log det A_i
+
+``A_i`` is half the Hessian of ``L_i`` at ``eta_i``: exactly (``method="laplace"``), or its
+first-order approximation (``method="focei"``, FOCE with interaction: the predictions and the
+variances linearised around ``eta_i``), ``A = Omega^-1 + G^T W G`` with ``G = df/deta`` and
+``W_jj = 1/R_j + (dR_j/df)^2 / (2 R_j^2)``, the Fisher information of ``f_j`` (Almquist et
+al. 2015; for an additive error ``W = R^-1``). ``OFV = sum_i OFV_i`` omits the constant
+``N log(2 pi)`` (``N`` observations), as NONMEM and nlmixr2's ``OBJF`` do:
+``-2 log-likelihood = OFV + N log(2 pi)``.
+
+Gradient (FOCE-I), exact given the solver's derivatives: the EBE moves with the parameters,
+``d eta_i/dx = -H^-1 d2L/(deta dx)`` (implicit function theorem, ``H = d2L/deta2``), so
+
+    dOFV_i/dx = dOFV_i/dx|_eta - v^T d2L/(deta dx),   v = H^-1 dOFV_i/deta|_x,
+
+with every term built from the second-order sensitivities of the predictions along the
+individual parameters (:mod:`._sensitivity`) and the chain rule through the
+individual-parameter block. Laplace's gradient differentiates ``log det H`` too, with the
+third-order sensitivities (a larger augmented system, built on first use).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ._predict import PKSolveError, Regimen, predict_subject
+
+
+class InnerFailure(RuntimeError):
+    """The empirical Bayes estimate of a subject did not converge."""
+
+
+class _Eval:
+    """Everything at one subject's ``eta`` that the inner and outer steps need."""
+
+    __slots__ = ("L", "gL", "H", "GN", "f", "G", "Hf", "Ft", "B", "Tf", "Tt", "terms")
+
+
+class PopulationObjective:
+    """The FOCE-I / Laplace objective of a :class:`PKModel` on an :class:`EventData`.
+
+    Parameters
+    ----------
+    model : PKModel
+    data : EventData (checked against the model: compartments, covariates)
+    method : ``"focei"`` or ``"laplace"`` (both with exact gradients)
+    rtol, atol : ODE tolerances (on states and sensitivities)
+
+    ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
+    of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
+    NONMEM does); the value does not depend on the start once the inner problem has
+    converged (to a Newton step below ``inner_tol (1 + max|eta|)``). Threads: the warm starts
+    are shared state, so an evaluation while another thread evaluates the same objective
+    raises ``RuntimeError``; make one objective per thread (``predict`` may be shared).
+    """
+
+    def __init__(
+        self, model, data, method="focei", rtol=1e-8, atol=1e-10, inner_tol=1e-10, inner_maxiter=100
+    ):
+        if method not in ("focei", "laplace"):
+            raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
+        self.model, self.data, self.method = model, data, method
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.inner_tol, self.inner_maxiter = float(inner_tol), int(inner_maxiter)
+        data.check_states(model.n)
+        missing = [c for c in model.covariate_names if c not in data.covariates]
+        if missing:
+            raise ValueError(
+                f"the model uses covariates {missing} that the data lack (it has "
+                f"{list(data.covariates)})"
+            )
+        self.cov = []
+        for s in data.subjects:
+            changing = [c for c in model.covariate_names if c in s.covariate_changes]
+            if changing:
+                raise ValueError(
+                    f"subject ID {s.id}: covariate(s) {changing} change within the subject; "
+                    "time-varying covariates are not supported yet"
+                )
+            vals = [s.covariates[c] for c in model.covariate_names]
+            if not np.all(np.isfinite(vals)):
+                raise ValueError(f"subject ID {s.id}: a covariate of the model is missing")
+            if model.error.log_transform and np.any(s.dv <= 0):
+                j = int(np.argmin(s.dv))
+                raise ValueError(
+                    f"subject ID {s.id}, row {s.rows[j]}: the exponential error model needs "
+                    f"positive observations, got DV {s.dv[j]:g}"
+                )
+            self.cov.append(np.array(vals, dtype=np.float64))
+        self.regimens = [Regimen(s, model.n) for s in data.subjects]
+        self._errf = model.error.functions()
+        self.etas = np.zeros((len(data.subjects), model.q))
+        self.n_obs = data.n_obs
+        self._busy = threading.Lock()
+
+    # ---------------------------------------------------------------- per subject
+    def _predict(self, i, theta, eta, third=False):
+        """Predictions of subject ``i`` and derivatives along eta and theta (transformed
+        to the log scale for the exponential error model): ``f (n,), G (n, q), Ft (n, p),
+        Hf (n, q, q), B (n, q, p)`` and with ``third``, ``Tf (n, q, q, q)``,
+        ``Tt (n, q, q, p)``."""
+        model = self.model
+        sens = model.sensitivities(3) if third else model.sens
+        phi, pe, pt, pee, pet = model.individual(theta, eta, self.cov[i])
+        y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
+        obs = sens.observe(y, phi)
+        g, g1, g2 = obs[0], obs[1], obs[2]
+        G = g1 @ pe  # (n, q)
+        Ft = g1 @ pt  # (n, p)
+        Hf = np.einsum("jab,aq,br->jqr", g2, pe, pe) + np.einsum("ja,aqr->jqr", g1, pee)
+        B = np.einsum("jab,aq,bp->jqp", g2, pe, pt) + np.einsum("ja,aqp->jqp", g1, pet)
+        Tf = Tt = None
+        if third:
+            g3 = obs[3]
+            peee, peet = model.individual3(theta, eta, self.cov[i])
+            Tf = np.einsum("jkln,ka,lb,nc->jabc", g3, pe, pe, pe, optimize=True)
+            t2 = np.einsum("jkl,kab,lc->jabc", g2, pee, pe)
+            Tf += t2 + t2.transpose(0, 1, 3, 2) + t2.transpose(0, 3, 2, 1)
+            Tf += np.einsum("jk,kabc->jabc", g1, peee)
+            Tt = np.einsum("jkln,ka,lb,np->jabp", g3, pe, pe, pt, optimize=True)
+            Tt += np.einsum("jkl,kab,lp->jabp", g2, pee, pt)
+            u = np.einsum("jkl,kap,lb->jabp", g2, pet, pe)
+            Tt += u + u.transpose(0, 2, 1, 3)
+            Tt += np.einsum("jk,kabp->jabp", g1, peet)
+        if model.error.log_transform:
+            if np.any(g <= 0):
+                j = int(np.argmin(g))
+                raise PKSolveError(
+                    f"subject ID {self.regimens[i].subject.id}: prediction {g[j]:g} at time "
+                    f"{self.regimens[i].subject.times[j]:g} is not positive (exponential error)"
+                )
+            # derivatives of log f from those of f (f_a, f_ab, f_abc: eta or theta indices)
+            g_ = g[:, None, None]
+            if third:
+                three = (
+                    np.einsum("jab,jc->jabc", Hf, G)
+                    + np.einsum("jac,jb->jabc", Hf, G)
+                    + np.einsum("jbc,ja->jabc", Hf, G)
+                )
+                Tf = (
+                    Tf / g_[..., None]
+                    - three / g_[..., None] ** 2
+                    + 2 * np.einsum("ja,jb,jc->jabc", G, G, G) / g_[..., None] ** 3
+                )
+                three = (
+                    np.einsum("jab,jp->jabp", Hf, Ft)
+                    + np.einsum("jap,jb->jabp", B, G)
+                    + np.einsum("jbp,ja->jabp", B, G)
+                )
+                Tt = (
+                    Tt / g_[..., None]
+                    - three / g_[..., None] ** 2
+                    + 2 * np.einsum("ja,jb,jp->jabp", G, G, Ft) / g_[..., None] ** 3
+                )
+            Hf = Hf / g_ - np.einsum("jq,jr->jqr", G, G) / g_**2
+            B = B / g_ - np.einsum("jq,jp->jqp", G, Ft) / g_**2
+            G = G / g[:, None]
+            Ft = Ft / g[:, None]
+            g = np.log(g)
+        return g, G, Ft, Hf, B, Tf, Tt
+
+    def _evaluate(self, i, theta, eta, oinv, log_sd, third=False):
+        ev = _Eval()
+        s = self.data.subjects[i]
+        f, G, Ft, Hf, B, Tf, Tt = self._predict(i, theta, eta, third)
+        yv = np.log(s.dv) if self.model.error.log_transform else s.dv
+        terms = self._errf(yv, f, log_sd)
+        ell, ell_f, ell_ff = terms[0], terms[1], terms[2]
+        w = terms[5]
+        ev.L = float(np.sum(ell) + eta @ oinv @ eta)
+        ev.gL = G.T @ ell_f + 2.0 * oinv @ eta
+        ev.H = (G.T * ell_ff) @ G + np.einsum("j,jqr->qr", ell_f, Hf) + 2.0 * oinv
+        ev.GN = 2.0 * ((G.T * w) @ G + oinv)
+        ev.f, ev.G, ev.Hf, ev.Ft, ev.B, ev.terms = f, G, Hf, Ft, B, terms
+        ev.Tf, ev.Tt = Tf, Tt
+        return ev
+
+    def _inner(self, i, theta, oinv, log_sd):
+        """Newton's method on ``L_i`` (exact Hessian when positive definite, else the
+        Gauss-Newton/Fisher one), with a backtracking line search."""
+        q = self.model.q
+        eta = self.etas[i].copy()
+        try:
+            ev = self._evaluate(i, theta, eta, oinv, log_sd)
+            if not np.isfinite(ev.L):
+                raise FloatingPointError
+        except (PKSolveError, FloatingPointError):
+            eta = np.zeros(q)
+            ev = self._evaluate(i, theta, eta, oinv, log_sd)
+        last_dec = np.inf
+        for _ in range(self.inner_maxiter):
+            try:
+                c = np.linalg.cholesky(ev.H)
+                step = -np.linalg.solve(c.T, np.linalg.solve(c, ev.gL))
+            except np.linalg.LinAlgError:
+                step = -np.linalg.solve(ev.GN, ev.gL)
+            slope = float(ev.gL @ step)
+            if slope >= 0:
+                step = -np.linalg.solve(ev.GN, ev.gL)
+                slope = float(ev.gL @ step)
+            # Converged when the Newton step is negligible: the OFV's log det A term moves
+            # to first order with eta, so eta itself must be accurate, not only L. Below the
+            # ODE's accuracy the steps stop shrinking: stop there too (a stall).
+            dec = -slope
+            if np.max(np.abs(step)) <= self.inner_tol * (1.0 + np.max(np.abs(eta))) or (
+                dec < 1e-11 and dec > 0.25 * last_dec
+            ):
+                return eta, ev
+            last_dec = dec
+            alpha = 1.0
+            for _ in range(40):
+                cand = eta + alpha * step
+                try:
+                    new = self._evaluate(i, theta, cand, oinv, log_sd)
+                    ok = np.isfinite(new.L) and (
+                        new.L <= ev.L + 1e-4 * alpha * slope or -alpha * slope < 1e-6
+                    )
+                except PKSolveError:
+                    ok = False
+                if ok:
+                    break
+                alpha *= 0.5
+            else:
+                raise InnerFailure(
+                    f"subject ID {self.data.subjects[i].id}: the EBE line search failed "
+                    f"(gradient {np.max(np.abs(ev.gL)):.3g})"
+                )
+            eta, ev = cand, new
+        raise InnerFailure(
+            f"subject ID {self.data.subjects[i].id}: the EBE did not converge in "
+            f"{self.inner_maxiter} iterations (gradient {np.max(np.abs(ev.gL)):.3g})"
+        )
+
+    # ---------------------------------------------------------------- population
+    def _unpack(self, x):
+        model = self.model
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (model.size,):
+            raise ValueError(f"x must have shape ({model.size},), got {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ValueError("x must be finite")
+        p, no = model.p, model.n_omega
+        om, dom = model.omega_from(x[p : p + no])
+        return x[:p], om, dom, x[p + no :]
+
+    def predict(self, x, etas=None) -> list:
+        """Predictions at every subject's observation times (a list of arrays, on the scale
+        of the observations): ``etas=None`` gives the population predictions (``eta = 0``,
+        PRED), an ``(N, q)`` array the individual ones (e.g. ``self.etas``: IPRED)."""
+        theta, _, _, _ = self._unpack(x)
+        N, q = len(self.data.subjects), self.model.q
+        etas = np.zeros((N, q)) if etas is None else np.asarray(etas, dtype=np.float64)
+        if etas.shape != (N, q):
+            raise ValueError(f"etas must have shape ({N}, {q}), got {etas.shape}")
+        sens = self.model.sens
+        out = []
+        for i, s in enumerate(self.data.subjects):
+            if s.n_obs == 0:
+                out.append(np.zeros(0))
+                continue
+            phi = self.model.individual(theta, etas[i], self.cov[i])[0]
+            y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
+            out.append(sens.observe(y, phi)[0].copy())
+        return out
+
+    def value(self, x) -> float:
+        """The OFV at ``x`` (NONMEM convention, see the module docstring)."""
+        return self._run(x, grad=False)[0]
+
+    def value_and_grad(self, x):
+        """``(OFV, dOFV/dx)``."""
+        return self._run(x, grad=True)
+
+    def per_subject(self, x, grad=False):
+        """``(OFV_i (N,), dOFV_i/dx (N, size) or None)``: the subjects' contributions."""
+        return self._run(x, grad=grad, per_subject=True)
+
+    def _run(self, x, grad, per_subject=False):
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                "this PopulationObjective is being evaluated by another thread; the EBE warm "
+                "starts are its state, so make one objective per thread"
+            )
+        try:
+            return self._run_locked(x, grad, per_subject)
+        finally:
+            self._busy.release()
+
+    def _run_locked(self, x, grad, per_subject):
+        model = self.model
+        theta, om, dom, log_sd = self._unpack(x)
+        oinv = np.linalg.inv(om)
+        oinv = 0.5 * (oinv + oinv.T)
+        _, logdet_om = np.linalg.slogdet(om)
+        N = len(self.data.subjects)
+        ofv = np.zeros(N)
+        gout = np.zeros((N, model.size)) if grad else None
+        new_etas = self.etas.copy()
+        for i in range(N):
+            s = self.data.subjects[i]
+            if s.n_obs == 0:
+                new_etas[i] = 0.0  # contributes log det Omega + log det Omega^-1 = 0
+                continue
+            eta, ev = self._inner(i, theta, oinv, log_sd)
+            new_etas[i] = eta
+            if self.method == "laplace":
+                A = 0.5 * ev.H
+            else:
+                A = 0.5 * ev.GN
+            sign, logdet_a = np.linalg.slogdet(A)
+            if sign <= 0:
+                raise InnerFailure(f"subject ID {s.id}: the Hessian at the EBE is not positive")
+            ofv[i] = ev.L + logdet_om + logdet_a
+            if grad and self.method == "laplace":
+                ev3 = self._evaluate(i, theta, eta, oinv, log_sd, third=True)
+                gout[i] = self._gradient_laplace(ev3, eta, oinv, dom)
+            elif grad:
+                gout[i] = self._gradient(ev, eta, A, oinv, dom)
+        self.etas = new_etas
+        if per_subject:
+            return ofv, gout
+        total = float(np.sum(ofv))
+        return (total, np.sum(gout, axis=0)) if grad else (total, None)
+
+    def _gradient(self, ev, eta, A, oinv, dom):
+        model = self.model
+        p, no = model.p, model.n_omega
+        ell, ell_f, ell_ff, ell_s, ell_fs, w, w_f, w_s = ev.terms[:8]
+        G, Hf, Ft, B = ev.G, ev.Hf, ev.Ft, ev.B
+        Ai = np.linalg.inv(A)
+        Z = G @ Ai  # rows: A^-1 g_j
+        c = np.einsum("jq,jq->j", Z, G)  # g_j^T A^-1 g_j
+        # d OFV / d eta at fixed x (the L part is ~0 at the EBE; kept for accuracy)
+        dF_eta = ev.gL + G.T @ (w_f * c) + 2.0 * np.einsum("j,jam,ja->m", w, Hf, Z)
+        v = np.linalg.solve(ev.H, dF_eta)
+        g = np.zeros(model.size)
+        # typical values
+        part = Ft.T @ ell_f + Ft.T @ (w_f * c) + 2.0 * np.einsum("j,jap,ja->p", w, B, Z)
+        cross = (G.T * ell_ff) @ Ft + np.einsum("j,jqp->qp", ell_f, B)
+        g[:p] = part - v @ cross
+        # omega
+        for k, d in enumerate(dom):
+            doi = -oinv @ d @ oinv
+            part = eta @ doi @ eta + np.trace(oinv @ d) + np.sum(Ai * doi)
+            g[p + k] = part - v @ (2.0 * doi @ eta)
+        # residual error
+        part = ell_s.sum(axis=0) + w_s.T @ c
+        cross = G.T @ ell_fs
+        g[p + no :] = part - v @ cross
+        return g
+
+    def _gradient_laplace(self, ev, eta, oinv, dom):
+        """As :meth:`_gradient` with ``A = H / 2`` exact: ``d log det H`` needs the third
+        derivatives of the predictions (``ev.Tf``, ``ev.Tt``) and of ``l``."""
+        model = self.model
+        p, no = model.p, model.n_omega
+        ell, ell_f, ell_ff, ell_s, ell_fs, _, _, _, ell_fff, ell_ffs = ev.terms
+        G, Hf, Ft, B, Tf, Tt = ev.G, ev.Hf, ev.Ft, ev.B, ev.Tf, ev.Tt
+        H = ev.H
+        Hi = np.linalg.inv(H)
+        Z = G @ Hi
+        c = np.einsum("jq,jq->j", Z, G)  # g_j^T H^-1 g_j
+        trHf = np.einsum("qr,jrq->j", Hi, Hf)  # tr(H^-1 Hf_j)
+        # d log det H / d eta_m at fixed x: tr(H^-1 dH/deta_m)
+        dF_eta = (
+            ev.gL
+            + G.T @ (ell_fff * c + ell_ff * trHf)
+            + 2.0 * np.einsum("j,jam,ja->m", ell_ff, Hf, Z)
+            + np.einsum("j,ab,jabm->m", ell_f, Hi, Tf)
+        )
+        v = np.linalg.solve(H, dF_eta)
+        g = np.zeros(model.size)
+        part = (
+            Ft.T @ ell_f
+            + Ft.T @ (ell_fff * c + ell_ff * trHf)
+            + 2.0 * np.einsum("j,jap,ja->p", ell_ff, B, Z)
+            + np.einsum("j,ab,jabp->p", ell_f, Hi, Tt)
+        )
+        cross = (G.T * ell_ff) @ Ft + np.einsum("j,jqp->qp", ell_f, B)
+        g[:p] = part - v @ cross
+        for k, d in enumerate(dom):
+            doi = -oinv @ d @ oinv
+            part = eta @ doi @ eta + np.trace(oinv @ d) + 2.0 * np.sum(Hi * doi)
+            g[p + k] = part - v @ (2.0 * doi @ eta)
+        part = ell_s.sum(axis=0) + ell_ffs.T @ c + ell_fs.T @ trHf
+        g[p + no :] = part - v @ (G.T @ ell_fs)
+        return g

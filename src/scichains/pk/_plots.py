@@ -1,0 +1,148 @@
+"""Goodness-of-fit plots and the visual predictive check (matplotlib, one call each)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._objective import PopulationObjective
+
+
+def gof_plot(table: dict, fig=None):
+    """Four panels from a :func:`residuals` table: DV vs PRED, DV vs IPRED (with the line of
+    identity), CWRES vs TIME and CWRES vs PRED (with zero). Returns the matplotlib figure
+    (a new one unless ``fig`` is given)."""
+    import matplotlib.pyplot as plt
+
+    for key in ("DV", "PRED", "IPRED", "CWRES", "TIME"):
+        if key not in table:
+            raise ValueError(f"the table needs a {key} column (from pk.residuals)")
+    fig = fig or plt.figure(figsize=(9, 7))
+    axes = fig.subplots(2, 2)
+    dv = np.asarray(table["DV"])
+    for ax, key in zip(axes[0], ("PRED", "IPRED")):
+        x = np.asarray(table[key])
+        ax.scatter(x, dv, s=10, alpha=0.7)
+        lim = [min(x.min(), dv.min()), max(x.max(), dv.max())]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set_xlabel(key)
+        ax.set_ylabel("DV")
+    for ax, key in zip(axes[1], ("TIME", "PRED")):
+        ax.scatter(table[key], table["CWRES"], s=10, alpha=0.7)
+        ax.axhline(0.0, color="k", lw=1, ls="--")
+        ax.set_xlabel(key)
+        ax.set_ylabel("CWRES")
+    fig.tight_layout()
+    return fig
+
+
+@dataclass
+class VPC:
+    """A visual predictive check: per time bin (``edges``, ``centers``), the observed
+    percentiles ``observed`` (``(n_bins, len(percentiles))``) and, for each percentile, the
+    median and the ``ci`` interval over the simulated replicates (``simulated_median``,
+    ``simulated_low``, ``simulated_high``, same shape). ``plot(ax=None)`` draws it."""
+
+    percentiles: tuple
+    ci: float
+    edges: np.ndarray
+    centers: np.ndarray
+    observed: np.ndarray
+    simulated_median: np.ndarray
+    simulated_low: np.ndarray
+    simulated_high: np.ndarray
+    times: np.ndarray
+    dv: np.ndarray
+
+    def plot(self, ax=None):
+        """Observed data and percentiles (lines) over the simulated intervals (bands)."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 5))
+        ax.scatter(self.times, self.dv, s=8, color="0.5", alpha=0.6, label="observed")
+        for k, pct in enumerate(self.percentiles):
+            color = "C0" if pct == 50 else "C1"
+            ax.fill_between(
+                self.centers,
+                self.simulated_low[:, k],
+                self.simulated_high[:, k],
+                color=color,
+                alpha=0.25,
+            )
+            ax.plot(
+                self.centers, self.observed[:, k], color=color, lw=1.5, label=f"observed P{pct:g}"
+            )
+        ax.set_xlabel("TIME")
+        ax.set_ylabel("DV")
+        ax.legend(fontsize=8)
+        return ax
+
+
+def simulate(model, data, x, n: int, seed=0, **objective_kwargs) -> np.ndarray:
+    """``n`` replicates of the observations of ``data`` simulated from ``model`` at ``x``
+    (random effects from omega, residuals from the error model): an array of shape
+    ``(n, data.n_obs)``, subjects in data order. ``seed``: for ``numpy.random.default_rng``."""
+    obj = PopulationObjective(model, data, **objective_kwargs)
+    _, om, _ = model.unpack(x)
+    log_sd = np.asarray(x, dtype=np.float64)[model.p + model.n_omega :]
+    errf = obj._errf
+    rng = np.random.default_rng(seed)
+    L = np.linalg.cholesky(om)
+    N = len(data.subjects)
+    out = np.empty((n, data.n_obs))
+    for r in range(n):
+        etas = rng.standard_normal((N, model.q)) @ L.T
+        f = np.concatenate(obj.predict(x, etas))
+        if model.error.log_transform:
+            f = np.log(f)
+        sd = np.sqrt(np.exp(errf(f, f, log_sd)[0]))  # l(y=f) = log R
+        y = f + sd * rng.standard_normal(f.size)
+        out[r] = np.exp(y) if model.error.log_transform else y
+    return out
+
+
+def vpc(
+    model,
+    data,
+    fit,
+    n_sim: int = 200,
+    bins=8,
+    percentiles=(5, 50, 95),
+    ci=0.95,
+    seed=0,
+    **objective_kwargs,
+) -> VPC:
+    """A visual predictive check of ``fit``: ``n_sim`` replicates of the data simulated with
+    the estimates (:func:`simulate`), binned in time (``bins``: a number of bins with about
+    equal counts of observations, or the edges), the observed ``percentiles`` per bin
+    against the simulated ones' medians and ``ci`` intervals. ``.plot()`` draws it."""
+    x = np.asarray(getattr(fit, "x", fit), dtype=np.float64)
+    times = np.concatenate([s.times for s in data.subjects])
+    dv = np.concatenate([s.dv for s in data.subjects])
+    if np.isscalar(bins):
+        edges = np.unique(np.quantile(times, np.linspace(0, 1, int(bins) + 1)))
+    else:
+        edges = np.asarray(bins, dtype=np.float64)
+    which = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, edges.size - 2)
+    nb = edges.size - 1
+    sims = simulate(model, data, x, n_sim, seed=seed, **objective_kwargs)
+    pct = np.asarray(percentiles, dtype=np.float64)
+    observed = np.full((nb, pct.size), np.nan)
+    med = np.full((nb, pct.size), np.nan)
+    low = np.full((nb, pct.size), np.nan)
+    high = np.full((nb, pct.size), np.nan)
+    centers = np.full(nb, np.nan)
+    a = 100 * (1 - ci) / 2
+    for b in range(nb):
+        sel = which == b
+        if not np.any(sel):
+            continue
+        centers[b] = np.median(times[sel])
+        observed[b] = np.percentile(dv[sel], pct)
+        per_rep = np.percentile(sims[:, sel], pct, axis=1).T  # (n_sim, n_pct)
+        med[b] = np.median(per_rep, axis=0)
+        low[b] = np.percentile(per_rep, a, axis=0)
+        high[b] = np.percentile(per_rep, 100 - a, axis=0)
+    return VPC(tuple(percentiles), ci, edges, centers, observed, med, low, high, times, dv)

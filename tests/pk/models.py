@@ -1,0 +1,102 @@
+"""Models shared by the pk tests."""
+
+import numpy as np
+import sympy as sp
+
+from scichains import pk
+
+
+def oral_model(error=None, omega=(0.6, 0.3, 0.1), covariate=False, odes=None):
+    """nlmixr2's one-compartment Theophylline model (log-normal ka, CL, V)."""
+    depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
+    tka, tcl, tv, eka, ecl, ev = sp.symbols("tka tcl tv eta_ka eta_cl eta_v")
+    wt = sp.Symbol("WT")
+    cl_expr = sp.exp(tcl + ecl) * ((wt / 70) ** sp.Rational(3, 4) if covariate else 1)
+    return pk.PKModel(
+        states=[depot, center],
+        odes=odes or [-ka * depot, ka * depot - cl / v * center],
+        individual={ka: sp.exp(tka + eka), cl: cl_expr, v: sp.exp(tv + ev)},
+        theta={tka: 0.45, tcl: 1.0, tv: 3.45},
+        eta=[eka, ecl, ev],
+        omega=np.asarray(omega),
+        observe=center / v,
+        error=error or pk.Additive(0.7),
+        covariates=[wt] if covariate else (),
+    )
+
+
+def iv_model():
+    center, cl, v = sp.symbols("center cl v")
+    tcl, tv, ecl = sp.symbols("tcl tv eta_cl")
+    return pk.PKModel(
+        states=[center],
+        odes=[-cl / v * center],
+        individual={cl: sp.exp(tcl + ecl), v: sp.exp(tv)},
+        theta={tcl: np.log(3.0), tv: np.log(20.0)},
+        eta=[ecl],
+        omega=[0.1],
+        observe=center / v,
+        error=pk.Additive(0.5),
+    )
+
+
+def theoph_subset(k=12, drop_t0=False):
+    """The first ``k`` Theophylline subjects (optionally without the time-0 samples, where a
+    proportional error has zero variance)."""
+    data = pk.theophylline()
+    subjects = []
+    for s in data.subjects[:k]:
+        keep = s.times > 0 if drop_t0 else np.ones(s.times.size, bool)
+        subjects.append(
+            pk.Subject(s.id, s.doses, s.times[keep], s.dv[keep], s.rows[keep], s.covariates)
+        )
+    return pk.EventData(subjects, data.covariates)
+
+
+def oral_f_model(method_error=None):
+    """The oral model with a logistic bioavailability (typical value and random effect)."""
+    depot, center, ka, cl, v, f = sp.symbols("depot center ka cl v f")
+    tka, tcl, tv, tf = sp.symbols("tka tcl tv tf")
+    eka, ecl, ef = sp.symbols("eta_ka eta_cl eta_f")
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-ka * depot, ka * depot - cl / v * center],
+        individual={
+            ka: sp.exp(tka + eka),
+            cl: sp.exp(tcl + ecl),
+            v: sp.exp(tv),
+            f: 1 / (1 + sp.exp(-(tf + ef))),
+        },
+        theta={tka: 0.3, tcl: 1.0, tv: 3.4, tf: 1.0},
+        eta=[eka, ecl, ef],
+        omega=[0.3, 0.1, 0.2],
+        observe=center / v,
+        error=method_error or pk.Combined(0.2, 0.1),
+        bioavailability={depot: f},
+    )
+
+
+REGIMEN_CSV = (
+    "ID,TIME,DV,AMT,RATE,DUR,II,ADDL,EVID\n"
+    "1,0,.,300,0,0,0,0,1\n1,0.5,1,0,0,0,0,0,0\n1,2,1,0,0,0,0,0,0\n1,6,1,0,0,0,0,0,0\n"
+    "1,12,.,200,0,3,0,0,1\n1,13,1,0,0,0,0,0,0\n1,16,1,0,0,0,0,0,0\n1,24,1,0,0,0,0,0,0\n"
+    "2,0,.,100,0,0,8,2,1\n2,1,1,0,0,0,0,0,0\n2,9,1,0,0,0,0,0,0\n2,17,1,0,0,0,0,0,0\n"
+    "2,20,1,0,0,0,0,0,0\n"
+    "3,0,.,250,0,0,0,0,1\n3,1,1,0,0,0,0,0,0\n3,3,1,0,0,0,0,0,0\n3,8,1,0,0,0,0,0,0\n"
+)
+
+
+def regimen_data(tmp_path, model):
+    """Boluses, an infusion and repeats into the depot; DV simulated from ``model`` at its
+    initial values with 10% noise (seed 0)."""
+    path = tmp_path / "regimen.csv"
+    path.write_text(REGIMEN_CSV)
+    data = pk.read_events(path)
+    obj = pk.PopulationObjective(model, data)
+    rng = np.random.default_rng(0)
+    etas = rng.normal(0, 0.3, (len(data), model.q))
+    subjects = []
+    for s, f in zip(data.subjects, obj.predict(model.pack(), etas)):
+        dv = f * (1 + 0.1 * rng.standard_normal(f.size)) + 0.05
+        subjects.append(pk.Subject(s.id, s.doses, s.times, dv, s.rows, s.covariates))
+    return pk.EventData(subjects, data.covariates)
