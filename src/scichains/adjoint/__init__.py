@@ -3,7 +3,8 @@
 ``value, dp, du0 = gradient(prob, SquaredError(data), saveat=ts)``, or an :class:`Objective`
 built once and evaluated at new parameters; :class:`MultiObjective` sums a loss over many
 trajectories (initial states, each with its own times: :class:`Trajectory`; mini-batches:
-:func:`minibatches`), on several threads; :class:`MultipleShooting` fits long series in
+:func:`minibatches`), on several threads; :class:`EnsembleObjective` sums it over an
+ensemble on any executor (Dask); :class:`MultipleShooting` fits long series in
 segments. The problem needs a vjp of its right-hand side:
 generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand (check it with
 :func:`check_vjp`; a gradient with :func:`check_gradient`).
@@ -12,6 +13,7 @@ generated exactly by :class:`scichains.ode.SymbolicModel`, or written by hand (c
 from ._check import DerivativeCheck, check_gradient, check_vjp
 from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
+from ._ensemble import EnsembleObjective
 from ._gradient import Objective, ScipyFun, gradient
 from ._loss import HuberLoss, LogNormalLoss, PointwiseLoss, SolutionLoss, SquaredError
 from ._multi import MultiObjective, Trajectory, minibatches
@@ -29,6 +31,7 @@ __all__ = [
     "BacksolveAdjoint",
     "DerivativeCheck",
     "DiscreteAdjoint",
+    "EnsembleObjective",
     "ForwardSensitivity",
     "HuberLoss",
     "InterpolatingAdjoint",

@@ -1,8 +1,10 @@
 """scichains.ode: explicit Runge-Kutta solvers whose stepping loop is compiled.
 
-``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``.
+``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``;
+many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
 """
 
+from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
 from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
@@ -21,6 +23,8 @@ __all__ = [
     "RK4",
     "SOLVERS",
     "Euler",
+    "EnsembleProblem",
+    "EnsembleSolution",
     "NetworkTerm",
     "ExplicitRK",
     "ODEProblem",
@@ -32,4 +36,5 @@ __all__ = [
     "VJP_SIGNATURE",
     "Vern7",
     "solve",
+    "solve_ensemble",
 ]

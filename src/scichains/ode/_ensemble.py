@@ -1,0 +1,426 @@
+"""Ensembles: one problem solved from many initial states and/or parameter vectors.
+
+``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), Tsit5(), saveat=ts)`` runs the
+trajectories on numba's threads in this process (one compiled loop calling the stepper, no
+Python per trajectory), or in batches on a Dask cluster (``executor=client``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+from .._jit import resolve_threads
+from ..nn._chain import parallel_lock
+from ..parallel import _executor as ex
+from ..parallel._transport import ProblemSpec, as_rows
+from ._ensemble_kernels import solve_batch
+from ._kernels import StepControl, Stops
+from ._problem import ODEProblem
+from ._solution import ReturnCode, user_error_failure
+from ._solve import plan_solve
+from ._sundials import CVODESolver
+from ._tableaus import ExplicitRK, Tsit5
+
+
+class EnsembleProblem:
+    """``m`` trajectories of one :class:`ODEProblem`: trajectory ``i`` starts from ``u0s[i]``
+    with parameters ``ps[i]`` (the problem's own ``u0``/``p`` where not given).
+
+    Parameters
+    ----------
+    prob : ODEProblem with a compiled right-hand side (its ``tspan`` is every trajectory's)
+    u0s : array of shape ``(m, n)``, optional: one initial state a row
+    ps : array of shape ``(m, len(prob.p))``, optional: one parameter vector a row
+    prob_func : callable ``prob_func(prob, i) -> (u0, p)``, optional: trajectory ``i``'s
+        initial state and parameters (``None`` for the problem's), called once per trajectory
+        here, in Python, to build ``u0s`` and ``ps`` (the solves themselves run no Python;
+        for large ensembles give the arrays directly). Needs ``trajectories``.
+    output_func : callable ``output_func(u, status, index) -> object``, optional: applied to
+        each batch of solved trajectories where it was solved (on the worker with Dask):
+        ``u`` of shape ``(b, len(saveat), n)``, ``status`` ``(b,)`` int64 return codes,
+        ``index`` ``(b,)`` the trajectories' numbers. Use it to reduce what travels back
+        (a summary statistic instead of the whole trajectory).
+    reduction : callable ``reduction(outputs) -> result``, optional: combines the list of
+        ``output_func``'s results, in batch order (default: ``np.concatenate`` along the
+        first axis when they are arrays, else the list itself)
+    trajectories : number of trajectories ``m`` (needed with ``prob_func`` alone; otherwise
+        taken from ``u0s``/``ps``, which must agree)
+
+    Raises ``ValueError`` for wrong shapes, NaN or infinite values (naming the first bad
+    row), ``TypeError`` for a problem that is not an :class:`ODEProblem` or functions that
+    are not callable.
+    """
+
+    def __init__(
+        self,
+        prob: ODEProblem,
+        u0s=None,
+        ps=None,
+        prob_func: Callable | None = None,
+        output_func: Callable | None = None,
+        reduction: Callable | None = None,
+        trajectories: int | None = None,
+    ):
+        if not isinstance(prob, ODEProblem):
+            raise TypeError(f"EnsembleProblem needs an ODEProblem, got {type(prob).__name__}")
+        for name, fn in (
+            ("prob_func", prob_func),
+            ("output_func", output_func),
+            ("reduction", reduction),
+        ):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
+        n, k = prob.u0.size, prob.p.size
+        U0 = None if u0s is None else as_rows(u0s, "u0s", n)
+        P = None if ps is None else as_rows(ps, "ps", k)
+        counts = {a.shape[0] for a in (U0, P) if a is not None}
+        if trajectories is not None:
+            if isinstance(trajectories, bool) or not isinstance(trajectories, (int, np.integer)):
+                raise TypeError(f"trajectories must be an integer, got {trajectories!r}")
+            if trajectories < 1:
+                raise ValueError(f"trajectories must be positive, got {trajectories}")
+            counts.add(int(trajectories))
+        if len(counts) > 1:
+            raise ValueError(
+                f"u0s, ps and trajectories disagree on the number of trajectories: {sorted(counts)}"
+            )
+        if not counts:
+            raise ValueError("give u0s, ps or trajectories (with prob_func): how many to solve")
+        m = counts.pop()
+        if prob_func is not None:
+            U0 = np.repeat(prob.u0[None], m, axis=0) if U0 is None else U0.copy()
+            P = np.repeat(prob.p[None], m, axis=0) if P is None else P.copy()
+            for i in range(m):
+                got = prob_func(prob, i)
+                if not (isinstance(got, tuple) and len(got) == 2):
+                    raise TypeError(f"prob_func(prob, {i}) must return (u0, p), got {got!r}")
+                for name, value, rows in (("u0", got[0], U0), ("p", got[1], P)):
+                    if value is not None:
+                        row = as_rows(np.reshape(value, (1, -1)), f"prob_func's {name}", None)
+                        if row.shape[1] != rows.shape[1]:
+                            raise ValueError(
+                                f"prob_func(prob, {i}) returned {name} of length "
+                                f"{row.shape[1]}, expected {rows.shape[1]}"
+                            )
+                        rows[i] = row[0]
+        self.prob = prob
+        self.m = m
+        # one row: shared by every trajectory (no copy per trajectory)
+        self.u0s = prob.u0[None].copy() if U0 is None else U0
+        self.ps = prob.p[None].copy() if P is None else P
+        self.output_func = output_func
+        self.reduction = reduction
+
+    def u0(self, i: int) -> np.ndarray:
+        """Trajectory ``i``'s initial state (a new array)."""
+        return self.u0s[i if self.u0s.shape[0] > 1 else 0].copy()
+
+    def p(self, i: int) -> np.ndarray:
+        """Trajectory ``i``'s parameters (a new array)."""
+        return self.ps[i if self.ps.shape[0] > 1 else 0].copy()
+
+    def rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(u0s, ps)`` for trajectories ``lo..hi-1`` (one row where shared)."""
+        U0 = self.u0s[lo:hi] if self.u0s.shape[0] > 1 else self.u0s
+        P = self.ps[lo:hi] if self.ps.shape[0] > 1 else self.ps
+        return U0, P
+
+    def __len__(self) -> int:
+        return self.m
+
+    def __repr__(self) -> str:
+        return f"EnsembleProblem(m={self.m}, n={self.prob.u0.size}, tspan={self.prob.tspan})"
+
+
+class EnsembleSolution:
+    """The saved states of an ensemble and how each trajectory ended.
+
+    Attributes
+    ----------
+    t : ``(len(saveat),)`` the save times
+    u : ``(m, len(saveat), n)`` float64: trajectory ``i``'s state at ``t[j]`` is ``u[i, j]``;
+        NaN at the save times a failed trajectory did not reach
+    status : ``(m,)`` int64 :class:`ReturnCode` values (0 = SUCCESS); one failed trajectory
+        does not fail the others
+    t_reached : ``(m,)`` the last time each trajectory reached
+    nf, naccept, nreject : ``(m,)`` int64 counts of right-hand-side calls and steps
+    """
+
+    def __init__(self, ensemble, t, u, status, t_reached, fail, counts):
+        self._ensemble = ensemble
+        self.t = t
+        self.u = u
+        self.status = status
+        self.t_reached = t_reached
+        self._fail = fail
+        self.nf, self.naccept, self.nreject = (counts[:, j].copy() for j in range(3))
+
+    @property
+    def success(self) -> np.ndarray:
+        """``(m,)`` bool: which trajectories reached the end of the time span."""
+        return self.status == ReturnCode.SUCCESS
+
+    @property
+    def failed(self) -> np.ndarray:
+        """The indices of the failed trajectories."""
+        return np.flatnonzero(self.status != ReturnCode.SUCCESS)
+
+    def message(self, i: int) -> str:
+        """Why trajectory ``i`` ended, in words."""
+        code = ReturnCode(int(self.status[i]))
+        if code == ReturnCode.SUCCESS:
+            return code.message
+        return f"trajectory {i} stopped at t = {self.t_reached[i]!r} ({code.name}): {code.message}"
+
+    def exception(self, i: int):
+        """For a trajectory whose right-hand side raised (``RHS_ERROR``): that exception,
+        obtained by calling the function again from Python where the compiled solver saw it
+        fail; else ``None``."""
+        if int(self.status[i]) != ReturnCode.RHS_ERROR:
+            return None
+        e = self._ensemble
+        failure = user_error_failure(e.prob, e.p(i), self._fail[i, 0], self._fail[i, 1:])
+        return failure.exception
+
+    def __len__(self) -> int:
+        return self.u.shape[0]
+
+    def __repr__(self) -> str:
+        bad = self.failed.size
+        return f"EnsembleSolution(m={self.u.shape[0]}, saves={self.t.size}, failed={bad})"
+
+
+class _Settings:
+    """The validated options of one ensemble solve: what a worker needs besides the rows."""
+
+    def __init__(self, plan):
+        self.save = plan.save
+        self.tableau = plan.tableau
+        self.control = (plan.rtol, plan.atol, plan.dt0, plan.dtmin, plan.max_steps)
+        self.stops = (
+            plan.stops,
+            plan.jump_index,
+            plan.jump_count,
+            plan.jump_state,
+            plan.jump_amount,
+        )
+        solver = plan.solver
+        self.interp = solver.interp if plan.interpolate else np.zeros((0, 1), dtype=np.float64)
+        self.cap0 = int(plan.ts.size)
+        self.t0, self.t1 = plan.prob.tspan
+
+
+def _run_rows(prob, settings, U0, P, m, threads):
+    """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
+    ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``."""
+    n = prob.u0.size
+    nsave = settings.save.size
+    out = np.full((m, nsave, n), np.nan)
+    status = np.zeros(m, dtype=np.int64)
+    t_reached = np.zeros(m)
+    fail = np.zeros((m, 1 + n))
+    counts = np.zeros((m, 3), dtype=np.int64)
+    # blocks: several per thread, handed out one at a time, so a few slow trajectories do not
+    # hold up a thread's whole share (the results do not depend on the split)
+    nblocks = max(1, min(m, 16 * threads))
+    control = StepControl(*settings.control, prob.error_group)
+    kernel = prob.kernel
+    lock = parallel_lock()
+    previous = numba.get_num_threads()
+    try:
+        if lock is not None:
+            lock.acquire()
+        numba.set_num_threads(threads)
+        old_chunk = numba.set_parallel_chunksize(1)
+        try:
+            solve_batch(
+                prob.f_address,
+                kernel,
+                U0,
+                P,
+                settings.t0,
+                settings.t1,
+                settings.tableau,
+                control,
+                Stops(*settings.stops),
+                settings.save,
+                settings.interp,
+                settings.cap0,
+                nblocks,
+                out,
+                status,
+                t_reached,
+                fail,
+                counts,
+            )
+        finally:
+            numba.set_parallel_chunksize(old_chunk)
+    finally:
+        numba.set_num_threads(previous)
+        if lock is not None:
+            lock.release()
+    return out, status, t_reached, fail, counts
+
+
+def _reduce(reduction, outputs):
+    if reduction is not None:
+        return reduction(outputs)
+    if outputs and all(isinstance(o, np.ndarray) for o in outputs):
+        return np.concatenate(outputs, axis=0)
+    return outputs
+
+
+def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
+    """One batch on a worker: the problem rebuilt once per worker process (cached under the
+    spec's token), then the compiled ensemble loop."""
+    spec, settings = shared
+    prob = spec.problem()
+    res = _run_rows(prob, settings, U0, P, hi - lo, threads)
+    if output_func is None:
+        return res
+    return output_func(res[0], res[1], np.arange(lo, hi))
+
+
+def solve_ensemble(
+    eprob: EnsembleProblem,
+    solver: ExplicitRK = Tsit5,
+    saveat=None,
+    executor=None,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    dt0: float | None = None,
+    max_steps: int = 100_000,
+    tstops=None,
+    jumps=None,
+    dtmin: float | None = None,
+    adaptive: bool | None = None,
+    worker_threads: int = 1,
+):
+    """Solve every trajectory of ``eprob``; returns an :class:`EnsembleSolution` (or, with an
+    ``output_func``, the ``reduction`` of its results).
+
+    Parameters
+    ----------
+    eprob : EnsembleProblem
+    solver : an explicit method (Tsit5, DP5, BS3, Vern7, RK4, Euler); the CVODE solvers are
+        not run in ensembles (``TypeError``: loop over :func:`solve`)
+    saveat : times at which every trajectory is saved (required), sorted in the direction
+        of integration
+    executor : ``None`` (this process: the trajectories run on ``threads`` of numba's threads
+        inside one compiled loop), a ``dask.distributed.Client``, or any object with
+        ``submit``/``map`` (a ``concurrent.futures`` executor): the trajectories are split
+        into contiguous batches, one task each; the problem and options are sent once per
+        call (Dask: ``scatter(broadcast=True)``), each task takes only its batch's rows, and
+        the results are gathered in batch order. Anything else: ``TypeError``.
+    batch_size : trajectories per task (executor only). Default: sized from the measured
+        cost of a short pilot solve in this process so that each task runs about 0.5 s
+        (Dask's per-task overhead is ~1 ms), with at least one task per worker while each
+        keeps 0.1 s of work.
+    threads : numba threads in this process (default: all); workers use ``worker_threads``
+        each (default 1: a Dask worker thread per core is the usual layout).
+    rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive : as for :func:`solve`
+        (shared by every trajectory)
+
+    The saved states of trajectory ``i`` depend only on its ``u0`` and ``p``: they are
+    identical bit for bit for any ``threads``, ``batch_size`` or executor (on machines that
+    run the same compiled code). A failed trajectory (``MAX_STEPS``, ``DT_UNDERFLOW``,
+    ``NONFINITE``, ``RHS_ERROR``) reports its status and keeps NaN where it did not reach;
+    the others are unaffected.
+    """
+    if not isinstance(eprob, EnsembleProblem):
+        raise TypeError(f"solve_ensemble needs an EnsembleProblem, got {type(eprob).__name__}")
+    if isinstance(solver, CVODESolver):
+        raise TypeError(
+            "solve_ensemble runs the explicit methods (Tsit5, DP5, BS3, Vern7, RK4, Euler); "
+            "for CVODE solve the trajectories one by one with scichains.ode.solve"
+        )
+    if saveat is None:
+        raise ValueError("give saveat: the times at which every trajectory is saved")
+    executor = ex.check_executor(executor)
+    batch_size = ex.check_batch_size(batch_size)
+    threads = resolve_threads(threads)
+    worker_threads = resolve_threads(worker_threads)
+    prob = eprob.prob
+    plan = plan_solve(
+        prob,
+        solver,
+        saveat,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        tstops,
+        jumps,
+        dtmin,
+        adaptive,
+        interpolate=True,
+    )
+    settings = _Settings(plan)
+    del plan
+    m = eprob.m
+    if executor is None:
+        if batch_size is None:
+            res = _run_rows(prob, settings, eprob.u0s, eprob.ps, m, threads)
+            outputs = [res]
+            bounds = [(0, m)]
+        else:
+            bounds = ex.batch_bounds(m, batch_size)
+            outputs = [
+                _run_rows(prob, settings, *eprob.rows(lo, hi), hi - lo, threads)
+                for lo, hi in bounds
+            ]
+        if eprob.output_func is not None:
+            outputs = [
+                eprob.output_func(r[0], r[1], np.arange(lo, hi))
+                for r, (lo, hi) in zip(outputs, bounds)
+            ]
+    else:
+        if batch_size is None:
+            batch_size = ex.auto_batch_size(
+                m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor)
+            )
+        bounds = ex.batch_bounds(m, batch_size)
+        shared = ex.scatter(executor, (ProblemSpec(prob), settings), broadcast=True)
+        futures = [
+            ex.submit(
+                executor,
+                _ensemble_task,
+                shared,
+                *eprob.rows(lo, hi),
+                lo,
+                hi,
+                eprob.output_func,
+                worker_threads,
+            )
+            for lo, hi in bounds
+        ]
+        outputs = ex.gather(executor, futures)
+    if eprob.output_func is not None:
+        return _reduce(eprob.reduction, outputs)
+    if len(outputs) == 1:
+        u, status, t_reached, fail, counts = outputs[0]
+    else:
+        u, status, t_reached, fail, counts = (
+            np.concatenate([o[j] for o in outputs]) for j in range(5)
+        )
+    return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
+
+
+def _seconds_per_trajectory(eprob, settings, pilot: int = 32) -> float:
+    """Time per trajectory, measured on one thread here on up to ``pilot`` trajectories
+    spread over the ensemble (after one warm-up solve that loads the compiled code)."""
+    m = eprob.m
+    idx = np.unique(np.linspace(0, m - 1, min(m, pilot)).astype(np.int64))
+    U0 = eprob.u0s[idx] if eprob.u0s.shape[0] > 1 else eprob.u0s
+    P = eprob.ps[idx] if eprob.ps.shape[0] > 1 else eprob.ps
+    prob = eprob.prob
+    _run_rows(prob, settings, U0[:1], P[:1], 1, 1)
+    start = time.perf_counter()
+    _run_rows(prob, settings, U0, P, idx.size, 1)
+    return (time.perf_counter() - start) / idx.size
