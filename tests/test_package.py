@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "pk")
+LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "parallel", "pk")
 
 _CHECK = """
 import sys

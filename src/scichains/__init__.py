@@ -1,8 +1,9 @@
 """scichains: scientific machine learning with small neural networks on the CPU.
 
 Subpackages: ``scichains.nn`` (imported here); ``scichains.ode``, ``scichains.adjoint``,
-``scichains.models``, ``scichains.datasets``, ``scichains.discovery`` and ``scichains.pk``
-(population PK: event tables, FOCE-I) are imported on first
+``scichains.models``, ``scichains.datasets``, ``scichains.discovery``, ``scichains.pk``
+(population PK: event tables, FOCE-I) and ``scichains.parallel`` (ensembles, sweeps and Dask)
+are imported on first
 access (``sc.ode``, as in numpy and scipy), or explicitly: they load compiled solver kernels,
 which ``import scichains`` alone does not pay for.
 """
@@ -37,7 +38,7 @@ from .nn import (
 __version__ = "0.1.0"
 
 #: the subpackages imported on first attribute access
-_LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "pk")
+_LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "parallel", "pk")
 
 
 def __getattr__(name: str):

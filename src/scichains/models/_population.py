@@ -19,9 +19,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..adjoint._gradient import Objective, ScipyFun
-from ..adjoint._loss import SquaredError
+from ..adjoint._gradient import ScipyFun
 from ..nn._validate import as_real
+from ..parallel import _executor as ex
+from ._subjects import (
+    ModelSpec,
+    SubjectChunk,
+    chunk_task,
+    subject_objective,
+    subject_sums,
+    subject_u0,
+)
 
 
 @dataclass
@@ -48,6 +56,14 @@ class Population:
     subjects : list of :class:`SubjectData`
     eta_index : indices of ``theta`` that carry a random effect
     omega : standard deviations of the random effects (one per ``eta_index``)
+    executor : None (this process), a ``dask.distributed.Client`` or any object with
+        ``submit``/``map``: the subjects are split into chunks (``batch_size`` subjects each,
+        rounded up to whole blocks; default: one chunk per worker) sent to the workers once,
+        here; each evaluation sends ``theta`` and each chunk's own ``etas``, and gets back
+        block sums of the objective and gradient
+    block : subjects per partial sum (default 16): the block sums are added in block order,
+        so the results are identical bit for bit for any executor, number of workers and
+        ``batch_size``
     solver, rtol, atol, sensealg : as for :class:`scichains.adjoint.Objective`
 
     ``pop.value_and_grad(z)`` returns ``(J, dJ/dz)``; ``pop.fun`` is the same for
@@ -61,7 +77,17 @@ class Population:
     latest of any thread).
     """
 
-    def __init__(self, model, subjects, eta_index, omega, **objective_kwargs):
+    def __init__(
+        self,
+        model,
+        subjects,
+        eta_index,
+        omega,
+        executor=None,
+        batch_size: int | None = None,
+        block: int = 16,
+        **objective_kwargs,
+    ):
         self.model = model
         self.subjects = list(subjects)
         self.eta_index = np.asarray(eta_index, dtype=np.int64)
@@ -70,18 +96,35 @@ class Population:
             raise ValueError("give one omega per random effect")
         if np.any(self.omega <= 0):
             raise ValueError("omega must be positive")
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+            raise ValueError(f"block must be a positive integer, got {block!r}")
+        self.block = int(block)
+        self.executor = ex.check_executor(executor)
+        batch_size = ex.check_batch_size(batch_size)
         self.n_theta = model.num_params
         self.n_eta = self.eta_index.size
         self.size = self.n_theta + len(self.subjects) * self.n_eta
         self.fun = ScipyFun(self.value_and_grad)
-        self._objs = []
-        for s in self.subjects:
-            t = np.asarray(s.t, dtype=np.float64)
-            tspan = s.tspan or (0.0, float(t[-1]))
-            u0 = s.u0(np.zeros(self.n_theta))[0] if callable(s.u0) else np.asarray(s.u0)
-            prob = model.problem(u0, tspan, np.zeros(self.n_theta))
-            loss = SquaredError(s.y, s.weights)
-            self._objs.append(Objective(prob, loss, t, jumps=s.jumps, **objective_kwargs))
+        self._objs = None
+        self._chunks = None
+        if self.executor is None:
+            self._objs = [
+                subject_objective(model, s, self.n_theta, objective_kwargs) for s in self.subjects
+            ]
+            return
+        # the subjects are validated here (the first one's objective is built) so that bad
+        # input raises now, not on a worker
+        if self.subjects:
+            subject_objective(model, self.subjects[0], self.n_theta, objective_kwargs)
+        spec = ModelSpec(model)
+        n = len(self.subjects)
+        size = batch_size or -(-n // ex.n_workers(self.executor))
+        self.bounds = ex.batch_bounds(n, size, align=self.block)
+        payloads = [
+            SubjectChunk(spec, self.subjects[lo:hi], self.n_theta, objective_kwargs, lo, hi)
+            for lo, hi in self.bounds
+        ]
+        self._chunks = ex.ScatteredChunks(self.executor, payloads)
 
     def split(self, z):
         z = as_real(z, "z")
@@ -100,26 +143,27 @@ class Population:
         return p
 
     def _u0(self, s, p):
-        if callable(s.u0):
-            u0, J = s.u0(p)
-            return np.asarray(u0, dtype=np.float64), np.asarray(J, dtype=np.float64)
-        return np.asarray(s.u0, dtype=np.float64), None
+        return subject_u0(s, p)
 
     def value_and_grad(self, z):
         theta, etas = self.split(z)
+        theta = np.array(theta)
         total = float(np.sum(etas**2 / self.omega**2))
         g_theta = np.zeros(self.n_theta)
         g_eta = 2.0 * etas / self.omega**2
-        for i, (s, obj) in enumerate(zip(self.subjects, self._objs)):
-            p = theta.copy()
-            p[self.eta_index] += etas[i]
-            u0, J = self._u0(s, p)
-            value, dp, du0 = obj.value_and_grad(p, u0)
-            if J is not None:
-                dp = dp + du0 @ J
-            total += value
-            g_theta += dp
-            g_eta[i] += dp[self.eta_index]
+        if self._chunks is None:
+            parts = [
+                subject_sums(self._objs, self.subjects, theta, etas, self.eta_index, self.block)
+            ]
+        else:  # each task gets theta and its own subjects' etas: the data are there already
+            args = [(theta, etas[lo:hi], self.eta_index, self.block) for lo, hi in self.bounds]
+            parts = self._chunks.run_each(chunk_task, args)
+        # block sums added in block order: the same bits for any executor and batch size
+        for values, g_blocks, _ in parts:
+            for j in range(values.size):
+                total += values[j]
+                g_theta += g_blocks[j]
+        g_eta += np.concatenate([q[2] for q in parts]) if parts else 0.0
         return total, np.concatenate([g_theta, g_eta.ravel()])
 
     def predict(self, z, i, t):

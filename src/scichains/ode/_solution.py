@@ -47,6 +47,11 @@ class ODESolveError(RuntimeError):
         )
         self.solution = solution
 
+    def __reduce__(self):
+        # rebuilt from the solution (not from the message), so that it survives pickling:
+        # a failure on a Dask worker reaches the caller as the same exception
+        return type(self), (self.solution,), {"__cause__": self.__cause__}
+
 
 class FailedSolve:
     """The parts of a Solution that an :class:`ODESolveError` reports, for solves that keep no

@@ -4,10 +4,22 @@
 Ensembles (:func:`scichains.ode.solve_ensemble`), ensemble gradients
 (:class:`scichains.adjoint.EnsembleObjective`) and population objectives
 (:class:`scichains.models.Population`) take ``executor=``; :func:`sweep` runs independent
-fits as futures; :func:`warm_up` loads the compiled kernels on every Dask worker before timed
-work. Dask is optional: ``pip install scichains[dask]``.
+fits (multi-start, hyperparameter sweeps) as futures and ranks them; :func:`warm_up` loads
+the compiled kernels on every Dask worker before timed work. Nothing here imports Dask until
+a Dask client is used: ``pip install scichains[dask]``.
 """
 
-from ._executor import batch_bounds, is_dask
+from ._executor import batch_bounds, is_dask, require_dask
+from ._sweep import SweepResult, default_key, sweep
+from ._workers import warm, warm_up
 
-__all__ = ["batch_bounds", "is_dask"]
+__all__ = [
+    "SweepResult",
+    "batch_bounds",
+    "default_key",
+    "is_dask",
+    "require_dask",
+    "sweep",
+    "warm",
+    "warm_up",
+]

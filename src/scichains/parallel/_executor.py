@@ -158,8 +158,16 @@ class ScatteredChunks:
         self.handles = scatter_many(executor, self.payloads)
 
     def run(self, fn: Callable, *args) -> list:
+        """``[fn(chunk, *args) for chunk in chunks]``, run where the chunks are."""
+        return self.run_each(fn, [args] * len(self.handles))
+
+    def run_each(self, fn: Callable, args_list: Sequence) -> list:
+        """``[fn(chunk, *args) for chunk, args in zip(chunks, args_list)]``: arguments of
+        each chunk's own (e.g. its rows of a larger array)."""
         for attempt in (0, 1):
-            futures = [submit(self.executor, fn, h, *args) for h in self.handles]
+            futures = [
+                submit(self.executor, fn, h, *args) for h, args in zip(self.handles, args_list)
+            ]
             try:
                 return gather(self.executor, futures)
             except Exception as e:  # noqa: BLE001 - only lost workers are retried
