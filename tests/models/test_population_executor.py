@@ -1,0 +1,67 @@
+"""Population on executors: the subjects' objectives built on the workers once, each call
+sending theta and the chunk's etas, block sums added in a fixed order: the same bits for any
+number of workers, any batch size, and in this process."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from scichains.models import Population
+
+from .test_population import _model, _population
+
+
+def _subjects_and_z(copies=4):
+    base = _population()
+    subjects = base.subjects * copies  # 12 subjects
+    rng = np.random.default_rng(3)
+    pop = Population(_model(), subjects, [0, 1], [0.3, 0.2], block=2, rtol=1e-8, atol=1e-10)
+    z = pop.pack(np.log([0.8, 0.3, 1.2]), 0.2 * rng.standard_normal((len(subjects), 2)))
+    return pop, subjects, z
+
+
+def test_population_identical_on_executors():
+    pop, subjects, z = _subjects_and_z()
+    v, g = pop.value_and_grad(z)
+    kw = dict(block=2, rtol=1e-8, atol=1e-10)
+    with ThreadPoolExecutor(3) as pool:
+        p2 = Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=pool, batch_size=5, **kw)
+        v2, g2 = p2.value_and_grad(z)
+    assert v2 == v and np.array_equal(g2, g)
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        for bs in (None, 3):
+            p3 = Population(
+                _model(), subjects, [0, 1], [0.3, 0.2], executor=client, batch_size=bs, **kw
+            )
+            for _ in range(2):
+                v3, g3 = p3.value_and_grad(z)
+                assert v3 == v and np.array_equal(g3, g)
+            assert p3.fun(z)[0] == v
+
+
+def test_population_sums_are_the_subjects_sums():
+    # block sums regroup the additions only: against a plain per-subject sum, to rounding
+    pop, subjects, z = _subjects_and_z(2)
+    v, g = pop.value_and_grad(z)
+    one = Population(_model(), subjects, [0, 1], [0.3, 0.2], block=100, rtol=1e-8, atol=1e-10)
+    v1, g1 = one.value_and_grad(z)
+    assert v == pytest.approx(v1, rel=1e-13)
+    np.testing.assert_allclose(g, g1, rtol=1e-12, atol=1e-12)
+
+
+def test_population_executor_bad_input():
+    pop, subjects, _ = _subjects_and_z(1)
+    with pytest.raises(TypeError, match="submit"):
+        Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=42)
+    with pytest.raises(ValueError, match="block must be a positive integer"):
+        Population(_model(), subjects, [0, 1], [0.3, 0.2], block=0)
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        with ThreadPoolExecutor(1) as pool:
+            Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=pool, batch_size=-1)

@@ -1,0 +1,224 @@
+"""scichains.parallel: sweeps as futures, worker warm-up, problems sent to other processes by
+reference, the package without Dask, and workers that die mid-call."""
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from scichains.parallel import SweepResult, default_key, sweep, warm_up
+from scichains.parallel._executor import auto_batch_size, batch_bounds
+
+
+def _fit(cfg):
+    if cfg == "boom":
+        raise RuntimeError("diverged")
+    return {"fun": (cfg - 3.0) ** 2, "x": cfg}
+
+
+def _random_fit(_):
+    return float(np.random.default_rng().random())
+
+
+def test_sweep_ranks_and_keeps_failures():
+    configs = [5.0, "boom", 2.5, 3.0, 10.0]
+    for executor in (None, ThreadPoolExecutor(2)):
+        res = sweep(_fit, configs, executor=executor)
+        assert [r.index for r in res] == [3, 2, 0, 4, 1]
+        assert all(isinstance(r, SweepResult) for r in res)
+        assert res[0].result == {"fun": 0.0, "x": 3.0} and res[0].ok
+        assert isinstance(res[-1].error, RuntimeError) and res[-1].score == np.inf
+        if executor is not None:
+            executor.shutdown()
+    with pytest.raises(RuntimeError, match="diverged"):
+        sweep(_fit, configs, errors="raise")
+    with pytest.raises(ValueError, match="errors must be"):
+        sweep(_fit, configs, errors="ignore")
+    with pytest.raises(TypeError, match="submit"):
+        sweep(_fit, configs, executor=[1, 2])
+    res = sweep(lambda c: c, [3, 1, 2], key=lambda r: -r)
+    assert [r.result for r in res] == [3, 2, 1]
+    assert default_key(2) == 2.0
+
+
+def test_sweep_on_dask_runs_every_identical_call():
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        # pure=False: five identical-looking calls are five runs (five different draws)
+        res = sweep(_random_fit, [0] * 5, executor=client)
+        assert len({r.result for r in res}) == 5
+        assert [r.score for r in res] == sorted(r.score for r in res)
+        res = sweep(_fit, [4.0, "boom", 3.5], executor=client)
+        assert [r.index for r in res] == [2, 0, 1] and isinstance(res[2].error, RuntimeError)
+        info = warm_up(client)
+        assert len(info) == 2 and all(v["seconds"] >= 0 for v in info.values())
+    assert "local" in warm_up()
+
+
+def test_batch_sizes():
+    assert batch_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert batch_bounds(10, 3, align=4) == [(0, 4), (4, 8), (8, 10)]
+    # 20 us per item on 2 workers: one task each (0.2 s of work), not 25,000 items per task
+    assert auto_batch_size(20_000, 20e-6, 2) == 10_000
+    # 1 ms per item: 0.5 s per task
+    assert auto_batch_size(20_000, 1e-3, 2) == 500
+    # tiny ensembles: no task below 0.1 s unless the whole ensemble is smaller
+    assert auto_batch_size(1_000, 20e-6, 64) == 1_000
+
+
+_FRESH = textwrap.dedent(
+    """
+    import pickle, sys
+    import numpy as np
+    spec = pickle.loads(sys.stdin.buffer.read())
+    prob = spec.problem()
+    from scichains.ode import solve
+    sys.stdout.write(repr(solve(prob, saveat=[0.5, 1.0]).u.tolist()))
+    """
+)
+
+
+def test_problem_specs_travel_by_reference_to_a_fresh_process():
+    """A SymbolicModel's problem rebuilt in a process that never saw the model (as on a
+    worker of another machine), from its generated source; an importable function by name."""
+    import sympy as sp
+
+    from scichains.ode import SymbolicModel, solve
+    from scichains.parallel._transport import FunctionRef, ProblemSpec
+
+    x, y, a = sp.symbols("x y a")
+    model = SymbolicModel([x, y], [a], [-a * x + y, -y * x])
+    prob = model.problem([1.0, 0.5], (0.0, 1.0), [0.7])
+    spec = ProblemSpec(prob)
+    assert spec.f.kind == "generated" and spec.vjp.kind == "generated"
+    blob = pickle.dumps(spec)
+    r = subprocess.run(
+        [sys.executable, "-c", _FRESH],
+        input=blob,
+        capture_output=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    assert eval(r.stdout.decode()) == solve(prob, saveat=[0.5, 1.0]).u.tolist()
+    from scichains.parallel._workers import _decay
+
+    ref = FunctionRef(_decay)
+    assert ref.kind == "import" and pickle.loads(pickle.dumps(ref)).resolve() is _decay
+
+    import numba
+
+    @numba.njit
+    def local(du, u, p, t):
+        du[0] = -u[0]
+
+    assert FunctionRef(local).kind == "value"
+
+
+_NO_DASK = textwrap.dedent(
+    """
+    import sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("dask", "distributed"):
+                raise ImportError("blocked: " + name)
+    sys.meta_path.insert(0, Block())
+    import numpy as np
+    import scichains, scichains.ode, scichains.adjoint, scichains.models, scichains.parallel
+    from scichains.parallel import require_dask, sweep
+    from scichains.parallel._workers import warm
+    warm()  # solve, ensemble and gradient without Dask
+    assert [r.result for r in sweep(abs, [-2, 1])] == [1, 2]
+    assert not [m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")]
+    try:
+        require_dask()
+    except ImportError as e:
+        print("message:", e)
+    """
+)
+
+
+def test_the_package_imports_and_runs_without_dask():
+    r = subprocess.run(
+        [sys.executable, "-c", _NO_DASK],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "pip install scichains[dask]" in r.stdout
+
+
+def _killing_output(marker):
+    def out(u, status, index):
+        if index[0] == 0 and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)  # the worker process dies mid-ensemble
+        return u
+
+    return out
+
+
+def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    import sympy as sp
+
+    from scichains.models import Population, SubjectData
+    from scichains.ode import EnsembleProblem, SymbolicModel, solve_ensemble
+
+    x, y, a, b = sp.symbols("x y a b")
+    model = SymbolicModel([x, y], [a, b], [a * x - x * y, x * y - b * y])
+    prob = model.problem([1.0, 1.0], (0.0, 5.0), [1.5, 3.0])
+    rng = np.random.default_rng(0)
+    u0s = 1 + rng.random((40, 2))
+    ts = np.linspace(0, 5, 11)
+    ref = solve_ensemble(EnsembleProblem(prob, u0s=u0s), saveat=ts).u
+
+    marker = str(tmp_path / "died-once")
+    killer = {"path": str(tmp_path / "subject-died-once")}
+
+    def u0(p):
+        if not os.path.exists(killer["path"]):
+            open(killer["path"], "w").close()
+            os._exit(1)  # dies while building its subjects' objectives
+        return np.array([1.0, 1.0]), np.zeros((2, 2))
+
+    t = np.linspace(0.5, 5, 6)
+    subjects = [
+        SubjectData(t=t, y=np.ones((6, 2)), weights=np.ones((6, 2)), u0=np.array([1.0, 1.0]))
+        for _ in range(6)
+    ]
+    pop = Population(model, subjects, [0], [0.3], block=2)
+    z = pop.pack([1.4, 2.9], 0.1 * rng.standard_normal((6, 1)))
+    v_ref, g_ref = pop.value_and_grad(z)
+    open(killer["path"], "w").close()  # (the local population must not die)
+    subjects_k = [
+        SubjectData(t=s.t, y=s.y, weights=s.weights, u0=u0 if i == 4 else s.u0)
+        for i, s in enumerate(subjects)
+    ]
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        e = EnsembleProblem(prob, u0s=u0s, output_func=_killing_output(marker))
+        got = solve_ensemble(e, saveat=ts, executor=client, batch_size=10)
+        assert os.path.exists(marker)
+        np.testing.assert_array_equal(got, ref)
+        os.remove(killer["path"])
+        p2 = Population(model, subjects_k, [0], [0.3], block=2, executor=client, batch_size=2)
+        v, g = p2.value_and_grad(z)
+        assert os.path.exists(killer["path"])
+        assert v == v_ref and np.array_equal(g, g_ref)
