@@ -209,3 +209,15 @@ def test_dask_in_process_cluster_matches_in_process():
 def test_public_names():
     for name in ("EnsembleProblem", "EnsembleSolution", "solve_ensemble"):
         assert name in ode.__all__
+
+
+def test_calls_from_several_threads_give_the_serial_results():
+    u0s, ps = _rows(50, seed=6)
+    e = EnsembleProblem(_lv(), u0s=u0s, ps=ps)
+    serial = [solve_ensemble(e, Tsit5(), saveat=TS, threads=t).u for t in (1, 2, 1, 2)]
+    with ThreadPoolExecutor(4) as pool:
+        futures = [
+            pool.submit(solve_ensemble, e, Tsit5(), saveat=TS, threads=t) for t in (1, 2, 1, 2)
+        ]
+        for f, ref in zip(futures, serial):
+            np.testing.assert_array_equal(f.result().u, ref)

@@ -60,9 +60,12 @@ def test_sweep_on_dask_runs_every_identical_call():
         assert [r.score for r in res] == sorted(r.score for r in res)
         res = sweep(_fit, [4.0, "boom", 3.5], executor=client)
         assert [r.index for r in res] == [2, 0, 1] and isinstance(res[2].error, RuntimeError)
+        assert sweep(_fit, [3.0], executor="dask")[0].result["x"] == 3.0  # the running client
         info = warm_up(client)
         assert len(info) == 2 and all(v["seconds"] >= 0 for v in info.values())
     assert "local" in warm_up()
+    with pytest.raises(ValueError, match="there is none"):
+        sweep(_fit, [1.0], executor="dask")
 
 
 def test_batch_sizes():
@@ -140,10 +143,15 @@ _NO_DASK = textwrap.dedent(
     warm()  # solve, ensemble and gradient without Dask
     assert [r.result for r in sweep(abs, [-2, 1])] == [1, 2]
     assert not [m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")]
-    try:
-        require_dask()
-    except ImportError as e:
-        print("message:", e)
+    from scichains.ode import EnsembleProblem, solve_ensemble
+    from scichains.parallel._workers import _decay
+    from scichains.ode import ODEProblem
+    ens = EnsembleProblem(ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5]), u0s=np.ones((3, 1)))
+    for call in (require_dask, lambda: solve_ensemble(ens, saveat=[1.0], executor="dask")):
+        try:
+            call()
+        except ImportError as e:
+            print("message:", e)
     """
 )
 
@@ -157,7 +165,7 @@ def test_the_package_imports_and_runs_without_dask():
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "pip install scichains[dask]" in r.stdout
+    assert r.stdout.count("pip install scichains[dask]") == 2, r.stdout
 
 
 def _killing_output(marker):

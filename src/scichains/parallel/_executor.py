@@ -39,10 +39,21 @@ def is_dask(executor) -> bool:
 
 
 def check_executor(executor, what: str = "executor"):
-    """``executor`` unchanged if it is None or has callable ``submit`` and ``map``; else
+    """``executor`` unchanged if it is None or has callable ``submit`` and ``map``; the string
+    ``"dask"``: the current Dask client (``distributed.get_client()``; ``ImportError`` naming
+    ``pip install scichains[dask]`` without Dask, ``ValueError`` when no client runs); else
     ``TypeError``."""
     if executor is None:
         return None
+    if isinstance(executor, str) and executor == "dask":
+        distributed = require_dask()
+        try:
+            return distributed.get_client()
+        except ValueError:
+            raise ValueError(
+                f'{what}="dask" uses the running Dask client, and there is none: start one '
+                "(dask.distributed.Client(...)) or pass it"
+            ) from None
     if isinstance(executor, type):
         raise TypeError(
             f"{what} must be an executor instance (e.g. dask.distributed.Client(...)), "
