@@ -83,10 +83,15 @@ _FRESH = textwrap.dedent(
     """
     import pickle, sys
     import numpy as np
-    spec = pickle.loads(sys.stdin.buffer.read())
-    prob = spec.problem()
+    specs = pickle.loads(sys.stdin.buffer.read())
+    from scichains.adjoint import SquaredError, gradient
     from scichains.ode import solve
-    sys.stdout.write(repr(solve(prob, saveat=[0.5, 1.0]).u.tolist()))
+    out = []
+    for spec in specs:
+        prob = spec.problem()
+        g = gradient(prob, SquaredError(np.ones((2, prob.u0.size))), [0.5, 1.0])[1]
+        out.append((solve(prob, saveat=[0.5, 1.0]).u.tolist(), g.tolist(), prob.derivatives))
+    sys.stdout.write(repr(out))
     """
 )
 
@@ -96,7 +101,8 @@ def test_problem_specs_travel_by_reference_to_a_fresh_process():
     worker of another machine), from its generated source; an importable function by name."""
     import sympy as sp
 
-    from scichains.ode import SymbolicModel, solve
+    from scichains.adjoint import SquaredError, gradient
+    from scichains.ode import ODEProblem, SymbolicModel, solve
     from scichains.parallel._transport import FunctionRef, ProblemSpec
 
     x, y, a = sp.symbols("x y a")
@@ -104,7 +110,13 @@ def test_problem_specs_travel_by_reference_to_a_fresh_process():
     prob = model.problem([1.0, 0.5], (0.0, 1.0), [0.7])
     spec = ProblemSpec(prob)
     assert spec.f.kind == "generated" and spec.vjp.kind == "generated"
-    blob = pickle.dumps(spec)
+    from scichains.parallel._workers import _decay
+
+    plain = ODEProblem(_decay, [1.0, 2.0], (0.0, 1.0), [0.3])
+    plain.ensure_vjp()  # traced: its generated vjp travels by source too
+    plain_spec = ProblemSpec(plain)
+    assert plain_spec.f.kind == "import" and plain_spec.vjp.kind == "generated"
+    blob = pickle.dumps([spec, plain_spec])
     r = subprocess.run(
         [sys.executable, "-c", _FRESH],
         input=blob,
@@ -113,8 +125,11 @@ def test_problem_specs_travel_by_reference_to_a_fresh_process():
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert r.returncode == 0, r.stderr.decode()[-3000:]
-    assert eval(r.stdout.decode()) == solve(prob, saveat=[0.5, 1.0]).u.tolist()
-    from scichains.parallel._workers import _decay
+    got = eval(r.stdout.decode())
+    for (u, g, _), q in zip(got, (prob, plain)):
+        assert u == solve(q, saveat=[0.5, 1.0]).u.tolist()
+        want = gradient(q, SquaredError(np.ones((2, q.u0.size))), [0.5, 1.0])[1]
+        assert g == want.tolist()
 
     ref = FunctionRef(_decay)
     assert ref.kind == "import" and pickle.loads(pickle.dumps(ref)).resolve() is _decay

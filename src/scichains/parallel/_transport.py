@@ -121,8 +121,9 @@ class ProblemSpec:
     def __init__(self, prob):
         self.token = uuid.uuid4().hex
         self.f = FunctionRef(prob.f)
-        given_vjp = prob.vjp is not None and not prob.automatic_vjp
-        self.vjp = FunctionRef(prob.vjp) if given_vjp else None
+        self.vjp = None if prob.vjp is None else FunctionRef(prob.vjp)
+        if prob.automatic_vjp and self.vjp.kind == "value":
+            self.vjp = None  # the worker makes it again (ensure_vjp) rather than compile a copy
         self.u0 = prob.u0.copy()
         self.tspan = prob.tspan
         self.p = prob.p.copy()
