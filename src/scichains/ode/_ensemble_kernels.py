@@ -57,8 +57,13 @@ def solve_batch(
     for blk in numba.prange(nblocks):
         lo = m * blk // nblocks
         hi = m * (blk + 1) // nblocks
-        # scratch of the block's own (a network right-hand side writes into k.work)
-        kb = ChainKernel(k.spec, k.fspec, k.meta, k.work.copy(), k.samples.copy())
+        # every array the right-hand side is handed is the block's own: the scratch (a
+        # network writes into k.work), and the read-only ones too, so that threads never
+        # share the reference count of an array passed on each of the millions of calls
+        kb = ChainKernel(
+            k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy()
+        )
+        p = np.empty(P.shape[1])
         cap = cap0
         ts = np.empty(cap)
         us = np.empty((cap, n))
@@ -73,7 +78,9 @@ def solve_batch(
         W = np.zeros((0, s))
         for i in range(lo, hi):
             u0 = U0[i] if U0.shape[0] > 1 else U0[0]
-            p = P[i] if P.shape[0] > 1 else P[0]
+            row = i if P.shape[0] > 1 else 0
+            for j in range(p.shape[0]):
+                p[j] = P[row, j]
             for j in range(7):
                 stats[j] = 0
             while True:
