@@ -65,3 +65,30 @@ def test_population_executor_bad_input():
     with pytest.raises(ValueError, match="batch_size must be positive"):
         with ThreadPoolExecutor(1) as pool:
             Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=pool, batch_size=-1)
+
+
+def test_an_error_on_a_worker_reaches_the_caller_naming_the_subject():
+    from scichains.models import SubjectData
+    from scichains.ode import ODESolveError
+
+    pop, subjects, z = _subjects_and_z()
+
+    def bad_u0(p):
+        raise ValueError("no initial state for this one")
+
+    broken = list(subjects)
+    s = broken[7]
+    broken[7] = SubjectData(t=s.t, y=s.y, weights=s.weights, u0=s.u0, jumps=s.jumps, tspan=s.tspan)
+    kw = dict(block=2, rtol=1e-8, atol=1e-10)
+    with ThreadPoolExecutor(2) as pool:
+        p = Population(_model(), broken, [0, 1], [0.3, 0.2], executor=pool, batch_size=4, **kw)
+        broken[7].u0 = bad_u0  # after the client-side checks: fails where the task runs
+        with pytest.raises(ValueError, match="no initial state") as info:
+            p.value_and_grad(z)
+        assert "(in subject 7)" in info.value.__notes__
+        # a failed solve: ODESolveError, and ScipyFun turns it into inf
+        p2 = Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=pool, block=2, max_steps=3)
+        with pytest.raises(ODESolveError) as info:
+            p2.value_and_grad(z)
+        assert "(in subject 0)" in info.value.__notes__
+        assert p2.fun(z)[0] == np.inf

@@ -221,3 +221,14 @@ def test_calls_from_several_threads_give_the_serial_results():
         ]
         for f, ref in zip(futures, serial):
             np.testing.assert_array_equal(f.result().u, ref)
+
+
+def test_errors_in_output_func_reach_the_caller():
+    def bad(u, status, index):
+        raise KeyError("summary failed")
+
+    e = EnsembleProblem(_lv(), u0s=_rows(6)[0], output_func=bad)
+    with pytest.raises(KeyError, match="summary failed"):
+        solve_ensemble(e, Tsit5(), saveat=TS)
+    with ThreadPoolExecutor(2) as pool, pytest.raises(KeyError, match="summary failed"):
+        solve_ensemble(e, Tsit5(), saveat=TS, executor=pool, batch_size=2)

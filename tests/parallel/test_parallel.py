@@ -245,3 +245,19 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
         v, g = p2.value_and_grad(z)
         assert os.path.exists(killer["path"])
         assert v == v_ref and np.array_equal(g, g_ref)
+
+
+def test_solve_errors_survive_pickling():
+    # what a failure on a Dask worker process becomes on the caller's side
+    from scichains.ode import ODEProblem, ODESolveError, solve
+    from scichains.parallel._workers import _decay
+
+    prob = ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5])
+    try:
+        solve(prob, saveat=[1.0], max_steps=2, throw=True)
+    except ODESolveError as e:
+        e.add_note("(in subject 3)")
+        err = e
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is ODESolveError and str(back) == str(err)
+    assert back.solution.status == err.solution.status and back.__notes__ == ["(in subject 3)"]

@@ -59,7 +59,14 @@ class _Chunk:
 
 def _chunk_task(chunk: _Chunk, p, U0, block: int, threads: int):
     U0 = chunk.U0 if U0 is None else U0
-    return block_sums(chunk.objective(), p, U0, block, threads)
+    try:
+        return block_sums(chunk.objective(), p, U0, block, threads)
+    except Exception as e:
+        e.add_note(
+            f"(a task of trajectories {chunk.lo}..{chunk.hi - 1}: a trajectory number above "
+            f"counts from {chunk.lo})"
+        )
+        raise
 
 
 class EnsembleObjective:

@@ -61,11 +61,12 @@ def subject_objective(model, s, n_theta: int, kwargs: dict) -> Objective:
     return Objective(prob, loss, t, jumps=s.jumps, **kwargs)
 
 
-def subject_sums(objs, subjects, theta, etas, eta_index, block: int):
+def subject_sums(objs, subjects, theta, etas, eta_index, block: int, first: int = 0):
     """``(values (nb,), g_theta (nb, len(theta)), g_eta (b, n_eta))`` for ``b`` subjects:
     the data terms and their ``theta`` gradients summed over each block of ``block``
     consecutive subjects, and each subject's gradient with respect to its random effects
-    (``etas`` of shape ``(b, n_eta)``)."""
+    (``etas`` of shape ``(b, n_eta)``). An exception gets a note naming the subject (numbered
+    from ``first``)."""
     b = len(subjects)
     starts = range(0, b, block)
     values = np.zeros(len(starts))
@@ -75,8 +76,12 @@ def subject_sums(objs, subjects, theta, etas, eta_index, block: int):
         for i in range(lo, min(b, lo + block)):
             p = theta.copy()
             p[eta_index] += etas[i]
-            u0, J = subject_u0(subjects[i], p)
-            value, dp, du0 = objs[i].value_and_grad(p, u0)
+            try:
+                u0, J = subject_u0(subjects[i], p)
+                value, dp, du0 = objs[i].value_and_grad(p, u0)
+            except Exception as e:
+                e.add_note(f"(in subject {first + i})")
+                raise
             if J is not None:
                 dp = dp + du0 @ J
             values[j] += value
@@ -99,9 +104,14 @@ class SubjectChunk:
 
     def objectives(self) -> list:
         def make():
-            return [
-                subject_objective(self.model, s, self.n_theta, self.kwargs) for s in self.subjects
-            ]
+            objs = []
+            for i, s in enumerate(self.subjects):
+                try:
+                    objs.append(subject_objective(self.model, s, self.n_theta, self.kwargs))
+                except Exception as e:
+                    e.add_note(f"(in subject {self.lo + i})")
+                    raise
+            return objs
 
         return worker_cached(("subjects", self.token), make)
 
@@ -109,4 +119,5 @@ class SubjectChunk:
 def chunk_task(chunk: SubjectChunk, theta, etas, eta_index, block: int):
     """One task: the chunk's block sums at ``theta`` and its subjects' ``etas`` (the chunk's
     rows only)."""
-    return subject_sums(chunk.objectives(), chunk.subjects, theta, etas, eta_index, block)
+    objs = chunk.objectives()
+    return subject_sums(objs, chunk.subjects, theta, etas, eta_index, block, chunk.lo)

@@ -50,7 +50,7 @@ class ODESolveError(RuntimeError):
     def __reduce__(self):
         # rebuilt from the solution (not from the message), so that it survives pickling:
         # a failure on a Dask worker reaches the caller as the same exception
-        return type(self), (self.solution,), {"__cause__": self.__cause__}
+        return type(self), (self.solution,), {**self.__dict__, "__cause__": self.__cause__}
 
 
 class FailedSolve:
