@@ -232,3 +232,18 @@ def test_errors_in_output_func_reach_the_caller():
         solve_ensemble(e, Tsit5(), saveat=TS)
     with ThreadPoolExecutor(2) as pool, pytest.raises(KeyError, match="summary failed"):
         solve_ensemble(e, Tsit5(), saveat=TS, executor=pool, batch_size=2)
+
+
+def test_workers_rebuild_the_problem_once_per_ensemble():
+    from scichains.parallel import _transport
+
+    e = EnsembleProblem(_lv(), u0s=_rows(8)[0])
+    assert e.spec() is e.spec()
+    with ThreadPoolExecutor(2) as pool:
+        solve_ensemble(e, Tsit5(), saveat=TS, executor=pool, batch_size=3)
+        key = ("problem", e.spec().token)
+        first = _transport._CACHE[key]
+        solve_ensemble(e, Tsit5(), saveat=TS, executor=pool, batch_size=3)
+        assert _transport._CACHE[key] is first
+    e.prob.kernel = e.prob.kernel._replace(work=e.prob.kernel.work.copy())
+    assert e.spec().token != key[1]  # a changed problem is sent anew

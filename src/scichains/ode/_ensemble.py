@@ -114,6 +114,17 @@ class EnsembleProblem:
         self.ps = prob.p[None].copy() if P is None else P
         self.output_func = output_func
         self.reduction = reduction
+        self._spec = None  # (what it was made from, ProblemSpec): see spec()
+
+    def spec(self) -> ProblemSpec:
+        """The problem as workers rebuild it, made once and kept while the problem's
+        functions and kernels stay the same (so workers rebuild it once per process, not once
+        per call)."""
+        prob = self.prob
+        made_from = (prob.f, prob.vjp, prob.kernel, prob.error_group)
+        if self._spec is None or any(a is not b for a, b in zip(self._spec[0], made_from)):
+            self._spec = (made_from, ProblemSpec(prob))
+        return self._spec[1]
 
     def u0(self, i: int) -> np.ndarray:
         """Trajectory ``i``'s initial state (a new array)."""
@@ -386,7 +397,7 @@ def solve_ensemble(
                 m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor)
             )
         bounds = ex.batch_bounds(m, batch_size)
-        shared = ex.scatter(executor, (ProblemSpec(prob), settings), broadcast=True)
+        shared = ex.scatter(executor, (eprob.spec(), settings), broadcast=True)
         futures = [
             ex.submit(
                 executor,
