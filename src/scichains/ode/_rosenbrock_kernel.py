@@ -86,7 +86,7 @@ _SIG = types.int64(
 )
 
 
-@numba.njit(_SIG, **FLAGS)
+@numba.njit(**FLAGS)  # compiled on first use (cached), not at import: one signature, _SIG
 def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     """Integrate from ``t0`` to ``t1`` (either direction) with the Rosenbrock method
     ``method`` (:class:`RosenbrockTableau`), storing every step in ``store``
