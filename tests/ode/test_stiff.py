@@ -10,7 +10,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from scichains import ode
-from scichains.ode._linalg import lu_factor_solve, lu_solve_t
+from scichains.ode._linalg import lu_factor_solve, lu_solve_c, lu_solve_t
 from scichains.ode._testset import PROBLEMS, relative_error
 
 STIFF = [ode.Rosenbrock23, ode.Rodas5P]
@@ -311,6 +311,9 @@ def test_lu_against_numpy(n):
     y = b.copy()
     lu_solve_t(LU, piv, y)
     np.testing.assert_allclose(y, np.linalg.solve(A.T, b), rtol=1e-9, atol=1e-11)
+    z = b.copy()
+    lu_solve_c(LU, piv, z)  # the column-oriented substitutions the stepper uses
+    np.testing.assert_allclose(z, np.linalg.solve(A, b), rtol=1e-9, atol=1e-11)
 
 
 def test_lu_reports_a_singular_column():

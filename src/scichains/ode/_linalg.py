@@ -71,20 +71,52 @@ def lu_solve(LU, piv, b):
 
 
 @inline_kernel
+def transpose_into(LU, LUT):
+    """``LUT = LU^T`` (for :func:`lu_solve_columns`)."""
+    n = LU.shape[0]
+    for i in range(n):
+        for j in range(n):
+            LUT[j, i] = LU[i, j]
+
+
+@inline_kernel
+def lu_solve_columns(LUT, piv, b):
+    """:func:`lu_solve` from the transposed factors ``LUT = LU^T`` (:func:`transpose_into`):
+    both substitutions as updates along contiguous rows of ``LUT`` (independent multiply-adds
+    that vectorise) instead of dot products (a chain of dependent ones)."""
+    n = LUT.shape[0]
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            tmp = b[k]
+            b[k] = b[p]
+            b[p] = tmp
+    for k in range(n):  # L y = b, column k of L is row k of LUT below the diagonal
+        bk = b[k]
+        if bk != 0.0:
+            for i in range(k + 1, n):
+                b[i] -= LUT[k, i] * bk
+    for k in range(n - 1, -1, -1):  # U x = y, column k of U is row k of LUT above it
+        bk = b[k] / LUT[k, k]
+        b[k] = bk
+        for i in range(k):
+            b[i] -= LUT[k, i] * bk
+
+
+@inline_kernel
 def lu_solve_transposed(LU, piv, b):
     """Solve ``A^T x = b`` in place with the factors of :func:`lu_factor` (``A^T = U^T L^T
-    P``): the adjoint sweeps' solves."""
+    P``): the adjoint sweeps' solves, as updates along contiguous rows of ``LU``."""
     n = LU.shape[0]
-    for i in range(n):  # U^T y = b
-        acc = b[i]
-        for j in range(i):
-            acc -= LU[j, i] * b[j]
-        b[i] = acc / LU[i, i]
-    for i in range(n - 1, -1, -1):  # L^T z = y
-        acc = b[i]
+    for i in range(n):  # U^T y = b: row i of U is column i of U^T
+        bi = b[i] / LU[i, i]
+        b[i] = bi
         for j in range(i + 1, n):
-            acc -= LU[j, i] * b[j]
-        b[i] = acc
+            b[j] -= LU[i, j] * bi
+    for i in range(n - 1, -1, -1):  # L^T z = y: row i of L is column i of L^T
+        bi = b[i]
+        for j in range(i):
+            b[j] -= LU[i, j] * bi
     for k in range(n - 1, -1, -1):  # x = P^T z
         p = piv[k]
         if p != k:
@@ -107,3 +139,10 @@ def lu_factor_solve(A, piv, b):
 def lu_solve_t(LU, piv, b):
     """:func:`lu_solve_transposed` as a callable kernel (for tests)."""
     lu_solve_transposed(LU, piv, b)
+
+
+@kernel
+def lu_solve_c(LU, piv, b):
+    """:func:`lu_solve_columns` on the factors of :func:`lu_factor` (for tests)."""
+    LUT = LU.T.copy()
+    lu_solve_columns(LUT, piv, b)

@@ -39,7 +39,7 @@ from ._kernels import (
     rhs_from_address,
     vjp_from_address,
 )
-from ._linalg import lu_factor, lu_solve
+from ._linalg import lu_factor, lu_solve_columns, transpose_into
 
 SINGULAR, JACOBIAN_NONFINITE = 6, 7
 
@@ -113,6 +113,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
     direction = 1.0 if t1 >= t0 else -1.0
     J = np.empty((n, n))
     W = np.empty((n, n))
+    WT = np.empty((n, n))
     piv = np.empty(n, dtype=np.int64)
     U = np.empty((s, n))
     u = u0.copy()
@@ -296,6 +297,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
                 break
             continue
         steps += 1
+        transpose_into(W, WT)
         for st in range(s):
             if st == 0:
                 for i in range(n):
@@ -318,7 +320,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
                 for j in range(st):
                     acc += (C[st, j] / hs) * U[j, i]
                 U[st, i] = acc
-            lu_solve(W, piv, U[st])
+            lu_solve_columns(WT, piv, U[st])
         if code != SUCCESS:
             break
         for i in range(n):
