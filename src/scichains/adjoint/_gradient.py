@@ -11,6 +11,7 @@ import numpy as np
 from ..nn._validate import as_real, reject_class
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
+from ..ode._stiff import Rosenbrock
 from ..ode._sundials import CVODESolver
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._loss import SolutionLoss
@@ -76,7 +77,8 @@ class Objective:
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
     sensealg : DiscreteAdjoint() (default with the explicit RK methods: the exact gradient of
         the discretised solution, and the fastest), InterpolatingAdjoint() (default with
-        CVODE, its only one), QuadratureAdjoint(), BacksolveAdjoint(),
+        CVODE and with the Rosenbrock solvers, their only one: the adjoint integrated
+        backward by the same stiff method), QuadratureAdjoint(), BacksolveAdjoint(),
         DiscreteAdjoint() or ForwardSensitivity()
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
@@ -120,7 +122,9 @@ class Objective:
             # than the continuous adjoints on the spiral neural ODE); CVODE has only its
             # interpolating adjoint
             sensealg = (
-                InterpolatingAdjoint() if isinstance(solver, CVODESolver) else DiscreteAdjoint()
+                InterpolatingAdjoint()
+                if isinstance(solver, (CVODESolver, Rosenbrock))
+                else DiscreteAdjoint()
             )
         if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {sensealg!r}")

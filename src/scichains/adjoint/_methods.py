@@ -14,8 +14,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..ode._problem import ODEProblem
-from ..ode._solution import FailedSolve, raise_failure, vjp_failure
+from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
 from ..ode._solve import STATS_SIZE, check_run, plan_solve, run_plan, stop_tables
+from ..ode._stiff import Rosenbrock
 from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK
 from ._checkpoint import Checkpoints
@@ -30,6 +31,7 @@ from ._sensealg import (
     SensitivityAlgorithm,
     _Continuous,
 )
+from ._stiff import rosenbrock_adjoint
 
 
 class SensitivityMethod:
@@ -300,6 +302,88 @@ class ForwardMethod(_RK):
         return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
+class RosenbrockMethod(SensitivityMethod):
+    """A Rosenbrock solver (Rodas5P, Rosenbrock23) forward, every step stored, and its
+    :class:`InterpolatingAdjoint` integrated backward by the same method, compiled
+    (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`)."""
+
+    def __init__(
+        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+    ):
+        if not isinstance(sensealg, InterpolatingAdjoint) or sensealg.checkpointing:
+            raise TypeError(
+                f"with {solver.name} the gradient comes from InterpolatingAdjoint() (the adjoint "
+                f"integrated backward by {solver.name}, without checkpoints), not {sensealg!r}"
+            )
+        self.prob = prob
+        self.sensealg = sensealg
+        # the adjoint restarts at each save time, which must be a step: land on them
+        self.plan = plan_solve(
+            prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
+        )
+        self.saveat = self.plan.save
+        m, n = self.saveat.size, prob.u0.size
+        loss.check(m, n)
+        self._dl_du = np.zeros((m, n))
+        self._fail = np.zeros(1 + 2 * n)
+        self.adjoint_stats = np.zeros(3, dtype=np.int64)
+        self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
+        self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
+
+    def forward(self, p, u0):
+        plan = self.plan
+        check_run(plan, run_plan(plan, u0, p), p)
+        if not plan.locate_saves():
+            raise RuntimeError("a save time is not among the stored steps")
+        return plan.save_u
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self.adjoint_stats[:] = 0
+        code = rosenbrock_adjoint(
+            self.prob.vjp_address,
+            self.prob.kernel,
+            p,
+            plan.tableau,
+            self._artol,
+            self._aatol,
+            plan.max_steps,
+            plan.ts,
+            plan.us,
+            plan.fs,
+            int(plan.stats[0]),
+            plan.save_pos,
+            self._dl_du,
+            dp,
+            du0,
+            self.adjoint_stats,
+            self._fail,
+        )
+        if code == 1:
+            raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
+        if code == 2:
+            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint solve: "))
+        if code == 3:
+            raise_failure(FailedSolve(ReturnCode.SINGULAR, np.nan, "adjoint solve: "))
+        return value, dp, du0
+
+    def stats(self) -> dict:
+        s, a = self.plan.stats, self.adjoint_stats
+        return {
+            "steps": int(s[2]),
+            "rejected": int(s[3]),
+            "f_calls": int(s[1]),
+            "jacobians": int(self.plan.carry[3]),
+            "adjoint_steps": int(a[0]),
+            "adjoint_rejected": int(a[1]),
+            "vjp_calls": int(a[2]),
+        }
+
+
 class CVODEMethod(SensitivityMethod):
     """CVODE forward (every step stored) and its :class:`InterpolatingAdjoint`, the adjoint
     integrated by CVODE too."""
@@ -375,6 +459,8 @@ def make_method(
     tstops, jumps, dtmin)."""
     if isinstance(solver, CVODESolver):
         cls = CVODEMethod
+    elif isinstance(solver, Rosenbrock):
+        cls = RosenbrockMethod
     elif isinstance(sensealg, DiscreteAdjoint):
         cls = DiscreteMethod
     elif isinstance(sensealg, ForwardSensitivity):

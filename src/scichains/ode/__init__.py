@@ -1,4 +1,5 @@
-"""scichains.ode: explicit Runge-Kutta solvers whose stepping loop is compiled.
+"""scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock) solvers whose stepping loop is
+compiled.
 
 ``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``;
 many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
@@ -9,6 +10,7 @@ from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
+from ._stiff import STIFF_SOLVERS, Rodas5P, Rosenbrock, Rosenbrock23
 from ._sundials import CVODE_BDF, CVODE_Adams, CVODESolver
 from ._symbolic import NetworkTerm, SymbolicModel
 from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5, Vern7
@@ -30,6 +32,10 @@ __all__ = [
     "ODEProblem",
     "ODESolveError",
     "ReturnCode",
+    "Rodas5P",
+    "Rosenbrock",
+    "Rosenbrock23",
+    "STIFF_SOLVERS",
     "Solution",
     "SymbolicModel",
     "Tsit5",

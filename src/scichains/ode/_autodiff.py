@@ -376,7 +376,8 @@ def _mismatch(f, vjp, u0, p, t0, kernel=None):
     num = np.empty(x0.size)
     du_p, du_m = np.empty(n), np.empty(n)
     for j in range(x0.size):
-        h = 1e-6 * max(1.0, abs(x0[j]))
+        # relative to the value (a small parameter such as 1e-6 must not be stepped to 0)
+        h = 1e-6 * (abs(x0[j]) if x0[j] != 0.0 else 1.0)
         xp, xm = x0.copy(), x0.copy()
         xp[j] += h
         xm[j] -= h

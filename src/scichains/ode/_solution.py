@@ -16,6 +16,8 @@ class ReturnCode(enum.IntEnum):
     NONFINITE = 3
     SOLVER_FAILURE = 4
     RHS_ERROR = 5
+    SINGULAR = 6
+    JACOBIAN_NONFINITE = 7
 
     @property
     def message(self) -> str:
@@ -31,6 +33,9 @@ _MESSAGES = {
     ReturnCode.NONFINITE: "the solution or the right-hand side became NaN or infinite",
     ReturnCode.SOLVER_FAILURE: "the SUNDIALS solver failed",
     ReturnCode.RHS_ERROR: "the right-hand side (or a function it calls) raised an exception",
+    ReturnCode.SINGULAR: "the iteration matrix I/(h gamma) - J of the stiff solver stayed "
+    "singular as the step shrank to dtmin (check the model for a singular Jacobian)",
+    ReturnCode.JACOBIAN_NONFINITE: "the Jacobian df/du held a NaN or infinite entry",
 }
 
 

@@ -21,6 +21,13 @@ from ._kernels import (
     interpolate_saves,
 )
 from ._problem import ODEProblem
+from ._rosenbrock_kernel import (
+    CARRY_SIZE,
+    JAC_EXACT,
+    JAC_FD,
+    RosenbrockTableau,
+    rosenbrock_integrate,
+)
 from ._solution import (
     FailedSolve,
     ODESolveError,
@@ -29,6 +36,7 @@ from ._solution import (
     raise_failure,
     user_error_failure,
 )
+from ._stiff import Rosenbrock
 from ._sundials import CVODESolver, solve_cvode
 from ._tableaus import ExplicitRK, Tsit5
 
@@ -54,7 +62,7 @@ class SolvePlan:
     stop/jump tables and the output buffers (reused by repeated solves, e.g. in adjoints)."""
 
     prob: ODEProblem
-    solver: ExplicitRK
+    solver: ExplicitRK | Rosenbrock
     save: np.ndarray | None
     A: np.ndarray
     b: np.ndarray
@@ -80,18 +88,38 @@ class SolvePlan:
     interpolate: bool = False
     """True: ``save`` is not among the stops; the saved states come from the method's
     continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
+    vjp_address: int = 0
+    """The vjp the Rosenbrock stepper builds its Jacobians from (0: none needed)."""
     fail: np.ndarray | None = None
-    """After RHS_ERROR: ``[t, state]`` where the right-hand side raised."""
+    """After RHS_ERROR: ``[t, state]`` where the right-hand side raised (and, after
+    JACOBIAN_NONFINITE, ``[t, state, i, j]``: the entry ``df_i/du_j``)."""
 
     def __post_init__(self):
         if self.astore is None:
             self.astore = np.zeros((0, self.solver.stages, 0))
         n = self.us.shape[1]
-        self.fail = np.zeros(1 + n)
-        self.carry = np.zeros(3 + self.astore.shape[2])
-        self.tableau = Tableau(
-            self.A, self.b, self.c, self.btilde, int(self.ctrl), bool(self.solver.fsal)
-        )
+        self.fail = np.zeros(3 + n)
+        self.stiff = isinstance(self.solver, Rosenbrock)
+        if self.stiff:
+            sv = self.solver
+            self.carry = np.zeros(CARRY_SIZE)
+            self.tableau = RosenbrockTableau(
+                self.A,
+                np.ascontiguousarray(sv.C, dtype=np.float64),
+                self.c,
+                np.ascontiguousarray(sv.d, dtype=np.float64),
+                self.b,
+                self.btilde,
+                float(sv.gamma),
+                int(self.ctrl),
+                bool(sv.fsal),
+                JAC_EXACT if sv.jacobian == "exact" else JAC_FD,
+            )
+        else:
+            self.carry = np.zeros(3 + self.astore.shape[2])
+            self.tableau = Tableau(
+                self.A, self.b, self.c, self.btilde, int(self.ctrl), bool(self.solver.fsal)
+            )
         if self.interpolate:
             self.keep_stages()
         # the saved states and where they lie (made by save_buffers: solve() needs none)
@@ -201,20 +229,37 @@ def run_plan(
             plan.max_steps,
             0 if f_address else prob.error_group,  # an augmented system: the whole norm
         )
-        code = int(
-            integrate(
-                f_address or prob.f_address,
-                prob.kernel,
-                u0,
-                p,
-                t0,
-                t1,
-                plan.tableau,
-                control,
-                Stops(*tables),
-                plan.store(),
+        if plan.stiff:
+            code = int(
+                rosenbrock_integrate(
+                    f_address or prob.f_address,
+                    plan.vjp_address,
+                    prob.kernel,
+                    u0,
+                    p,
+                    t0,
+                    t1,
+                    plan.tableau,
+                    control,
+                    Stops(*tables),
+                    plan.store(),
+                )
             )
-        )
+        else:
+            code = int(
+                integrate(
+                    f_address or prob.f_address,
+                    prob.kernel,
+                    u0,
+                    p,
+                    t0,
+                    t1,
+                    plan.tableau,
+                    control,
+                    Stops(*tables),
+                    plan.store(),
+                )
+            )
         if code != GROW:
             return code
         plan.grow()
@@ -322,7 +367,7 @@ def plan_solve(
     times (only for methods that have one; ignored otherwise)."""
     if isinstance(solver, type):
         raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
-    if not isinstance(solver, ExplicitRK):
+    if not isinstance(solver, (ExplicitRK, Rosenbrock)):
         raise TypeError(f"unknown solver {solver!r}")
     if not isinstance(prob, ODEProblem):
         raise TypeError("solve needs an ODEProblem")
@@ -347,6 +392,18 @@ def plan_solve(
             f"{solver.name} needs a right-hand side compiled with numba (@numba.njit); a plain "
             "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
         )
+    vjp_address = 0
+    if isinstance(solver, Rosenbrock) and solver.jacobian == "exact":
+        if prob.vjp_address == 0:
+            try:  # a plain compiled right-hand side: its exact derivatives, made once
+                prob.ensure_vjp()
+            except (TypeError, ValueError) as e:
+                raise TypeError(
+                    f"{solver.name} needs the Jacobian of the right-hand side, and none could be "
+                    f"made automatically ({e}); pass vjp= to ODEProblem, build the model with "
+                    f"SymbolicModel, or use {solver.name}(jacobian='finite difference')"
+                ) from e
+        vjp_address = prob.vjp_address
     interpolate = bool(interpolate) and solver.interp is not None and saveat is not None
     save, stops, jump_index, jump_count, js, ja = stop_tables(
         prob, saveat, tstops, jumps, land_on_saves=not interpolate
@@ -363,7 +420,7 @@ def plan_solve(
         b=b,
         c=c,
         btilde=bt,
-        ctrl=solver.error_order + 1 if adaptive else 0,
+        ctrl=(solver.error_order + 1) if adaptive else 0,
         rtol=float(rtol),
         atol=float(atol),
         dt0=dt,
@@ -380,12 +437,13 @@ def plan_solve(
         stats=np.zeros(STATS_SIZE, dtype=np.int64),
         kstore=np.zeros((0, solver.stages, n)),
         interpolate=interpolate,
+        vjp_address=vjp_address,
     )
 
 
 def solve(
     prob: ODEProblem,
-    solver: ExplicitRK = Tsit5,
+    solver: ExplicitRK | Rosenbrock | CVODESolver = Tsit5,
     saveat=None,
     rtol: float = 1e-6,
     atol: float = 1e-8,
@@ -402,9 +460,12 @@ def solve(
     Parameters
     ----------
     solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
-        or the SUNDIALS solvers CVODE_BDF() (stiff problems) and CVODE_Adams()
+        the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock methods with the
+        exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward differences),
+        or the SUNDIALS solvers CVODE_BDF() (large stiff problems) and CVODE_Adams()
     saveat : times at which to save, sorted in the direction of integration. Methods with a
-        continuous extension of their own (Tsit5, DP5: fourth order; BS3: cubic Hermite)
+        continuous extension of their own (Tsit5, DP5, Rodas5P: fourth order; BS3: cubic
+        Hermite; Rosenbrock23: second order)
         interpolate there, as DifferentialEquations.jl and diffrax do, so the save times do
         not shorten the steps; the others (Vern7, RK4, Euler) land on each of them.
         ``None``: save every step.
@@ -458,11 +519,14 @@ def solve(
         plan.keep_stages()  # dense output by the method's own continuous extension
     code = run_plan(plan, prob.u0, prob.p)
     message = exc = None
-    if code == ReturnCode.RHS_ERROR:
+    if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE):
         failure = plan_failure(plan, code, prob.p)
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
     save, stats = plan.save, _stats(plan.stats)
+    if plan.stiff:
+        stats["njac"] = int(plan.carry[3])
+        stats["nlu"] = int(plan.carry[4])
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
     dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
     del plan  # its buffers, before the result is made: the solution keeps copies
@@ -474,6 +538,16 @@ def plan_failure(plan: SolvePlan, code: int, p, what: str = ""):
     RHS_ERROR it names the exception the user's function raised."""
     if code == ReturnCode.RHS_ERROR:
         return user_error_failure(plan.prob, p, plan.fail[0], plan.fail[1:], what=what)
+    if code == ReturnCode.JACOBIAN_NONFINITE:
+        n = plan.us.shape[1]
+        t, u = plan.fail[0], plan.fail[1 : 1 + n]
+        i, j = int(plan.fail[1 + n]), int(plan.fail[2 + n])
+        message = (
+            f"the Jacobian entry df[{i}]/du[{j}] (equation of state {i}, derivative with "
+            f"respect to state {j}) is not finite at t = {float(t)!r}, u = {u.tolist()!r}, "
+            f"p = {np.asarray(p).tolist()!r}"
+        )
+        return FailedSolve(code, t, what, message)
     return FailedSolve(code, plan.ts[int(plan.stats[0]) - 1], what)
 
 
