@@ -467,8 +467,9 @@ shrink = pk.shrinkage(fit)
 cv = fit.omega_cv()
 print("          estimate  RSE%  BSV(CV%)  shrinkage(SD)%")
 for k, (name, unit) in enumerate((("ka", "1/h"), ("CL", "L/h"), ("V", "L"))):
-    est = np.exp(list(fit.theta.values())[k])
-    print(f"{name:3s} {unit:4s} {est:8.4g} {100 * cov.se_theta[k]:6.1f} {cv[k]:8.1f} {shrink[k]:8.1f}")
+    est = np.exp(list(fit.theta.values())[k])  # RSE of exp(theta) = SE of theta
+    rse = 100 * cov.se_theta[k]
+    print(f"{name:3s} {unit:4s} {est:8.4g} {rse:6.1f} {cv[k]:8.1f} {shrink[k]:8.1f}")
 print(f"add mg/L {fit.sd['add']:8.4g} {100 * cov.se_sd[0] / fit.sd['add']:6.1f}")""",
         """table = pk.residuals(model, data, fit)  # PRED, IPRED, RES, WRES, IWRES, CPRED, CWRES
 fig = pk.gof_plot(table)
