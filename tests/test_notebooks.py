@@ -16,7 +16,7 @@ EXPECTED = {
     "multi_trajectory",
     "neural_ode_spiral",
     "sir_discovery",
-    "theophylline_hybrid",
+    "theophylline_population",
 }
 
 
@@ -92,7 +92,7 @@ def test_a_notebook_runs_from_another_directory(tmp_path, monkeypatch):
     # a copy of the notebook alone, in an unrelated directory that is also the kernel's
     # working directory: nothing may be found relative to the repository (the data come from
     # scichains.datasets, the model and the fit are in the notebook's cells)
-    path = NOTEBOOK_DIR / "theophylline_hybrid.ipynb"
+    path = NOTEBOOK_DIR / "theophylline_population.ipynb"
     copy = tmp_path / "elsewhere" / path.name
     copy.parent.mkdir()
     shutil.copy(path, copy)

@@ -70,3 +70,33 @@ def test_laplace_fit_lowers_its_objective_from_the_focei_estimates(theoph_fit):
     assert res.ofv < start
     theta = np.array(list(res.theta.values()))
     np.testing.assert_allclose(theta, list(focei.theta.values()), atol=0.02)
+
+
+def test_l2_prior_pulls_its_theta_and_is_reported_apart_from_the_ofv(theoph_fit):
+    model, data, plain = theoph_fit
+    lam = 20.0
+    res = pk.fit(model, data, l2={"tka": lam}, x0=plain.x)
+    # (BFGS may end on "precision loss" near the minimum: checked by stationarity below)
+    tka = res.theta["tka"]
+    assert 0 < tka < plain.theta["tka"] - 0.1  # pulled towards 0 (plain: 0.46)
+    assert res.penalty == pytest.approx(lam * tka**2)
+    # ofv is the OFV without the prior: above the unpenalised minimum, and the sum
+    # ofv + penalty is below the penalised objective at the unpenalised estimates
+    obj = pk.PopulationObjective(model, data)
+    assert res.ofv == pytest.approx(obj.value(res.x), abs=1e-6)
+    assert res.ofv > plain.ofv
+    assert res.ofv + res.penalty < plain.ofv + lam * plain.theta["tka"] ** 2
+    # stationarity of the penalised objective: the OFV's gradient balances the prior's
+    g = obj.value_and_grad(res.x)[1]
+    assert abs(g[0] + 2 * lam * tka) < 1e-2
+
+
+def test_l2_prior_bad_input():
+    model = oral_model()
+    data = pk.theophylline()
+    with pytest.raises(ValueError, match="not a typical value"):
+        pk.fit(model, data, l2={"eta_ka": 1.0})
+    with pytest.raises(ValueError, match="must be finite and >= 0"):
+        pk.fit(model, data, l2={"tka": -1.0})
+    with pytest.raises(TypeError, match="l2 must be a dict"):
+        pk.fit(model, data, l2=[1.0])

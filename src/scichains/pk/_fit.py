@@ -22,7 +22,9 @@ class FitResult:
     ``omega`` (``(q, q)`` covariance of the random effects), ``sd`` (error model name ->
     standard deviation); ``etas`` (``(N, q)``, the EBEs, subjects in data order);
     ``success``/``status``/``message`` from the optimiser (the estimates are its best point
-    either way); ``n_evaluations`` of the objective and gradient; ``seconds`` of wall time.
+    either way); ``n_evaluations`` of the objective and gradient; ``seconds`` of wall time;
+    ``penalty``: the L2 prior's value at the estimates (``fit(l2=...)``; 0 without one; the
+    minimised objective was ``ofv + penalty``).
     """
 
     method: str
@@ -39,6 +41,7 @@ class FitResult:
     message: str
     n_evaluations: int
     seconds: float
+    penalty: float = 0.0
 
     def omega_cv(self) -> np.ndarray:
         """Percent CV of log-normal individual parameters, ``100 sqrt(exp(omega_kk) - 1)``
@@ -53,6 +56,7 @@ def fit(
     x0=None,
     gtol: float = 1e-4,
     maxiter: int = 500,
+    l2: dict | None = None,
     **objective_kwargs,
 ) -> FitResult:
     """Estimate typical values, omega and the residual error of ``model`` on ``data``.
@@ -66,6 +70,10 @@ def fit(
     x0 : starting vector (default: the model's initial values, ``model.pack()``)
     gtol : stop when the largest gradient entry is below this (OFV units per unit of ``x``)
     maxiter : quasi-Newton iterations
+    l2 : optional ``{theta symbol (or its name): lambda}``: an L2 prior on those typical
+        values (e.g. a network's weights written into the individual-parameter block),
+        ``sum lambda theta^2`` added to the minimised objective (a Gaussian prior with
+        variance ``1 / (2 lambda)`` in OFV units); ``FitResult.ofv`` is the OFV without it
     objective_kwargs : ``rtol``, ``atol``, ``inner_tol`` of :class:`PopulationObjective`
 
     BFGS (SciPy) on the exact gradient of the OFV (see :mod:`scichains.pk._objective`). A
@@ -78,7 +86,8 @@ def fit(
         raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
     obj = PopulationObjective(model, data, method=method, **objective_kwargs)
     x = model.pack() if x0 is None else np.asarray(x0, dtype=np.float64).copy()
-    best = {"f": math.inf, "x": x.copy(), "etas": obj.etas.copy()}
+    lam = _l2_weights(model, l2)
+    best = {"f": math.inf, "pen": 0.0, "x": x.copy(), "etas": obj.etas.copy()}
     count = [0]
 
     def fun(z):
@@ -92,9 +101,10 @@ def fit(
         if not np.isfinite(f):
             obj.etas = saved
             return math.inf, np.zeros_like(z)
-        if f < best["f"]:
-            best.update(f=f, x=z.copy(), etas=obj.etas.copy())
-        return f, g
+        pen = float(np.sum(lam * z * z))
+        if f + pen < best["f"] + best["pen"]:
+            best.update(f=f, pen=pen, x=z.copy(), etas=obj.etas.copy())
+        return f + pen, g + 2.0 * lam * z
 
     t0 = time.perf_counter()
     f0, _ = fun(x)
@@ -122,4 +132,23 @@ def fit(
         message=str(res.message),
         n_evaluations=count[0],
         seconds=seconds,
+        penalty=float(best["pen"]),
     )
+
+
+def _l2_weights(model, l2) -> np.ndarray:
+    """The per-entry weights of the L2 prior on ``x`` (zero outside the named thetas)."""
+    lam = np.zeros(model.size)
+    if not l2:
+        return lam
+    if not isinstance(l2, dict):
+        raise TypeError("l2 must be a dict {theta symbol or name: lambda}")
+    names = [str(s) for s in model.theta_symbols]
+    for k, v in l2.items():
+        if str(k) not in names:
+            raise ValueError(f"l2 names {k}, which is not a typical value (theta) of the model")
+        v = float(v)
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(f"the l2 weight of {k} must be finite and >= 0, got {v}")
+        lam[names.index(str(k))] = v
+    return lam
