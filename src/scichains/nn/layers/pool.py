@@ -81,16 +81,26 @@ def _maxpool_forward(w, in_row, out_row, d_row, meta, toff, nout, k, T, m):
 
 @kernel
 def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m):
-    """dL/dx: each output's gradient goes to the element that was the maximum."""
+    """dL/dx: each output's gradient goes to the element that was the maximum.
+
+    The windows do not overlap, so every input row of a window is *written* once: element
+    ``e`` gets the gradient where the stored index equals ``e`` and 0 elsewhere, a select
+    along the batch that vectorises (a scatter through the stored index would not). Inputs
+    outside every window (rows and columns that do not fill one) are zeroed first."""
     zero = w.dtype.type(0.0)
-    for j in range(n_in * T):
-        w[gx_row * T + j] = zero
+    if nout * k != n_in:
+        for j in range(n_in * T):
+            w[gx_row * T + j] = zero
     for o in range(nout):
         base = toff + o * k
-        for b in range(m):
-            e = int(w[(d_row + o) * T + b])
-            r = meta[base + e]
-            w[(gx_row + r) * T + b] += w[(gz_row + o) * T + b]
+        g = w[(gz_row + o) * T : (gz_row + o) * T + T]
+        d = w[(d_row + o) * T : (d_row + o) * T + T]
+        for e in range(k):
+            r = gx_row + meta[base + e]
+            h = w[r * T : r * T + T]
+            fe = w.dtype.type(e)
+            for b in range(T):
+                h[b] = g[b] if d[b] == fe else zero
 
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
