@@ -320,7 +320,10 @@ def _row_sums(gz, gb, n_out, T, m):
 @kernel
 def _dense_forward(W, bias, has_bias, x, z, n_in, n_out, T, m):
     """z[o, :m] = b[o] + sum_i W[o, i] x[i, :m] (rows of length T)."""
-    _matmul_rows(W, n_in, 1, bias, has_bias, x, z, n_in, n_out, T, m, z[0:0], False)
+    # np.int64 / np.bool_: run-time values, not literals, so that the forward pass and dL/dx
+    # share one compiled _matmul_rows (a literal per call site compiled it twice)
+    one = np.int64(1)
+    _matmul_rows(W, n_in, one, bias, has_bias, x, z, n_in, n_out, T, m, z[0:0], np.bool_(False))
 
 
 @kernel
@@ -334,7 +337,8 @@ def _dense_backward(
         _row_sums(gz, gb, n_out, T, m)
     _outer_acc(gz, x, gW, gWv, direct, n_out, n_in, T, m)
     if want_gx:
-        _matmul_rows(W, 1, n_in, gb[0:0], False, gz, gx, n_out, n_in, T, m, d, has_d)
+        one = np.int64(1)
+        _matmul_rows(W, one, n_in, gb, np.bool_(False), gz, gx, n_out, n_in, T, m, d, has_d)
 
 
 @inline_kernel
