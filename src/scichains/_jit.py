@@ -128,6 +128,38 @@ if _CACHE:
     _drop_stale_cache()
 
 FLAGS = dict(cache=_CACHE, fastmath=FASTMATH, error_model="numpy", boundscheck=False, nogil=True)
+CFUNC_FLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
+"""The flags of the C-callables (``numba.cfunc``), which take no ``nogil``."""
+
+
+def function_from_address(fntype, name):
+    """An intrinsic turning the integer address of a C-callable (``numba.cfunc``) of type
+    ``fntype`` (a ``numba.types.FunctionType``) into a first-class function value compiled
+    code can call.
+
+    Passing a dispatcher as a ``FunctionType`` argument costs ~60 us of unboxing per call from
+    Python, and a jitted function held in a closure defeats the cache; an integer address
+    costs nothing and caches. Built on numba's data model for first-class functions (fields
+    ``c_addr``, ``py_addr``, ``jit_addr``).
+    """
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    def impl(typingctx, addr):
+        sig = fntype(types.int64)
+
+        def codegen(context, builder, signature, args):
+            sfunc = cgutils.create_struct_proxy(signature.return_type)(context, builder)
+            llvoidptr = context.get_value_type(types.voidptr)
+            sfunc.c_addr = builder.inttoptr(args[0], llvoidptr)
+            sfunc.py_addr = cgutils.get_null_value(llvoidptr)
+            sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
+            return sfunc._getvalue()
+
+        return sig, codegen
+
+    impl.__name__ = impl.__qualname__ = name
+    return intrinsic(impl)
 
 
 def kernel(fn):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._jit import FLAGS
+from .._jit import CFUNC_FLAGS
 from ..ode._kernels import RHS_SIGNATURE, rhs_from_address, vjp_from_address
 
 HEADER = 4
@@ -60,8 +60,7 @@ def _augmented(dy, y, pa, t, k):
     return 0
 
 
-_CFLAGS = {key: v for key, v in FLAGS.items() if key != "nogil"}
-augmented_rhs = numba.cfunc(RHS_SIGNATURE, **_CFLAGS)(_augmented)
+augmented_rhs = numba.cfunc(RHS_SIGNATURE, **CFUNC_FLAGS)(_augmented)
 """The augmented right-hand side (a C-callable of RHS_SIGNATURE)."""
 
 

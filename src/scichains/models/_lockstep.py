@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._jit import FLAGS
+from .._jit import CFUNC_FLAGS, FLAGS
 from .._status import call_status5, call_status7
 from ..nn._chain import ChainKernel, SimpleChain
 from ..nn._compiled import (
@@ -76,9 +76,8 @@ def _vjp_status(v, u, p, t, k, ubar, pbar):
     return call_status7(_vjp_jit, v, u, p, t, k, ubar, pbar)
 
 
-_CFLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
-_lockstep_rhs = numba.cfunc(RHS_SIGNATURE, **_CFLAGS)(_rhs_status)
-_lockstep_vjp = numba.cfunc(VJP_SIGNATURE, **_CFLAGS)(_vjp_status)
+_lockstep_rhs = numba.cfunc(RHS_SIGNATURE, **CFUNC_FLAGS)(_rhs_status)
+_lockstep_vjp = numba.cfunc(VJP_SIGNATURE, **CFUNC_FLAGS)(_vjp_status)
 register_cfunc(_rhs_jit, _lockstep_rhs, True)
 register_cfunc(_vjp_jit, _lockstep_vjp, True)
 

@@ -194,20 +194,9 @@ def grad_row(k):
 
 
 @kernel
-def input_size(k):
-    """Inputs per sample of the chain."""
-    return k.meta[M_NIN]
-
-
-@kernel
 def work_rows_of(k):
     """Rows of the chain's work buffer (a tile of ``T`` samples needs ``rows * T`` numbers)."""
     return k.meta[M_ROWS]
-
-
-def work_rows(k) -> int:
-    """:func:`work_rows_of` from Python."""
-    return int(k.meta[M_ROWS])
 
 
 __all__ = [
@@ -220,10 +209,8 @@ __all__ = [
     "chain_vjp",
     "gather_tile",
     "grad_row",
-    "input_size",
     "network_backward",
     "network_forward",
     "scatter_tile",
-    "work_rows",
     "work_rows_of",
 ]

@@ -27,10 +27,10 @@ import threading
 
 import numba
 import numpy as np
-from numba.core import cgutils, types
-from numba.extending import intrinsic, overload
+from numba.core import types
+from numba.extending import overload
 
-from .._jit import FLAGS, kernel
+from .._jit import CFUNC_FLAGS, function_from_address, kernel
 from ._activations import IDENTITY
 from ._layout import (
     ACTIVATION,
@@ -74,31 +74,10 @@ def backward_signature(dtype):
     return i(i, _I2, _I1, D, D, D, b, D, i, i, b, i, i)
 
 
-def _from_address(fntype, name):
-    """An intrinsic turning an integer address of a C-callable of type ``fntype`` into a
-    first-class function value numba can call."""
-
-    def impl(typingctx, addr):
-        sig = fntype(types.int64)
-
-        def codegen(context, builder, signature, args):
-            sfunc = cgutils.create_struct_proxy(signature.return_type)(context, builder)
-            llvoidptr = context.get_value_type(types.voidptr)
-            sfunc.c_addr = builder.inttoptr(args[0], llvoidptr)
-            sfunc.py_addr = cgutils.get_null_value(llvoidptr)
-            sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
-            return sfunc._getvalue()
-
-        return sig, codegen
-
-    impl.__name__ = impl.__qualname__ = name
-    return intrinsic(impl)
-
-
-_fwd32 = _from_address(types.FunctionType(forward_signature(np.float32)), "_fwd32")
-_fwd64 = _from_address(types.FunctionType(forward_signature(np.float64)), "_fwd64")
-_bwd32 = _from_address(types.FunctionType(backward_signature(np.float32)), "_bwd32")
-_bwd64 = _from_address(types.FunctionType(backward_signature(np.float64)), "_bwd64")
+_fwd32 = function_from_address(types.FunctionType(forward_signature(np.float32)), "_fwd32")
+_fwd64 = function_from_address(types.FunctionType(forward_signature(np.float64)), "_fwd64")
+_bwd32 = function_from_address(types.FunctionType(backward_signature(np.float32)), "_bwd32")
+_bwd64 = function_from_address(types.FunctionType(backward_signature(np.float64)), "_bwd64")
 
 #: the kernels of each layer kind: (forward, backward or None)
 KERNELS = {
@@ -110,7 +89,6 @@ KERNELS = {
     RESHAPE: (None, None),
 }
 
-_CFLAGS = {k: v for k, v in FLAGS.items() if k != "nogil"}
 _COMPILED: dict = {}
 _LOCK = threading.Lock()
 
@@ -129,7 +107,7 @@ def kernel_address(kind: int, backward: bool, dtype) -> int:
             cf = _COMPILED.get(key)
             if cf is None:
                 sig = backward_signature(dt) if backward else forward_signature(dt)
-                cf = numba.cfunc(sig, **_CFLAGS)(fn)
+                cf = numba.cfunc(sig, **CFUNC_FLAGS)(fn)
                 _COMPILED[key] = cf
     return cf.address
 
@@ -168,7 +146,7 @@ def _call_backward(addr, l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur,
     """Call the backward kernel at ``addr`` (compiled code only)."""
 
 
-@overload(_call_forward, jit_options=_CFLAGS)
+@overload(_call_forward, jit_options=CFUNC_FLAGS)
 def _ov_call_forward(addr, l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     fn = _fwd32 if w.dtype == types.float32 else _fwd64
 
@@ -178,7 +156,7 @@ def _ov_call_forward(addr, l, spec, fspec, meta, p, w, T, m, train, seed, step, 
     return impl
 
 
-@overload(_call_backward, jit_options=_CFLAGS)
+@overload(_call_backward, jit_options=CFUNC_FLAGS)
 def _ov_call_backward(addr, l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     fn = _bwd32 if w.dtype == types.float32 else _bwd64
 

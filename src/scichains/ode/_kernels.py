@@ -15,10 +15,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
-from .._jit import FLAGS
+from .._jit import FLAGS, function_from_address
 from ..nn._chain import ChainKernel, SimpleChain
 from ._control import E_FLOOR, pi_control, pi_gains
 
@@ -53,35 +51,8 @@ VJP_SIGNATURE = types.int64(F64, F64, F64, types.float64, KERNEL_TYPE, F64, F64)
 VJP_TYPE = types.FunctionType(VJP_SIGNATURE)
 
 
-def _from_address(fntype, name):
-    """An intrinsic turning the address of a C-callable (``numba.cfunc``) of type ``fntype``
-    into a first-class function value.
-
-    Passing a dispatcher as a ``FunctionType`` argument costs ~60 us of unboxing per call from
-    Python; an integer address costs nothing, which matters when a solve takes microseconds.
-    Built on numba's data model for first-class functions (fields ``c_addr``, ``py_addr``,
-    ``jit_addr``); the test suite exercises it on every solve.
-    """
-
-    def impl(typingctx, addr):
-        sig = fntype(types.int64)
-
-        def codegen(context, builder, signature, args):
-            sfunc = cgutils.create_struct_proxy(signature.return_type)(context, builder)
-            llvoidptr = context.get_value_type(types.voidptr)
-            sfunc.c_addr = builder.inttoptr(args[0], llvoidptr)
-            sfunc.py_addr = cgutils.get_null_value(llvoidptr)
-            sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
-            return sfunc._getvalue()
-
-        return sig, codegen
-
-    impl.__name__ = impl.__qualname__ = name
-    return intrinsic(impl)
-
-
-rhs_from_address = _from_address(RHS_TYPE, "rhs_from_address")
-vjp_from_address = _from_address(VJP_TYPE, "vjp_from_address")
+rhs_from_address = function_from_address(RHS_TYPE, "rhs_from_address")
+vjp_from_address = function_from_address(VJP_TYPE, "vjp_from_address")
 
 
 class Tableau(NamedTuple):
