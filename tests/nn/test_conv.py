@@ -185,3 +185,45 @@ def test_lenet_learns_synthetic_images():
     assert acc0 < 0.3
     assert acc > 0.95 and loss < 0.2 * loss0
     assert acc_test > 0.9
+
+
+@pytest.mark.parametrize("dtype,n,threads", [(np.float64, 11, 1), (np.float32, 37, 2)])
+def test_two_conv_chain_on_wide_tiles(dtype, n, threads):
+    # tiles of 11 (float64: 2 vectors of 4 and a tail of 3) and of 19/18 (float32): the
+    # vectorised row kernels, max pooling and bias sums, and the input gradient's copy of the
+    # output gradient, with channel (6 = 4 + 2, 5 = 4 + 1) and term (C*kh = 6*3 = 4 + 2)
+    # blocks that do not divide evenly
+    rng = np.random.default_rng(3)
+    chain = sc.SimpleChain(
+        (2, 12, 11),
+        sc.Conv(6, (3, 3), "relu"),
+        sc.MaxPool((2, 2)),
+        sc.Conv(5, (3, 2)),
+        sc.Flatten(),
+        sc.Dense(3),
+    )
+    p64 = chain.init_params(seed=2, dtype=np.float64)
+    p64 += 0.05 * rng.standard_normal(p64.shape)
+    X = rng.standard_normal((n, 2, 12, 11))
+    v = chain.params(p64)
+    h = np.maximum(conv_ref(X, v[0]["W"], v[0]["b"], (1, 1), (0, 0)), 0)
+    h = conv_ref(maxpool_ref(h, 2, 2), v[2]["W"], v[2]["b"], (1, 1), (0, 0))
+    ref = h.reshape(n, -1) @ v[4]["W"].T + v[4]["b"]
+    p = p64.astype(dtype)
+    Xd = X.astype(dtype)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(chain(Xd, p, threads=threads), ref, **tol)
+    y = rng.standard_normal(ref.shape)
+    cwl = chain.add_loss(sc.SquaredLoss(y.astype(dtype)))
+    g = np.zeros_like(p)
+    gx = np.zeros_like(Xd)
+    sc.valgrad(cwl, Xd, p, g, gx, threads=threads)
+    cwl64 = chain.add_loss(sc.SquaredLoss(y))
+    gp_fd = _fd(lambda q: nn.evaluate_loss(cwl64, X, q), p64)
+    gx_fd = _fd(lambda x: nn.evaluate_loss(cwl64, x, p64), X)
+    if dtype == np.float64:
+        np.testing.assert_allclose(g, gp_fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gx, gx_fd, rtol=1e-6, atol=1e-8)
+    else:  # float32 arithmetic against the float64 differences
+        np.testing.assert_allclose(g, gp_fd, rtol=2e-3, atol=2e-4 * np.abs(gp_fd).max())
+        np.testing.assert_allclose(gx, gx_fd, rtol=2e-3, atol=2e-4 * np.abs(gx_fd).max())

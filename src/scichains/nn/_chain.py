@@ -140,6 +140,7 @@ class SimpleChain:
         cur = 0
         width = n_in0
         by_layer = {}
+        scratch = {}
         tables = []
         table_len = K.META_WIDTH
         for i, name, start, _shape in offsets:
@@ -149,7 +150,7 @@ class SimpleChain:
             n_out = int(np.prod(shapes[i + 1]))
             code = layer.encode(shapes[i])
             kind, act, rate, needs_d = code.kind, code.act, code.rate, code.needs_derivative
-            if len(code.extra) > K.SPEC_WIDTH - K.S_X0:
+            if len(code.extra) > K.S_SCRATCH - K.S_X0:
                 raise ValueError(f"layer {i} ({layer!r}): too many layer-specific fields")
             spec[i, K.S_X0 : K.S_X0 + len(code.extra)] = code.extra
             if code.table is not None:
@@ -165,6 +166,8 @@ class SimpleChain:
             spec[i, K.S_IN] = cur
             spec[i, K.S_INDEX] = i + 65536 * int(getattr(layer, "seed", 0))
             fspec[i, 0] = rate
+            if code.scratch > 0:
+                scratch[i] = int(code.scratch)
             if kind == K.RESHAPE:
                 spec[i, K.S_OUT] = cur
             else:
@@ -188,6 +191,10 @@ class SimpleChain:
         row += 2 * width
         meta[K.M_ZERO] = row  # a row that stays zero: padding reads it
         row += 1
+        # scratch rows: one region, shared by the layers (they run one at a time)
+        for i in scratch:
+            spec[i, K.S_SCRATCH] = row
+        row += max(scratch.values(), default=0)
         meta[K.M_ROWS] = row
         meta[K.M_NPARAMS] = self.num_params
         self._spec, self._fspec, self._meta = spec, fspec, meta

@@ -43,6 +43,9 @@ C_GEO = S_X0 + 3  # (OC, C, H, W, OH, OW, kh, kw): eight columns from here
 C_OC = C_GEO  # output channels
 C_ROWS = S_X0 + 11  # 1: unpadded and stride 1 (the whole-row kernels apply)
 
+# the last column, any layer: first row of the layer's scratch rows (LayerCode.scratch), -1: none
+S_SCRATCH = SPEC_WIDTH - 1
+
 # layer-specific columns of max pooling
 P_TABLE = S_X0  # offset in meta of the (nout, k) table of window rows
 P_K = S_X0 + 1  # elements per window

@@ -165,6 +165,29 @@ def vmul(typingctx, a, b):
     return a(a, b), codegen
 
 
+def _select_codegen(op):
+    def codegen(context, builder, sig, args):
+        return builder.select(builder.fcmp_ordered(op, args[0], args[1]), args[2], args[3])
+
+    return codegen
+
+
+@intrinsic
+def vselect_gt(typingctx, a, b, x, y):
+    """``x`` where ``a > b``, else ``y``, lane by lane (a NaN compares false)."""
+    if not (isinstance(a, Vec) and a == b == x == y):
+        return None
+    return a(a, b, x, y), _select_codegen(">")
+
+
+@intrinsic
+def vselect_eq(typingctx, a, b, x, y):
+    """``x`` where ``a == b``, else ``y``, lane by lane."""
+    if not (isinstance(a, Vec) and a == b == x == y):
+        return None
+    return a(a, b, x, y), _select_codegen("==")
+
+
 @intrinsic
 def vsum(typingctx, a):
     """The sum of the lanes (as a scalar of the lane type)."""

@@ -37,6 +37,8 @@ class LayerCode(NamedTuple):
     #: an index table for the kernels (appended to the chain's ``meta``; its offset there
     #: goes to the first extra field)
     table: np.ndarray | None = None
+    #: rows of scratch space the kernels need (their first row goes to ``spec[l, S_SCRATCH]``)
+    scratch: int = 0
 
 
 class Layer:

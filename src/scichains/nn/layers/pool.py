@@ -7,7 +7,7 @@ import numpy as np
 from ..._jit import kernel
 from .._activations import IDENTITY
 from .._layout import B_SWAPPED, MAXPOOL, P_K, P_TABLE, S_D, S_IN, S_NIN, S_NOUT, S_OUT
-from .._simd import borrow
+from .._simd import borrow, lanes, vfill, vload, vselect_eq, vselect_gt, vstore
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -58,25 +58,33 @@ class MaxPool(Layer):
 def _maxpool_forward(w, in_row, out_row, d_row, meta, toff, nout, k, T, m):
     """out = max over each window; the window index of the maximum (the first one on ties)
     goes to the derivative rows. ``meta[toff + o * k + e]``: input row of element ``e`` of
-    output ``o``'s window."""
+    output ``o``'s window. Whole rows (columns past ``m`` too: stale but finite), a vector of
+    samples at a time with the running maximum and its index in registers."""
+    nl = lanes(w)
+    T1 = T - T % nl
     for o in range(nout):
         base = toff + o * k
-        zo = w[(out_row + o) * T : (out_row + o) * T + T]
-        do = w[(d_row + o) * T : (d_row + o) * T + T]
-        r = in_row + meta[base]
-        x0 = w[r * T : r * T + T]
-        for b in range(m):
-            zo[b] = x0[b]
-            do[b] = 0
-        for e in range(1, k):
-            r = in_row + meta[base + e]
-            xe = w[r * T : r * T + T]
-            fe = w.dtype.type(e)
-            for b in range(m):
-                v = xe[b]
-                better = v > zo[b]
-                zo[b] = v if better else zo[b]
-                do[b] = fe if better else do[b]
+        zo = (out_row + o) * T
+        do = (d_row + o) * T
+        for b0 in range(0, T1, nl):
+            z = vload(w, (in_row + meta[base]) * T + b0)
+            d = vfill(w, 0.0)
+            for e in range(1, k):
+                v = vload(w, (in_row + meta[base + e]) * T + b0)
+                d = vselect_gt(v, z, vfill(w, e), d)
+                z = vselect_gt(v, z, v, z)
+            vstore(w, zo + b0, z)
+            vstore(w, do + b0, d)
+        for b in range(T1, T):
+            z = w[(in_row + meta[base]) * T + b]
+            d = 0
+            for e in range(1, k):
+                v = w[(in_row + meta[base + e]) * T + b]
+                if v > z:
+                    z = v
+                    d = e
+            w[zo + b] = z
+            w[do + b] = d
 
 
 @kernel
@@ -91,16 +99,20 @@ def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m)
     if nout * k != n_in:
         for j in range(n_in * T):
             w[gx_row * T + j] = zero
+    nl = lanes(w)
+    T1 = T - T % nl
+    vz = vfill(w, 0.0)
     for o in range(nout):
         base = toff + o * k
-        g = w[(gz_row + o) * T : (gz_row + o) * T + T]
-        d = w[(d_row + o) * T : (d_row + o) * T + T]
+        g = (gz_row + o) * T
+        d = (d_row + o) * T
         for e in range(k):
-            r = gx_row + meta[base + e]
-            h = w[r * T : r * T + T]
-            fe = w.dtype.type(e)
-            for b in range(T):
-                h[b] = g[b] if d[b] == fe else zero
+            h = (gx_row + meta[base + e]) * T
+            fe = vfill(w, e)
+            for b0 in range(0, T1, nl):
+                vstore(w, h + b0, vselect_eq(vload(w, d + b0), fe, vload(w, g + b0), vz))
+            for b in range(T1, T):
+                w[h + b] = w[g + b] if w[d + b] == e else zero
 
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
