@@ -133,7 +133,7 @@ class SimpleChain:
 
         L = len(self.layers)
         spec = np.full((L, K.SPEC_WIDTH), -1, dtype=np.int64)
-        spec[:, [K.S_FWD32, K.S_BWD32, K.S_FWD64, K.S_BWD64]] = 0
+        spec[:, K.ADDRESS_COLUMNS] = 0
         fspec = np.zeros((L, 2), dtype=np.float64)
         n_in0 = int(np.prod(self.input_shape))
         row = n_in0

@@ -32,7 +32,11 @@ S_INDEX = 9  # layer index + 65536 * seed (dropout masks)
 # addresses of the layer's compiled kernels (numba.cfunc), per dtype; 0 until
 # scichains.nn._dispatch.prepare() has filled them in this process
 S_FWD32, S_BWD32, S_FWD64, S_BWD64 = 10, 11, 12, 13
-S_X0 = 14  # first layer-specific column (LayerCode.extra)
+# ... and of its lean single-sample kernels (T == 1, fewer arguments), for the kinds that have
+# them (0: none; the general kernels above serve)
+S_ONE_F32, S_ONE_B32, S_ONE_F64, S_ONE_B64 = 14, 15, 16, 17
+S_X0 = 18  # first layer-specific column (LayerCode.extra)
+ADDRESS_COLUMNS = [S_FWD32, S_BWD32, S_FWD64, S_BWD64, S_ONE_F32, S_ONE_B32, S_ONE_F64, S_ONE_B64]
 SPEC_WIDTH = S_X0 + 14
 
 # layer-specific columns of a convolution (LayerCode.extra in this order)

@@ -826,7 +826,53 @@ def _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, scr_row, geo, T):
                         w[h1 + b] += Wc[k + t1] * g
                         w[h2 + b] += Wc[k + t2] * g
                         w[h3 + b] += Wc[k + t3] * g
-            for ci in range(CK4, CK):
+            CK2 = CK4 + (CK - CK4) // 2 * 2
+            for ci in range(CK4, CK2, 2):
+                # two (channel, kernel row) pairs left (LeNet5's 30 = 7 * 4 + 2): 2 x 3 vectors
+                t0 = ci * kw + j
+                t1 = t0 + kw
+                h0 = ho + meta[toff + t0] * T
+                h1 = ho + meta[toff + t1] * T
+                for b0 in range(0, L3, blk):
+                    s00 = vload(w, h0 + b0)
+                    s01 = vload(w, h0 + b0 + nl)
+                    s02 = vload(w, h0 + b0 + 2 * nl)
+                    s10 = vload(w, h1 + b0)
+                    s11 = vload(w, h1 + b0 + nl)
+                    s12 = vload(w, h1 + b0 + 2 * nl)
+                    for oc in range(OC):
+                        gb = go + oc * L + b0
+                        v0 = vload(w, gb)
+                        v1 = vload(w, gb + nl)
+                        v2 = vload(w, gb + 2 * nl)
+                        a = vsplat(Wc, oc * nterms + t0)
+                        s00 = vfma(a, v0, s00)
+                        s01 = vfma(a, v1, s01)
+                        s02 = vfma(a, v2, s02)
+                        a = vsplat(Wc, oc * nterms + t1)
+                        s10 = vfma(a, v0, s10)
+                        s11 = vfma(a, v1, s11)
+                        s12 = vfma(a, v2, s12)
+                    vstore(w, h0 + b0, s00)
+                    vstore(w, h0 + b0 + nl, s01)
+                    vstore(w, h0 + b0 + 2 * nl, s02)
+                    vstore(w, h1 + b0, s10)
+                    vstore(w, h1 + b0 + nl, s11)
+                    vstore(w, h1 + b0 + 2 * nl, s12)
+                for r in range(2):
+                    t = t0 + r * kw
+                    h = ho + meta[toff + t] * T
+                    for b0 in range(L3, L1, nl):
+                        s = vload(w, h + b0)
+                        for oc in range(OC):
+                            s = vfma(vsplat(Wc, oc * nterms + t), vload(w, go + oc * L + b0), s)
+                        vstore(w, h + b0, s)
+                    for b in range(L1, L):
+                        acc = w[h + b]
+                        for oc in range(OC):
+                            acc += Wc[oc * nterms + t] * w[go + oc * L + b]
+                        w[h + b] = acc
+            for ci in range(CK2, CK):
                 t = ci * kw + j
                 h = ho + meta[toff + t] * T
                 for b0 in range(0, L1, nl):

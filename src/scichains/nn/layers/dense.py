@@ -451,6 +451,63 @@ def _vec_dense_backward(W, gW, x, gz, gx, n_in, n_out):
                 gx[i] += wo[i] * go
 
 
+def forward_one(l, spec, meta, p, w):
+    """The layer's forward pass on one sample (``T == 1``): the lean single-sample kernel
+    (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    meta = borrow(meta)
+    p = borrow(p)
+    w = borrow(w)
+    n_in = spec[l, S_NIN]
+    n_out = spec[l, S_NOUT]
+    i0 = spec[l, S_IN]
+    o0 = spec[l, S_OUT]
+    woff = spec[l, S_WOFF]
+    boff = spec[l, S_BOFF]
+    act = spec[l, S_ACT]
+    z0 = o0 if act == IDENTITY else meta[M_GA]
+    _vec_dense_forward(
+        p[woff : woff + n_in * n_out],
+        p[boff : boff + n_out] if boff >= 0 else p[0:0],
+        boff >= 0,
+        w[i0 : i0 + n_in],
+        w[z0 : z0 + n_out],
+        n_in,
+        n_out,
+    )
+    if act != IDENTITY:
+        activate(act, w, z0, o0, spec[l, S_D], n_out)
+    return 0
+
+
+def backward_one(l, spec, p, g, w, cur, other):
+    """dL/dW, dL/db (accumulated into ``g``) and dL/dx (written to row ``other``) on one
+    sample (``T == 1``): the lean single-sample kernel (see :mod:`scichains.nn._dispatch`)."""
+    spec = borrow(spec)
+    p = borrow(p)
+    g = borrow(g)
+    w = borrow(w)
+    n_in = spec[l, S_NIN]
+    n_out = spec[l, S_NOUT]
+    woff = spec[l, S_WOFF]
+    boff = spec[l, S_BOFF]
+    i0 = spec[l, S_IN]
+    gz = w[cur : cur + n_out]
+    if boff >= 0:
+        for o in range(n_out):
+            g[boff + o] += gz[o]
+    _vec_dense_backward(
+        p[woff : woff + n_in * n_out],
+        g[woff : woff + n_in * n_out],
+        w[i0 : i0 + n_in],
+        gz,
+        w[other : other + n_in],
+        n_in,
+        n_out,
+    )
+    return B_SWAPPED
+
+
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """The layer's forward pass on a tile (see :mod:`scichains.nn._dispatch`)."""
     spec = borrow(spec)
@@ -470,12 +527,10 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     # during the forward pass): z, f(z) and f'(z) in three disjoint places let every
     # activation loop vectorise (aliasing makes LLVM fall back to scalar code)
     z0 = o0 if act == IDENTITY else meta[M_GA] * T
-    if T == 1:
-        _vec_dense_forward(W, bias, boff >= 0, w[i0 : i0 + n_in], w[z0 : z0 + n_out], n_in, n_out)
-    else:
-        _dense_forward(
-            W, bias, boff >= 0, w[i0 : i0 + n_in * T], w[z0 : z0 + n_out * T], n_in, n_out, T, m
-        )
+    # (one sample, T == 1, goes to forward_one instead)
+    _dense_forward(
+        W, bias, boff >= 0, w[i0 : i0 + n_in * T], w[z0 : z0 + n_out * T], n_in, n_out, T, m
+    )
     if act != IDENTITY:
         activate(act, w, z0, o0, spec[l, S_D] * T, n_out * T)
     return 0
@@ -496,13 +551,7 @@ def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     W = p[woff : woff + n_in * n_out]
     gW = g[woff : woff + n_in * n_out]
     i0 = spec[l, S_IN] * T
-    if T == 1 and direct:
-        gz = w[cur : cur + n_out]
-        if boff >= 0:
-            for o in range(n_out):
-                g[boff + o] += gz[o]
-        _vec_dense_backward(W, gW, w[i0 : i0 + n_in], gz, w[other : other + n_in], n_in, n_out)
-        return B_SWAPPED
+    # (one sample with its gradient accumulated directly goes to backward_one instead)
     nl = lanes(gv)
     gWv = gv[woff * nl : (woff + n_in * n_out) * nl]
     gbias = g[boff : boff + n_out] if boff >= 0 else g[0:0]
