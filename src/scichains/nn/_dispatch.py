@@ -118,7 +118,10 @@ KERNELS = {
 #: 2 -> 50 -> 2 chain the single-vector forward + vjp took 405 ns with the general kernels and
 #: 223 ns with these. (Called directly instead, they would be compiled and optimised again
 #: into every caller of the interpreters: +8 s of CPU for the first matexp step, cold.)
-ONE_KERNELS = {DENSE: (dense.forward_one, dense.backward_one)}
+ONE_KERNELS = {
+    DENSE: (dense.forward_one, dense.backward_one),
+    ACTIVATION: (elementwise.activation_forward_one, None),
+}
 
 _COMPILED: dict = {}
 _LOCK = threading.Lock()

@@ -101,6 +101,16 @@ def activation_forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samp
     return 0
 
 
+def activation_forward_one(l, spec, meta, p, w):
+    """:func:`activation_forward` on one sample (``T == 1``): the lean single-sample kernel."""
+    spec = borrow(spec)
+    w = borrow(w)
+    act = spec[l, S_ACT]
+    d_row = spec[l, S_D] if act != IDENTITY else spec[l, S_OUT]
+    activate(act, w, spec[l, S_IN], spec[l, S_OUT], d_row, spec[l, S_NOUT])
+    return 0
+
+
 def dropout_forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     """Dropout on a tile: in training the kept-and-scaled mask goes to the derivative rows
     (the backward pass multiplies by it); in inference a copy."""
