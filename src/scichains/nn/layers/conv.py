@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..._jit import kernel
-from .._activations import IDENTITY, activate, get_activation
+from ..._jit import inline_kernel, kernel
+from .._activations import IDENTITY, RELU, activate, get_activation
 from .._layout import (
     B_SWAPPED,
     C_GEO,
@@ -29,7 +29,18 @@ from .._layout import (
     S_SCRATCH,
     S_WOFF,
 )
-from .._simd import borrow, lanes, vadd, vfill, vfma, vload, vsplat, vstore, vsum
+from .._simd import (
+    borrow,
+    lanes,
+    vadd,
+    vfill,
+    vfma,
+    vload,
+    vselect_gt,
+    vsplat,
+    vstore,
+    vsum,
+)
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -438,8 +449,32 @@ def _conv_backward(
         w[zr * T + b] = zero
 
 
+@inline_kernel
+def _put(w, i, s, relu, doff):
+    """Store the vector ``s`` at ``w[i:]``; with ``relu``, max(s, 0) there and the derivative
+    (1 where s > 0, else 0) at ``w[i + doff:]``."""
+    if relu:
+        z = vfill(w, 0.0)
+        vstore(w, i, vselect_gt(s, z, s, z))
+        vstore(w, i + doff, vselect_gt(s, z, vfill(w, 1.0), z))
+    else:
+        vstore(w, i, s)
+
+
+@inline_kernel
+def _put1(w, i, x, relu, doff):
+    """:func:`_put` for one number."""
+    if relu:
+        zero = w.dtype.type(0.0)
+        pos = x > zero
+        w[i] = x if pos else zero
+        w[i + doff] = w.dtype.type(1.0) if pos else zero
+    else:
+        w[i] = x
+
+
 @kernel
-def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T):
+def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T, relu, doff):
     """Unpadded, stride-1 convolution on a full tile (``m == T``), along whole image rows.
 
     Rows of consecutive output columns are contiguous, and so are the input rows a term reads
@@ -448,6 +483,7 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
     term ``t`` (channel, kernel row, kernel column) starting at row ``meta[toff + t] + oh * W``
     of the input. Register-blocked as the dense kernels: 4 output channels x 3 vectors (12
     accumulators) stay in registers over all terms. ``geo`` = (OC, C, H, W, OH, OW, kh, kw).
+    ``relu``: store max(z, 0) and its derivative (``doff`` numbers further) instead of z.
     """
     OC, C, _H, W, OH, OW, kh, kw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     nterms = C * kh * kw
@@ -500,21 +536,21 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                     s31 = vfma(a, v1, s31)
                     s32 = vfma(a, v2, s32)
                 zb = q + b0
-                vstore(w, zb, s00)
-                vstore(w, zb + nl, s01)
-                vstore(w, zb + 2 * nl, s02)
+                _put(w, zb, s00, relu, doff)
+                _put(w, zb + nl, s01, relu, doff)
+                _put(w, zb + 2 * nl, s02, relu, doff)
                 zb += qs
-                vstore(w, zb, s10)
-                vstore(w, zb + nl, s11)
-                vstore(w, zb + 2 * nl, s12)
+                _put(w, zb, s10, relu, doff)
+                _put(w, zb + nl, s11, relu, doff)
+                _put(w, zb + 2 * nl, s12, relu, doff)
                 zb += qs
-                vstore(w, zb, s20)
-                vstore(w, zb + nl, s21)
-                vstore(w, zb + 2 * nl, s22)
+                _put(w, zb, s20, relu, doff)
+                _put(w, zb + nl, s21, relu, doff)
+                _put(w, zb + 2 * nl, s22, relu, doff)
                 zb += qs
-                vstore(w, zb, s30)
-                vstore(w, zb + nl, s31)
-                vstore(w, zb + 2 * nl, s32)
+                _put(w, zb, s30, relu, doff)
+                _put(w, zb + nl, s31, relu, doff)
+                _put(w, zb + 2 * nl, s32, relu, doff)
             for b0 in range(L3, L1, nl):
                 s0, s1, s2, s3 = f0, f1, f2, f3
                 for t in range(nterms):
@@ -523,16 +559,16 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                     s1 = vfma(vsplat(Wc, k0 + nterms + t), v, s1)
                     s2 = vfma(vsplat(Wc, k0 + 2 * nterms + t), v, s2)
                     s3 = vfma(vsplat(Wc, k0 + 3 * nterms + t), v, s3)
-                vstore(w, q + b0, s0)
-                vstore(w, q + qs + b0, s1)
-                vstore(w, q + 2 * qs + b0, s2)
-                vstore(w, q + 3 * qs + b0, s3)
+                _put(w, q + b0, s0, relu, doff)
+                _put(w, q + qs + b0, s1, relu, doff)
+                _put(w, q + 2 * qs + b0, s2, relu, doff)
+                _put(w, q + 3 * qs + b0, s3, relu, doff)
             for r in range(4):
                 for b in range(L1, L):
                     acc = bias[oc + r] if has_bias else zero
                     for t in range(nterms):
                         acc += Wc[k0 + r * nterms + t] * w[xo + meta[toff + t] * T + b]
-                    w[q + r * qs + b] = acc
+                    _put1(w, q + r * qs + b, acc, relu, doff)
         for oc in range(o4, OC - 1, 2):
             # two channels left (6 = 4 + 2 in LeNet5's first layer): 2 x 3 vectors
             e0 = bias[oc] if has_bias else zero
@@ -558,13 +594,13 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                     s11 = vfma(a, v1, s11)
                     s12 = vfma(a, v2, s12)
                 zb = q + b0
-                vstore(w, zb, s00)
-                vstore(w, zb + nl, s01)
-                vstore(w, zb + 2 * nl, s02)
+                _put(w, zb, s00, relu, doff)
+                _put(w, zb + nl, s01, relu, doff)
+                _put(w, zb + 2 * nl, s02, relu, doff)
                 zb += qs
-                vstore(w, zb, s10)
-                vstore(w, zb + nl, s11)
-                vstore(w, zb + 2 * nl, s12)
+                _put(w, zb, s10, relu, doff)
+                _put(w, zb + nl, s11, relu, doff)
+                _put(w, zb + 2 * nl, s12, relu, doff)
             for r in range(2):
                 kr = k0 + r * nterms
                 er = bias[oc + r] if has_bias else zero
@@ -572,12 +608,12 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                     s0 = vfill(w, er)
                     for t in range(nterms):
                         s0 = vfma(vsplat(Wc, kr + t), vload(w, xo + meta[toff + t] * T + b0), s0)
-                    vstore(w, q + r * qs + b0, s0)
+                    _put(w, q + r * qs + b0, s0, relu, doff)
                 for b in range(L1, L):
                     acc = er
                     for t in range(nterms):
                         acc += Wc[kr + t] * w[xo + meta[toff + t] * T + b]
-                    w[q + r * qs + b] = acc
+                    _put1(w, q + r * qs + b, acc, relu, doff)
         for oc in range(o4 + (OC - o4) // 2 * 2, OC):
             e = bias[oc] if has_bias else zero
             f = vfill(w, e)
@@ -587,12 +623,12 @@ def _conv_forward_rows(Wc, bias, has_bias, w, meta, toff, in_row, z_row, geo, T)
                 s0 = f
                 for t in range(nterms):
                     s0 = vfma(vsplat(Wc, k0 + t), vload(w, xo + meta[toff + t] * T + b0), s0)
-                vstore(w, q + b0, s0)
+                _put(w, q + b0, s0, relu, doff)
             for b in range(L1, L):
                 acc = e
                 for t in range(nterms):
                     acc += Wc[k0 + t] * w[xo + meta[toff + t] * T + b]
-                w[q + b] = acc
+                _put1(w, q + b, acc, relu, doff)
 
 
 @kernel
@@ -938,7 +974,9 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
     act = spec[l, S_ACT]
     z_row = spec[l, S_OUT] if act == IDENTITY else meta[M_GA]
     if T > 1 and m == T and spec[l, C_ROWS] == 1:
-        # unpadded, stride 1, full tile: along whole image rows
+        # unpadded, stride 1, full tile: along whole image rows; a relu is applied as the
+        # outputs are stored (no pass over pre-activations)
+        relu = act == RELU
         _conv_forward_rows(
             Wc,
             bias,
@@ -947,10 +985,14 @@ def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
             meta,
             spec[l, C_TABLE],
             spec[l, S_IN],
-            z_row,
+            spec[l, S_OUT] if relu else z_row,
             spec[l, C_GEO : C_GEO + 8],
             T,
+            relu,
+            (spec[l, S_D] - spec[l, S_OUT]) * T,
         )
+        if relu:
+            return 0
     else:
         _conv_forward(
             Wc,
