@@ -40,3 +40,45 @@ def pi_control(e, h_try, qold, beta1, beta2):
     q = q11 / qold**beta2
     q = max(1.0 / QMAX, min(1.0 / QMIN, q / GAMMA))
     return True, h_try / q, max(e, E_FLOOR)
+
+
+ACCEPT, REJECT, GIVE_UP = 0, 1, 2
+"""Verdicts of :func:`judge_step`."""
+
+
+@numba.njit(inline="always", **FLAGS)
+def error_norm(err, u, unew, rtol, atol, group):
+    """The scaled RMS norm of the local error estimate ``err`` (n,) of a step from ``u`` to
+    ``unew``: ``sqrt(mean((err_i / (atol + rtol max(|u_i|, |unew_i|)))^2))``; with ``group``
+    > 0 the largest of the norms of consecutive groups of ``group`` components (each trajectory
+    of a lockstep system within tolerance on its own). NaN or inf if ``err`` is not finite."""
+    n = err.shape[0]
+    e = 0.0
+    eg = 0.0
+    gsize = group if group > 0 else n
+    for i in range(n):
+        sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
+        eg += (err[i] / sc) ** 2
+        if (i + 1) % gsize == 0 or i == n - 1:
+            e = max(e, eg / gsize)
+            eg = 0.0
+    return math.sqrt(e)
+
+
+@numba.njit(inline="always", **FLAGS)
+def judge_step(e, h_try, qold, beta1, beta2, landing, dtmin):
+    """The verdict on a step of size ``h_try`` (> 0) with error norm ``e`` (see
+    :func:`pi_control`): ``(verdict, h, qold, nonfinite)``. ``ACCEPT``: ``h`` is the next
+    step's size; ``REJECT``: retry with ``h`` (shrunk 5x when ``e`` is not finite, a stage
+    having overflowed: a smaller step may not); ``GIVE_UP``: ``e`` is not finite on a step
+    already below ``dtmin`` (status NONFINITE). ``nonfinite``: ``e`` was not finite (the
+    stepper reports NONFINITE rather than DT_UNDERFLOW if the steps then shrink below
+    ``dtmin``)."""
+    accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
+    if accepted:
+        return ACCEPT, h_next, qold, False
+    if not math.isfinite(e):
+        if landing and h_try < dtmin:
+            return GIVE_UP, h_next, qold, True
+        return REJECT, h_next, qold, True
+    return REJECT, h_next, qold, False
