@@ -5,8 +5,8 @@ loop is compiled.
 many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
 """
 
-from ._esdirk import ESDIRK, ESDIRK_SOLVERS, Kvaerno5
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
+from ._esdirk import ESDIRK, ESDIRK_SOLVERS, Kvaerno5
 from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution

@@ -354,9 +354,7 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
                     acc += btilde[j] * K[j, i]
                 err[i] = hs * acc
             e = error_norm(err, u, unew, rtol, atol, group)
-            verdict, h_next, qold, nonfin = judge_step(
-                e, h_try, qold, beta1, beta2, landing, dtmin
-            )
+            verdict, h_next, qold, nonfin = judge_step(e, h_try, qold, beta1, beta2, landing, dtmin)
             if verdict != ACCEPT:
                 h = h_next
                 nreject += 1

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..nn._validate import as_real
+from ._esdirk import ESDIRK
+from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
+from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
+from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import (
     GROW,
     NO_NETWORK,
@@ -21,10 +25,6 @@ from ._kernels import (
     interpolate_saves,
 )
 from ._problem import ODEProblem
-from ._esdirk import ESDIRK
-from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
-from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
-from ._jacobian import JAC_EXACT, JAC_FD
 from ._rosenbrock_kernel import CARRY_SIZE, RosenbrockTableau, rosenbrock_integrate
 from ._solution import (
     FailedSolve,
