@@ -41,7 +41,7 @@ from numba import types
 
 from .._jit import FLAGS
 from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, judge_step, pi_gains
-from ._jacobian import SINGULAR, jacobian_into
+from ._jacobian import JAC_FD, SINGULAR, jacobian_into
 from ._kernels import (
     DT_UNDERFLOW,
     F64,
@@ -128,6 +128,7 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
     K = np.empty((s, n))  # stage derivatives; K[0] = f(t, u)
     u = u0.copy()
     du = np.empty(n)
+    fu = np.empty(n)
     tmp = np.empty(n)
     psi = np.empty(n)
     z = np.empty(n)
@@ -240,8 +241,19 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
         hs = direction * h_try
         if need_jac:
             njac += 1
+            if jac_mode == JAC_FD:
+                # the differences need f(t, u) itself: K[0] carried over from the last step
+                # is z / (h gamma), off by the Newton error, which the differences divide by
+                # an increment of ~1e-8
+                nf += 1
+                if f(fu, u, p, t, k) != 0:
+                    record_failure(fail, t, u)
+                    code = RHS_ERROR
+                    break
+            else:
+                fu[:] = K[0]
             code, calls = jacobian_into(
-                f, vjp, jac_mode, u, K[0], p, t, k, J, evec, tmp, du, pb, fail
+                f, vjp, jac_mode, u, fu, p, t, k, J, evec, tmp, du, pb, fail
             )
             nf += calls
             if code != SUCCESS:

@@ -54,6 +54,24 @@ def _times(name, x, t0, t1):
     return x
 
 
+def rosenbrock_tableau(solver: Rosenbrock, ctrl: int) -> RosenbrockTableau:
+    """The Rosenbrock method ``solver`` as its compiled stepper (and the stiff adjoint) take
+    it; ``ctrl``: the controller's order (0: fixed steps)."""
+    a, m, c, btilde = solver.arrays()
+    return RosenbrockTableau(
+        a,
+        np.ascontiguousarray(solver.C, dtype=np.float64),
+        c,
+        np.ascontiguousarray(solver.d, dtype=np.float64),
+        m,
+        btilde,
+        float(solver.gamma),
+        int(ctrl),
+        bool(solver.fsal),
+        JAC_EXACT if solver.jacobian == "exact" else JAC_FD,
+    )
+
+
 @dataclass
 class SolvePlan:
     """Everything the compiled stepper needs besides ``(u0, p)``: validated options, the
@@ -114,18 +132,7 @@ class SolvePlan:
         elif self.stiff:
             sv = self.solver
             self.carry = np.zeros(CARRY_SIZE)
-            self.tableau = RosenbrockTableau(
-                self.A,
-                np.ascontiguousarray(sv.C, dtype=np.float64),
-                self.c,
-                np.ascontiguousarray(sv.d, dtype=np.float64),
-                self.b,
-                self.btilde,
-                float(sv.gamma),
-                int(self.ctrl),
-                bool(sv.fsal),
-                JAC_EXACT if sv.jacobian == "exact" else JAC_FD,
-            )
+            self.tableau = rosenbrock_tableau(sv, int(self.ctrl))
         else:
             self.carry = np.zeros(3 + self.astore.shape[2])
             self.tableau = Tableau(
