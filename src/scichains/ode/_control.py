@@ -1,4 +1,6 @@
-"""The step-size controller shared by the compiled stepper and the continuous adjoints.
+"""Step-size control shared by the compiled steppers (explicit, Rosenbrock, ESDIRK) and the
+continuous adjoints: the first step (:func:`initial_step`), the scaled error norm
+(:func:`error_norm`), and the verdict on a step (:func:`judge_step`, on :func:`pi_control`).
 
 A PI controller on the scaled error norm ``e`` of a step (Hairer & Wanner, Solving ODEs II,
 IV.2; Söderlind's gains ``beta1 = 0.7 / k``, ``beta2 = 0.4 / k`` for a method whose error
@@ -82,3 +84,35 @@ def judge_step(e, h_try, qold, beta1, beta2, landing, dtmin):
             return GIVE_UP, h_next, qold, True
         return REJECT, h_next, qold, True
     return REJECT, h_next, qold, False
+
+
+@numba.njit(inline="always", **FLAGS)
+def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1):
+    """Hairer & Wanner's guess of the first step (Solving ODEs I, II.4) from ``(t, u)`` with
+    ``f0 = f(t, u)``, for a method whose error estimate has order ``order - 1``; ``span`` =
+    ``|t1 - t0|``. One call of ``f`` at ``(t + direction h0, tmp)``. Returns ``(h, h0,
+    failed)``: ``failed`` when that call raised (``tmp`` holds its state). ``tmp``, ``f1``:
+    (n,) scratch."""
+    n = u.shape[0]
+    d0 = 0.0
+    d1 = 0.0
+    for i in range(n):
+        sc = atol + abs(u[i]) * rtol
+        d0 += (u[i] / sc) ** 2
+        d1 += (f0[i] / sc) ** 2
+    d0 = math.sqrt(d0 / n)
+    d1 = math.sqrt(d1 / n)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, span)
+    for i in range(n):
+        tmp[i] = u[i] + direction * h0 * f0[i]
+    failed = f(f1, tmp, p, t + direction * h0, k) != 0
+    d2 = 0.0
+    for i in range(n):
+        sc = atol + abs(u[i]) * rtol
+        d2 += ((f1[i] - f0[i]) / sc) ** 2
+    d2 = math.sqrt(d2 / n) / h0
+    dmax = max(d1, d2)
+    q = max(order, 1)
+    h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / q)
+    return min(100.0 * h0, h1), h0, failed

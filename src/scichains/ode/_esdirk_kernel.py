@@ -40,7 +40,7 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
-from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, judge_step, pi_gains
+from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
 from ._jacobian import JAC_FD, SINGULAR, jacobian_into
 from ._kernels import (
     DT_UNDERFLOW,
@@ -187,32 +187,13 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
         if dt0 > 0.0:
             h = dt0
         elif code == SUCCESS:
-            # Hairer & Wanner's initial guess (Solving ODEs I, II.4), as the explicit stepper
-            d0 = 0.0
-            d1 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d0 += (u[i] / sc) ** 2
-                d1 += (K[0, i] / sc) ** 2
-            d0 = math.sqrt(d0 / n)
-            d1 = math.sqrt(d1 / n)
-            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-            h0 = min(h0, abs(t1 - t0))
-            for i in range(n):
-                tmp[i] = u[i] + direction * h0 * K[0, i]
+            h, h0, failed = initial_step(
+                f, k, u, K[0], p, t, abs(t1 - t0), direction, rtol, atol, ctrl_order, tmp, du
+            )
             nf += 1
-            if f(du, tmp, p, t + direction * h0, k) != 0:
+            if failed:
                 record_failure(fail, t + direction * h0, tmp)
                 code = RHS_ERROR
-            d2 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d2 += ((du[i] - K[0, i]) / sc) ** 2
-            d2 = math.sqrt(d2 / n) / h0
-            dmax = max(d1, d2)
-            order = max(ctrl_order, 1)
-            h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
-            h = min(100.0 * h0, h1)
         h = abs(h)
     beta1, beta2 = pi_gains(ctrl_order)
     need_jac = True  # make J at the current point before the next attempt
