@@ -2,8 +2,8 @@
 
 Problems: HIRES, OREGO, VDPOL (eps = 1e-6, i.e. mu = 1e6 in the scaled form) and POLLU, with
 the test set's reference solutions (``scichains.ode._testset``). Solvers: scichains Rodas5P
-and Rosenbrock23 (compiled Rosenbrock, exact Jacobian), Kvaerno5 (compiled ESDIRK, simplified
-Newton, exact Jacobian) and CVODE_BDF (scikit-sundae, exact Jacobian);
+and Rosenbrock23 (compiled Rosenbrock, exact Jacobian), Kvaerno5 and KenCarp4 (compiled
+ESDIRK, simplified Newton, exact Jacobian) and CVODE_BDF (scikit-sundae, exact Jacobian);
 scipy's ``solve_ivp`` with LSODA, BDF and Radau (the right-hand side is the same compiled
 function, called from Python; scipy's own finite-difference Jacobian), and LSODA given the
 exact Jacobian (``LSODA+J``). Every solve: ``atol = 1e-4 rtol``, only the end state kept
@@ -159,6 +159,7 @@ def work_precision(quick, budget):
         for rtol in sweep:
             runs.append(("Rodas5P", rtol, lambda r=rtol: ours(ode.Rodas5P(), r)))
             runs.append(("Kvaerno5", rtol, lambda r=rtol: ours(ode.Kvaerno5(), r)))
+            runs.append(("KenCarp4", rtol, lambda r=rtol: ours(ode.KenCarp4(), r)))
             if rtol >= 1e-9:
                 runs.append(("Rosenbrock23", rtol, lambda r=rtol: ours(ode.Rosenbrock23(), r)))
         for rtol in table_rtols if quick else sweep[1:-1]:
@@ -215,15 +216,13 @@ def print_tables(results, table_rtols):
             best = None
             for (pn, lab, rr), (sec, err) in results.items():
                 ok = not isinstance(err, str)
-                new = lab in ("Rodas5P", "Rosenbrock23", "Kvaerno5")
+                new = lab in ("Rodas5P", "Rosenbrock23", "Kvaerno5", "KenCarp4")
                 if pn == name and new and ok and err <= ls[1]:
                     if best is None or sec < best[0]:
                         best = (sec, err, lab, rr)
             same = results[(name, "Rodas5P", r)]
             kv = results[(name, "Kvaerno5", r)]
-            kvs = (
-                f"{ls[0] / kv[0]:.1f}x ({kv[1]:.1e})" if not isinstance(kv[1], str) else "failed"
-            )
+            kvs = f"{ls[0] / kv[0]:.1f}x ({kv[1]:.1e})" if not isinstance(kv[1], str) else "failed"
             cv = results.get((name, "CVODE_BDF", r))
             cvs = f"{cv[0] / ls[0]:.2f}" if cv and not isinstance(cv[1], str) else "failed"
             bs = (

@@ -1,6 +1,7 @@
-"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5): the
-interpolating adjoint integrated backward by a Rosenbrock method (the same one; Rodas5P for
-Kvaerno5), against a closed form, float64 central differences and the CVODE adjoint."""
+"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5, KenCarp4):
+the interpolating adjoint integrated backward by a Rosenbrock method (the same one; Rodas5P
+for the ESDIRK methods), against a closed form, float64 central differences and the CVODE
+adjoint."""
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint, Objective, 
 from scichains.adjoint._check import check_gradient
 from scichains.ode import (
     CVODE_BDF,
+    KenCarp4,
     Kvaerno5,
     NetworkTerm,
     Rodas5P,
@@ -21,7 +23,7 @@ from scichains.ode import (
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23(), Kvaerno5()])
+@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23(), Kvaerno5(), KenCarp4()])
 def test_stiff_gradient_against_the_closed_form(solver):
     """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0, stiff for a = 1e3, has the solution
     u = cos(b t) + (u0 - 1) exp(-a t): its exact derivatives are the reference."""

@@ -6,7 +6,7 @@ many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), save
 """
 
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
-from ._esdirk import ESDIRK, ESDIRK_SOLVERS, Kvaerno5
+from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
@@ -30,6 +30,7 @@ __all__ = [
     "Euler",
     "EnsembleProblem",
     "EnsembleSolution",
+    "KenCarp4",
     "Kvaerno5",
     "NetworkTerm",
     "ExplicitRK",

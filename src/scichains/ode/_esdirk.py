@@ -79,6 +79,8 @@ class ESDIRK:
             assert np.allclose(A @ self.c ** (q - 1), self.c**q / q, atol=1e-13)
         if self.interp is None:
             object.__setattr__(self, "interp", _hermite_fsal(b))
+        # the dense output ends at u_new
+        assert np.allclose(self.interp.sum(axis=1), b, atol=1e-13), self.name
 
     @property
     def stages(self) -> int:
@@ -159,4 +161,68 @@ L-stable, stage order 2; simplified Newton with one LU of ``I - h gamma J`` per 
 cubic Hermite dense output (third order). Stage 3 is evaluated at ``t + 1.23 h``: the
 right-hand side is called slightly beyond the end of a step (and of the time span)."""
 
-ESDIRK_SOLVERS = {m.name: m for m in (Kvaerno5,)}
+
+def _kencarp4():
+    # C. A. Kennedy & M. H. Carpenter, "Additive Runge-Kutta schemes for convection-diffusion-
+    # reaction equations", Appl. Numer. Math. 44 (2003) 139-181: the implicit (ESDIRK) part of
+    # ARK4(3)6L[2]SA, gamma = 1/4, six stages, stiffly accurate and L-stable, embedded order 3,
+    # and its dense output (the b*_ij, third order). Coefficients as tabulated in diffrax
+    # (diffrax/_solver/kencarp4.py) and OrdinaryDiffEq.jl (KenCarp4Tableau); the stage
+    # predictor is diffrax's (linear in c through earlier stages).
+    gamma = 0.25
+    s = 6
+    b = np.array([82889 / 524892, 0.0, 15625 / 83664, 69875 / 102672, -2260 / 8211, gamma])
+    bhat = np.array([4586570599 / 29645900160, 0.0, 178811875 / 945068544,
+                     814220225 / 1159782912, -3700637 / 11593932, 61727 / 225920])  # fmt: skip
+    a = np.zeros((s, s))
+    a[1, :1] = [gamma]
+    a[2, :2] = [8611 / 62500, -1743 / 31250]
+    a[3, :3] = [5012029 / 34652500, -654441 / 2922500, 174375 / 388108]
+    a[4, :4] = [15267082809 / 155376265600, -71443401 / 120774400, 730878875 / 902184768,
+                2285395 / 8070912]  # fmt: skip
+    a[5, :5] = b[:5]
+    c = np.array([0.0, 0.5, 83 / 250, 31 / 50, 17 / 20, 1.0])
+    alpha = np.zeros((s, s))
+    alpha[1, 0] = 1.0
+    r = c[2] / c[1]
+    alpha[2, :2] = [1 - r, r]
+    r = c[3] / c[1]
+    alpha[3, :2] = [1 - r, r]  # c_3 < c_2: from the first two stages
+    r = c[4] / c[3]
+    alpha[4, [0, 3]] = [1 - r, r]
+    r = c[5] / c[4]
+    alpha[5, [0, 4]] = [1 - r, r]
+    # u(t + theta h) = u + h sum_i (d1_i theta + d2_i theta^2 + d3_i theta^3) k_i
+    D = np.array(
+        [
+            [6943876665148 / 7220017795957, -54480133 / 30881146, 6818779379841 / 7100303317025],
+            [0.0, 0.0, 0.0],
+            [7640104374378 / 9702883013639, -11436875 / 14766696, 2173542590792 / 12501825683035],
+            [-20649996744609 / 7521556579894, 174696575 / 18121608,
+             -31592104683404 / 5083833661969],
+            [8854892464581 / 2390941311638, -12120380 / 966161, 61146701046299 / 7138195549469],
+            [-11397109935349 / 6675773540249, 3843 / 706, -17219254887155 / 4939391667607],
+        ]
+    )  # fmt: skip
+    P = np.zeros((s, 5))
+    P[:, :3] = D
+    return ESDIRK(
+        name="KenCarp4",
+        gamma=gamma,
+        a=a,
+        alpha=alpha,
+        c=c,
+        btilde=b - bhat,
+        order=4,
+        error_order=3,
+        interp=P,
+        interp_order=3,
+    )
+
+
+KenCarp4 = _kencarp4()
+"""The implicit part of Kennedy & Carpenter's (2003) ARK4(3)6L[2]SA: an ESDIRK 4(3) of six
+stages, stiffly accurate, L-stable, stage order 2, all nodes in ``[0, 1]``; Kennedy &
+Carpenter's third-order dense output."""
+
+ESDIRK_SOLVERS = {m.name: m for m in (Kvaerno5, KenCarp4)}
