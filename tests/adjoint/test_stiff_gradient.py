@@ -125,3 +125,5 @@ def test_kvaerno5_gradient_with_network_and_doses_against_differences():
     assert value == pytest.approx(ref.value(p), rel=1e-7)
     st = obj.stats()
     assert st["jacobians"] < st["steps"]  # the forward pass reused its Jacobians
+    with pytest.raises(TypeError, match="InterpolatingAdjoint.*backward by Rodas5P"):
+        Objective(prob, SquaredError(data), ts, solver=Kvaerno5(), sensealg=DiscreteAdjoint())

@@ -321,9 +321,10 @@ class RosenbrockMethod(SensitivityMethod):
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
         if not isinstance(sensealg, InterpolatingAdjoint) or sensealg.checkpointing:
+            backward = "Rodas5P" if isinstance(solver, ESDIRK) else solver.name
             raise TypeError(
                 f"with {solver.name} the gradient comes from InterpolatingAdjoint() (the adjoint "
-                f"integrated backward by {solver.name}, without checkpoints), not {sensealg!r}"
+                f"integrated backward by {backward}, without checkpoints), not {sensealg!r}"
             )
         self.prob = prob
         self.sensealg = sensealg
