@@ -126,7 +126,7 @@ def test_five_digits_on_the_bari_test_set(name, solver):
         tp.problem(), solver(), rtol=1e-10, atol=1e-14, saveat=[tp.tspan[1]], max_steps=10**6
     )
     assert sol.success
-    # 5 significant digits asked; measured (2026-12-01) 9.5-10.9 for Kvaerno5, 9.3-10.4 for
+    # 5 significant digits asked; measured (2026-12-01) 9.5-10.8 for Kvaerno5, 9.3-10.5 for
     # KenCarp4 on the four
     assert relative_error(sol.u[-1], tp.reference) < 5e-9
 
