@@ -1,6 +1,7 @@
-"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23): the interpolating
-adjoint integrated backward by the same Rosenbrock method, against a closed form, float64
-central differences and the CVODE adjoint."""
+"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5, KenCarp4):
+the interpolating adjoint integrated backward by a Rosenbrock method (the same one; Rodas5P
+for the ESDIRK methods), against a closed form, float64 central differences and the CVODE
+adjoint."""
 
 import numpy as np
 import pytest
@@ -9,12 +10,20 @@ import sympy as sp
 from scichains import Dense, SimpleChain
 from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint, Objective, SquaredError
 from scichains.adjoint._check import check_gradient
-from scichains.ode import CVODE_BDF, NetworkTerm, Rodas5P, Rosenbrock23, SymbolicModel
+from scichains.ode import (
+    CVODE_BDF,
+    KenCarp4,
+    Kvaerno5,
+    NetworkTerm,
+    Rodas5P,
+    Rosenbrock23,
+    SymbolicModel,
+)
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23()])
+@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23(), Kvaerno5(), KenCarp4()])
 def test_stiff_gradient_against_the_closed_form(solver):
     """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0, stiff for a = 1e3, has the solution
     u = cos(b t) + (u0 - 1) exp(-a t): its exact derivatives are the reference."""
@@ -87,3 +96,34 @@ def test_tmdd_with_network_and_doses_against_differences_and_cvode():
     assert value == pytest.approx(v2, rel=1e-7)
     np.testing.assert_allclose(dp, dp2, rtol=1e-4, atol=1e-8 * np.abs(dp).max())
     np.testing.assert_allclose(du0, du02, rtol=1e-4, atol=1e-8 * np.abs(du0).max())
+
+
+def test_kvaerno5_gradient_with_network_and_doses_against_differences():
+    """Kvaerno5 forward (landing on the save times), the adjoint by Rodas5P: dL/dp and dL/du0
+    against float64 central differences of the Kvaerno5 loss."""
+    model, p = _tmdd_model()
+    u0 = np.array([0.0, 0.0, 10.0, 0.0])
+    prob = model.problem(u0, (0.0, 24.0), p)
+    ts = np.linspace(0.5, 24.0, 16)
+    doses = [(0.0, 0, 5.0), (12.0, 0, 5.0)]
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 4)))
+    obj = Objective(prob, SquaredError(data), ts, solver=Kvaerno5(), jumps=doses, **TIGHT)
+    assert isinstance(obj.sensealg, InterpolatingAdjoint)
+    value, dp, du0 = obj.value_and_grad(p)
+    check = check_gradient(obj.value_and_grad, p, rtol=1e-5)
+    assert check.ok, check
+    num = np.empty(4)
+    for j in range(4):
+        up, um = u0.copy(), u0.copy()
+        h = 1e-6 * max(1.0, abs(u0[j]))
+        up[j] += h
+        um[j] -= h
+        num[j] = (obj.value(p, up) - obj.value(p, um)) / (2 * h)
+    np.testing.assert_allclose(du0, num, rtol=1e-5, atol=1e-7)
+    # the same loss as Rodas5P's at this tolerance
+    ref = Objective(prob, SquaredError(data), ts, solver=Rodas5P(), jumps=doses, **TIGHT)
+    assert value == pytest.approx(ref.value(p), rel=1e-7)
+    st = obj.stats()
+    assert st["jacobians"] < st["steps"]  # the forward pass reused its Jacobians
+    with pytest.raises(TypeError, match="InterpolatingAdjoint.*backward by Rodas5P"):
+        Objective(prob, SquaredError(data), ts, solver=Kvaerno5(), sensealg=DiscreteAdjoint())

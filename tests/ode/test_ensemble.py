@@ -11,8 +11,10 @@ from scichains.ode import (
     CVODE_BDF,
     DP5,
     EnsembleProblem,
+    Kvaerno5,
     ODEProblem,
     ReturnCode,
+    Rodas5P,
     Tsit5,
     Vern7,
     solve,
@@ -171,6 +173,9 @@ def test_bad_input_is_named():
         solve_ensemble(e, Tsit5())
     with pytest.raises(TypeError, match="explicit methods"):
         solve_ensemble(e, CVODE_BDF(), saveat=TS)
+    for stiff in (Rodas5P(), Kvaerno5()):  # a clear refusal, not a numba typing error
+        with pytest.raises(TypeError, match=f"explicit methods.*for {stiff.name} solve"):
+            solve_ensemble(e, stiff, saveat=TS)
     with pytest.raises(TypeError, match="submit\\(\\) and map\\(\\)"):
         solve_ensemble(e, Tsit5(), saveat=TS, executor=object())
     with pytest.raises(TypeError, match="executor instance"):

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 from ..nn._validate import as_real, reject_class
+from ..ode._esdirk import ESDIRK
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
 from ..ode._stiff import Rosenbrock
@@ -77,9 +78,9 @@ class Objective:
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
     sensealg : DiscreteAdjoint() (default with the explicit RK methods: the exact gradient of
         the discretised solution, and the fastest), InterpolatingAdjoint() (default with
-        CVODE and with the Rosenbrock solvers, their only one: the adjoint integrated
-        backward by the same stiff method), QuadratureAdjoint(), BacksolveAdjoint(),
-        DiscreteAdjoint() or ForwardSensitivity()
+        CVODE and with the compiled stiff solvers, their only one: the adjoint integrated
+        backward by the same Rosenbrock method, by Rodas5P for Kvaerno5),
+        QuadratureAdjoint(), BacksolveAdjoint(), DiscreteAdjoint() or ForwardSensitivity()
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
@@ -123,7 +124,7 @@ class Objective:
             # interpolating adjoint
             sensealg = (
                 InterpolatingAdjoint()
-                if isinstance(solver, (CVODESolver, Rosenbrock))
+                if isinstance(solver, (CVODESolver, Rosenbrock, ESDIRK))
                 else DiscreteAdjoint()
             )
         if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):

@@ -13,10 +13,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..ode._esdirk import ESDIRK
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
-from ..ode._solve import STATS_SIZE, check_run, plan_solve, run_plan, stop_tables
-from ..ode._stiff import Rosenbrock
+from ..ode._solve import (
+    STATS_SIZE,
+    check_run,
+    plan_solve,
+    rosenbrock_tableau,
+    run_plan,
+    stop_tables,
+)
+from ..ode._stiff import Rodas5P, Rosenbrock
 from ..ode._sundials import CVODESolver, solve_cvode
 from ..ode._tableaus import ExplicitRK
 from ._checkpoint import Checkpoints
@@ -303,17 +311,20 @@ class ForwardMethod(_RK):
 
 
 class RosenbrockMethod(SensitivityMethod):
-    """A Rosenbrock solver (Rodas5P, Rosenbrock23) forward, every step stored, and its
-    :class:`InterpolatingAdjoint` integrated backward by the same method, compiled
-    (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`)."""
+    """A compiled stiff solver forward, every step stored, and its
+    :class:`InterpolatingAdjoint` integrated backward by a Rosenbrock method, compiled
+    (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`): the same method for Rodas5P and
+    Rosenbrock23; Rodas5P for the ESDIRK methods (Kvaerno5): the adjoint system is linear in
+    the adjoint state, which a Rosenbrock method solves without Newton iterations."""
 
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
         if not isinstance(sensealg, InterpolatingAdjoint) or sensealg.checkpointing:
+            backward = "Rodas5P" if isinstance(solver, ESDIRK) else solver.name
             raise TypeError(
                 f"with {solver.name} the gradient comes from InterpolatingAdjoint() (the adjoint "
-                f"integrated backward by {solver.name}, without checkpoints), not {sensealg!r}"
+                f"integrated backward by {backward}, without checkpoints), not {sensealg!r}"
             )
         self.prob = prob
         self.sensealg = sensealg
@@ -322,6 +333,11 @@ class RosenbrockMethod(SensitivityMethod):
             prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
         )
         self.saveat = self.plan.save
+        self._adjoint_tableau = (
+            rosenbrock_tableau(Rodas5P, self.plan.ctrl)
+            if isinstance(solver, ESDIRK)
+            else self.plan.tableau
+        )
         m, n = self.saveat.size, prob.u0.size
         loss.check(m, n)
         self._dl_du = np.zeros((m, n))
@@ -348,7 +364,7 @@ class RosenbrockMethod(SensitivityMethod):
             self.prob.vjp_address,
             self.prob.kernel,
             p,
-            plan.tableau,
+            self._adjoint_tableau,
             self._artol,
             self._aatol,
             plan.max_steps,
@@ -459,7 +475,7 @@ def make_method(
     tstops, jumps, dtmin)."""
     if isinstance(solver, CVODESolver):
         cls = CVODEMethod
-    elif isinstance(solver, Rosenbrock):
+    elif isinstance(solver, (Rosenbrock, ESDIRK)):
         cls = RosenbrockMethod
     elif isinstance(sensealg, DiscreteAdjoint):
         cls = DiscreteMethod

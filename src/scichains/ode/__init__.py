@@ -1,11 +1,12 @@
-"""scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock) solvers whose stepping loop is
-compiled.
+"""scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock, ESDIRK) solvers whose stepping
+loop is compiled.
 
 ``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``;
 many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
 """
 
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
+from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
@@ -21,12 +22,16 @@ __all__ = [
     "CVODESolver",
     "BS3",
     "DP5",
+    "ESDIRK",
+    "ESDIRK_SOLVERS",
     "RHS_SIGNATURE",
     "RK4",
     "SOLVERS",
     "Euler",
     "EnsembleProblem",
     "EnsembleSolution",
+    "KenCarp4",
+    "Kvaerno5",
     "NetworkTerm",
     "ExplicitRK",
     "ODEProblem",

@@ -1,4 +1,6 @@
-"""The step-size controller shared by the compiled stepper and the continuous adjoints.
+"""Step-size control shared by the compiled steppers (explicit, Rosenbrock, ESDIRK) and the
+continuous adjoints: the first step (:func:`initial_step`), the scaled error norm
+(:func:`error_norm`), and the verdict on a step (:func:`judge_step`, on :func:`pi_control`).
 
 A PI controller on the scaled error norm ``e`` of a step (Hairer & Wanner, Solving ODEs II,
 IV.2; Söderlind's gains ``beta1 = 0.7 / k``, ``beta2 = 0.4 / k`` for a method whose error
@@ -40,3 +42,77 @@ def pi_control(e, h_try, qold, beta1, beta2):
     q = q11 / qold**beta2
     q = max(1.0 / QMAX, min(1.0 / QMIN, q / GAMMA))
     return True, h_try / q, max(e, E_FLOOR)
+
+
+ACCEPT, REJECT, GIVE_UP = 0, 1, 2
+"""Verdicts of :func:`judge_step`."""
+
+
+@numba.njit(inline="always", **FLAGS)
+def error_norm(err, u, unew, rtol, atol, group):
+    """The scaled RMS norm of the local error estimate ``err`` (n,) of a step from ``u`` to
+    ``unew``: ``sqrt(mean((err_i / (atol + rtol max(|u_i|, |unew_i|)))^2))``; with ``group``
+    > 0 the largest of the norms of consecutive groups of ``group`` components (each trajectory
+    of a lockstep system within tolerance on its own). NaN or inf if ``err`` is not finite."""
+    n = err.shape[0]
+    e = 0.0
+    eg = 0.0
+    gsize = group if group > 0 else n
+    for i in range(n):
+        sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
+        eg += (err[i] / sc) ** 2
+        if (i + 1) % gsize == 0 or i == n - 1:
+            e = max(e, eg / gsize)
+            eg = 0.0
+    return math.sqrt(e)
+
+
+@numba.njit(inline="always", **FLAGS)
+def judge_step(e, h_try, qold, beta1, beta2, landing, dtmin):
+    """The verdict on a step of size ``h_try`` (> 0) with error norm ``e`` (see
+    :func:`pi_control`): ``(verdict, h, qold, nonfinite)``. ``ACCEPT``: ``h`` is the next
+    step's size; ``REJECT``: retry with ``h`` (shrunk 5x when ``e`` is not finite, a stage
+    having overflowed: a smaller step may not); ``GIVE_UP``: ``e`` is not finite on a step
+    already below ``dtmin`` (status NONFINITE). ``nonfinite``: ``e`` was not finite (the
+    stepper reports NONFINITE rather than DT_UNDERFLOW if the steps then shrink below
+    ``dtmin``)."""
+    accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
+    if accepted:
+        return ACCEPT, h_next, qold, False
+    if not math.isfinite(e):
+        if landing and h_try < dtmin:
+            return GIVE_UP, h_next, qold, True
+        return REJECT, h_next, qold, True
+    return REJECT, h_next, qold, False
+
+
+@numba.njit(inline="always", **FLAGS)
+def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1):
+    """Hairer & Wanner's guess of the first step (Solving ODEs I, II.4) from ``(t, u)`` with
+    ``f0 = f(t, u)``, for a method whose error estimate has order ``order - 1``; ``span`` =
+    ``|t1 - t0|``. One call of ``f`` at ``(t + direction h0, tmp)``. Returns ``(h, h0,
+    failed)``: ``failed`` when that call raised (``tmp`` holds its state). ``tmp``, ``f1``:
+    (n,) scratch."""
+    n = u.shape[0]
+    d0 = 0.0
+    d1 = 0.0
+    for i in range(n):
+        sc = atol + abs(u[i]) * rtol
+        d0 += (u[i] / sc) ** 2
+        d1 += (f0[i] / sc) ** 2
+    d0 = math.sqrt(d0 / n)
+    d1 = math.sqrt(d1 / n)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, span)
+    for i in range(n):
+        tmp[i] = u[i] + direction * h0 * f0[i]
+    failed = f(f1, tmp, p, t + direction * h0, k) != 0
+    d2 = 0.0
+    for i in range(n):
+        sc = atol + abs(u[i]) * rtol
+        d2 += ((f1[i] - f0[i]) / sc) ** 2
+    d2 = math.sqrt(d2 / n) / h0
+    dmax = max(d1, d2)
+    q = max(order, 1)
+    h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / q)
+    return min(100.0 * h0, h1), h0, failed

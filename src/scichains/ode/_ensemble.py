@@ -18,10 +18,12 @@ from ..nn._chain import parallel_lock
 from ..parallel import _executor as ex
 from ..parallel._transport import ProblemSpec, as_rows
 from ._ensemble_kernels import solve_batch
+from ._esdirk import ESDIRK
 from ._kernels import StepControl, Stops
 from ._problem import ODEProblem
 from ._solution import ReturnCode, user_error_failure
 from ._solve import plan_solve
+from ._stiff import Rosenbrock
 from ._sundials import CVODESolver
 from ._tableaus import ExplicitRK, Tsit5
 
@@ -346,10 +348,10 @@ def solve_ensemble(
     """
     if not isinstance(eprob, EnsembleProblem):
         raise TypeError(f"solve_ensemble needs an EnsembleProblem, got {type(eprob).__name__}")
-    if isinstance(solver, CVODESolver):
+    if isinstance(solver, (CVODESolver, Rosenbrock, ESDIRK)):
         raise TypeError(
             "solve_ensemble runs the explicit methods (Tsit5, DP5, BS3, Vern7, RK4, Euler); "
-            "for CVODE solve the trajectories one by one with scichains.ode.solve"
+            f"for {solver.name} solve the trajectories one by one with scichains.ode.solve"
         )
     if saveat is None:
         raise ValueError("give saveat: the times at which every trajectory is saved")

@@ -18,7 +18,15 @@ from numba import types
 
 from .._jit import FLAGS, function_from_address
 from ..nn._chain import ChainKernel, SimpleChain
-from ._control import E_FLOOR, pi_control, pi_gains
+from ._control import (
+    ACCEPT,
+    E_FLOOR,
+    GIVE_UP,
+    error_norm,
+    initial_step,
+    judge_step,
+    pi_gains,
+)
 
 # return codes of the stepper (see _solution.ReturnCode); GROW is internal: the step buffers
 # are full, the caller grows them and resumes (see ``integrate``)
@@ -222,31 +230,13 @@ def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
         if dt0 > 0.0:
             h = dt0
         elif code == SUCCESS:
-            d0 = 0.0
-            d1 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d0 += (u[i] / sc) ** 2
-                d1 += (K[0, i] / sc) ** 2
-            d0 = math.sqrt(d0 / n)
-            d1 = math.sqrt(d1 / n)
-            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-            h0 = min(h0, abs(t1 - t0))
-            for i in range(n):
-                tmp[i] = u[i] + direction * h0 * K[0, i]
+            h, h0, failed = initial_step(
+                f, k, u, K[0], p, t, abs(t1 - t0), direction, rtol, atol, ctrl_order, tmp, err
+            )
             nf += 1
-            if f(err, tmp, p, t + direction * h0, k) != 0:
+            if failed:
                 record_failure(fail, t + direction * h0, tmp)
                 code = RHS_ERROR
-            d2 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d2 += ((err[i] - K[0, i]) / sc) ** 2
-            d2 = math.sqrt(d2 / n) / h0
-            dmax = max(d1, d2)
-            order = max(ctrl_order, 1)
-            h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
-            h = min(100.0 * h0, h1)
         h = abs(h)
     beta1, beta2 = pi_gains(ctrl_order)
     while code == SUCCESS and direction * (t1 - t) > 0.0:
@@ -297,31 +287,24 @@ def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
             unew[i] = u[i] + hs * acc
         steps += 1
         if adaptive:
-            # the RMS norm of the scaled error; with groups, the largest of the groups' norms
-            # (each trajectory of a lockstep system within tolerance on its own)
-            e = 0.0
-            eg = 0.0
-            gsize = group if group > 0 else n
             for i in range(n):
                 acc = 0.0
                 for j in range(s):
                     acc += btilde[j] * K[j, i]
-                sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
-                eg += (hs * acc / sc) ** 2
-                if (i + 1) % gsize == 0 or i == n - 1:
-                    e = max(e, eg / gsize)
-                    eg = 0.0
-            e = math.sqrt(e)
-            accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
-            if not accepted:
+                err[i] = hs * acc
+            e = error_norm(err, u, unew, rtol, atol, group)
+            verdict, h_next, qold, nonfinite = judge_step(
+                e, h_try, qold, beta1, beta2, landing, dtmin
+            )
+            if verdict != ACCEPT:
                 h = h_next
                 nreject += 1
-                if not math.isfinite(e):
+                if nonfinite:
                     # a non-finite stage: retried smaller (a too-large step can overflow)
                     last_nonfinite = True
-                    if landing and h_try < dtmin:
-                        code = NONFINITE
-                        break
+                if verdict == GIVE_UP:
+                    code = NONFINITE
+                    break
                 continue
             last_nonfinite = False
         else:

@@ -21,7 +21,8 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
-from ._control import E_FLOOR, pi_control, pi_gains
+from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
+from ._jacobian import SINGULAR, jacobian_into
 from ._kernels import (
     CONTROL_TYPE,
     DT_UNDERFLOW,
@@ -41,9 +42,6 @@ from ._kernels import (
 )
 from ._linalg import lu_factor, lu_solve_columns, transpose_into
 
-SINGULAR, JACOBIAN_NONFINITE = 6, 7
-
-JAC_EXACT, JAC_FD = 0, 1
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
 CARRY_SIZE = 5
 """``carry`` of a Rosenbrock solve: ``[h, e_old, last step non-finite, Jacobians, LU
@@ -122,6 +120,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
     ft = np.zeros(n)
     tmp = np.empty(n)
     unew = np.empty(n)
+    err = np.empty(n)
     evec = np.empty(n)
     pb = np.empty(p.shape[0])
     adaptive = ctrl_order > 0
@@ -169,32 +168,13 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
         if dt0 > 0.0:
             h = dt0
         elif code == SUCCESS:
-            # Hairer & Wanner's initial guess (Solving ODEs I, II.4), as the explicit stepper
-            d0 = 0.0
-            d1 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d0 += (u[i] / sc) ** 2
-                d1 += (f0[i] / sc) ** 2
-            d0 = math.sqrt(d0 / n)
-            d1 = math.sqrt(d1 / n)
-            h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
-            h0 = min(h0, abs(t1 - t0))
-            for i in range(n):
-                tmp[i] = u[i] + direction * h0 * f0[i]
+            h, h0, failed = initial_step(
+                f, k, u, f0, p, t, abs(t1 - t0), direction, rtol, atol, ctrl_order, tmp, du
+            )
             nf += 1
-            if f(du, tmp, p, t + direction * h0, k) != 0:
+            if failed:
                 record_failure(fail, t + direction * h0, tmp)
                 code = RHS_ERROR
-            d2 = 0.0
-            for i in range(n):
-                sc = atol + abs(u[i]) * rtol
-                d2 += ((du[i] - f0[i]) / sc) ** 2
-            d2 = math.sqrt(d2 / n) / h0
-            dmax = max(d1, d2)
-            order = max(ctrl_order, 1)
-            h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / order)
-            h = min(100.0 * h0, h1)
         h = abs(h)
     beta1, beta2 = pi_gains(ctrl_order)
     need_jac = True
@@ -219,42 +199,11 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
         hs = direction * h_try
         if need_jac:
             njac += 1
-            if jac_mode == 0:
-                # row i of df/du is e_i^T df/du: one vjp each, exact
-                for i in range(n):
-                    for j in range(n):
-                        evec[j] = 0.0
-                    evec[i] = 1.0
-                    if vjp(evec, u, p, t, k, J[i], pb) != 0:
-                        record_failure(fail, t, u)
-                        code = RHS_ERROR
-                        break
-            else:
-                # forward differences, column by column (Hairer & Wanner's increment)
-                for j in range(n):
-                    delta = math.sqrt(2.220446049250313e-16 * max(1e-5, abs(u[j])))
-                    for i in range(n):
-                        tmp[i] = u[i]
-                    tmp[j] += delta
-                    nf += 1
-                    if f(du, tmp, p, t, k) != 0:
-                        record_failure(fail, t, tmp)
-                        code = RHS_ERROR
-                        break
-                    for i in range(n):
-                        J[i, j] = (du[i] - f0[i]) / delta
+            code, calls = jacobian_into(
+                f, vjp, jac_mode, u, f0, p, t, k, J, evec, tmp, du, pb, fail
+            )
+            nf += calls
             if code != SUCCESS:
-                break
-            bad = -1
-            for i in range(n):
-                for j in range(n):
-                    if bad < 0 and not math.isfinite(J[i, j]):
-                        bad = i * n + j
-            if bad >= 0:
-                record_failure(fail, t, u)
-                fail[1 + n] = bad // n
-                fail[2 + n] = bad % n
-                code = JACOBIAN_NONFINITE
                 break
             # df/dt by a one-sided second-order difference in the direction of integration
             # (f never evaluated before t): (-3 f(t) + 4 f(t + e) - f(t + 2 e)) / (2 e); an
@@ -329,28 +278,23 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
                 acc += m[j] * U[j, i]
             unew[i] = acc
         if adaptive:
-            e = 0.0
-            eg = 0.0
-            gsize = group if group > 0 else n
             for i in range(n):
                 acc = 0.0
                 for j in range(s):
                     acc += btilde[j] * U[j, i]
-                sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
-                eg += (acc / sc) ** 2
-                if (i + 1) % gsize == 0 or i == n - 1:
-                    e = max(e, eg / gsize)
-                    eg = 0.0
-            e = math.sqrt(e)
-            accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
-            if not accepted:
+                err[i] = acc
+            e = error_norm(err, u, unew, rtol, atol, group)
+            verdict, h_next, qold, nonfinite = judge_step(
+                e, h_try, qold, beta1, beta2, landing, dtmin
+            )
+            if verdict != ACCEPT:
                 h = h_next
                 nreject += 1
-                if not math.isfinite(e):
+                if nonfinite:
                     last_nonfinite = True
-                    if landing and h_try < dtmin:
-                        code = NONFINITE
-                        break
+                if verdict == GIVE_UP:
+                    code = NONFINITE
+                    break
                 continue
             last_nonfinite = False
         else:

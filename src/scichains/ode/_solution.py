@@ -18,6 +18,7 @@ class ReturnCode(enum.IntEnum):
     RHS_ERROR = 5
     SINGULAR = 6
     JACOBIAN_NONFINITE = 7
+    NEWTON_FAILURE = 8
 
     @property
     def message(self) -> str:
@@ -36,6 +37,9 @@ _MESSAGES = {
     ReturnCode.SINGULAR: "the iteration matrix I/(h gamma) - J of the stiff solver stayed "
     "singular as the step shrank to dtmin (check the model for a singular Jacobian)",
     ReturnCode.JACOBIAN_NONFINITE: "the Jacobian df/du held a NaN or infinite entry",
+    ReturnCode.NEWTON_FAILURE: "the Newton iteration of the implicit (ESDIRK) solver failed to "
+    "converge 10 times in a row, with a fresh Jacobian and the step shrinking 4x each time "
+    "(check the model and its Jacobian, or try Rodas5P)",
 }
 
 

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..nn._validate import as_real
+from ._esdirk import ESDIRK
+from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
+from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
+from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import (
     GROW,
     NO_NETWORK,
@@ -21,13 +25,7 @@ from ._kernels import (
     interpolate_saves,
 )
 from ._problem import ODEProblem
-from ._rosenbrock_kernel import (
-    CARRY_SIZE,
-    JAC_EXACT,
-    JAC_FD,
-    RosenbrockTableau,
-    rosenbrock_integrate,
-)
+from ._rosenbrock_kernel import CARRY_SIZE, RosenbrockTableau, rosenbrock_integrate
 from ._solution import (
     FailedSolve,
     ODESolveError,
@@ -56,13 +54,31 @@ def _times(name, x, t0, t1):
     return x
 
 
+def rosenbrock_tableau(solver: Rosenbrock, ctrl: int) -> RosenbrockTableau:
+    """The Rosenbrock method ``solver`` as its compiled stepper (and the stiff adjoint) take
+    it; ``ctrl``: the controller's order (0: fixed steps)."""
+    a, m, c, btilde = solver.arrays()
+    return RosenbrockTableau(
+        a,
+        np.ascontiguousarray(solver.C, dtype=np.float64),
+        c,
+        np.ascontiguousarray(solver.d, dtype=np.float64),
+        m,
+        btilde,
+        float(solver.gamma),
+        int(ctrl),
+        bool(solver.fsal),
+        JAC_EXACT if solver.jacobian == "exact" else JAC_FD,
+    )
+
+
 @dataclass
 class SolvePlan:
     """Everything the compiled stepper needs besides ``(u0, p)``: validated options, the
     stop/jump tables and the output buffers (reused by repeated solves, e.g. in adjoints)."""
 
     prob: ODEProblem
-    solver: ExplicitRK | Rosenbrock
+    solver: ExplicitRK | Rosenbrock | ESDIRK
     save: np.ndarray | None
     A: np.ndarray
     b: np.ndarray
@@ -89,7 +105,7 @@ class SolvePlan:
     """True: ``save`` is not among the stops; the saved states come from the method's
     continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
     vjp_address: int = 0
-    """The vjp the Rosenbrock stepper builds its Jacobians from (0: none needed)."""
+    """The vjp the stiff steppers build their Jacobians from (0: none needed)."""
     fail: np.ndarray | None = None
     """After RHS_ERROR: ``[t, state]`` where the right-hand side raised (and, after
     JACOBIAN_NONFINITE, ``[t, state, i, j]``: the entry ``df_i/du_j``)."""
@@ -99,22 +115,24 @@ class SolvePlan:
             self.astore = np.zeros((0, self.solver.stages, 0))
         n = self.us.shape[1]
         self.fail = np.zeros(3 + n)
-        self.stiff = isinstance(self.solver, Rosenbrock)
-        if self.stiff:
+        self.stiff = isinstance(self.solver, (Rosenbrock, ESDIRK))
+        self.esdirk = isinstance(self.solver, ESDIRK)
+        if self.esdirk:
             sv = self.solver
-            self.carry = np.zeros(CARRY_SIZE)
-            self.tableau = RosenbrockTableau(
+            self.carry = np.zeros(ESDIRK_CARRY_SIZE)
+            self.tableau = ESDIRKTableau(
                 self.A,
-                np.ascontiguousarray(sv.C, dtype=np.float64),
+                np.ascontiguousarray(sv.alpha, dtype=np.float64),
                 self.c,
-                np.ascontiguousarray(sv.d, dtype=np.float64),
-                self.b,
                 self.btilde,
                 float(sv.gamma),
                 int(self.ctrl),
-                bool(sv.fsal),
                 JAC_EXACT if sv.jacobian == "exact" else JAC_FD,
             )
+        elif self.stiff:
+            sv = self.solver
+            self.carry = np.zeros(CARRY_SIZE)
+            self.tableau = rosenbrock_tableau(sv, int(self.ctrl))
         else:
             self.carry = np.zeros(3 + self.astore.shape[2])
             self.tableau = Tableau(
@@ -229,7 +247,23 @@ def run_plan(
             plan.max_steps,
             0 if f_address else prob.error_group,  # an augmented system: the whole norm
         )
-        if plan.stiff:
+        if plan.esdirk:
+            code = int(
+                esdirk_integrate(
+                    f_address or prob.f_address,
+                    plan.vjp_address,
+                    prob.kernel,
+                    u0,
+                    p,
+                    t0,
+                    t1,
+                    plan.tableau,
+                    control,
+                    Stops(*tables),
+                    plan.store(),
+                )
+            )
+        elif plan.stiff:
             code = int(
                 rosenbrock_integrate(
                     f_address or prob.f_address,
@@ -367,7 +401,7 @@ def plan_solve(
     times (only for methods that have one; ignored otherwise)."""
     if isinstance(solver, type):
         raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
-    if not isinstance(solver, (ExplicitRK, Rosenbrock)):
+    if not isinstance(solver, (ExplicitRK, Rosenbrock, ESDIRK)):
         raise TypeError(f"unknown solver {solver!r}")
     if not isinstance(prob, ODEProblem):
         raise TypeError("solve needs an ODEProblem")
@@ -393,7 +427,7 @@ def plan_solve(
             "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
         )
     vjp_address = 0
-    if isinstance(solver, Rosenbrock) and solver.jacobian == "exact":
+    if isinstance(solver, (Rosenbrock, ESDIRK)) and solver.jacobian == "exact":
         if prob.vjp_address == 0:
             try:  # a plain compiled right-hand side: its exact derivatives, made once
                 prob.ensure_vjp()
@@ -443,7 +477,7 @@ def plan_solve(
 
 def solve(
     prob: ODEProblem,
-    solver: ExplicitRK | Rosenbrock | CVODESolver = Tsit5,
+    solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
     saveat=None,
     rtol: float = 1e-6,
     atol: float = 1e-8,
@@ -461,11 +495,13 @@ def solve(
     ----------
     solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
         the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock methods with the
-        exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward differences),
-        or the SUNDIALS solvers CVODE_BDF() (large stiff problems) and CVODE_Adams()
+        exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward differences)
+        and Kvaerno5() (an ESDIRK method: simplified Newton iterations, the Jacobian and its
+        LU reused across steps), or the SUNDIALS solvers CVODE_BDF() (large stiff problems)
+        and CVODE_Adams()
     saveat : times at which to save, sorted in the direction of integration. Methods with a
-        continuous extension of their own (Tsit5, DP5, Rodas5P: fourth order; BS3: cubic
-        Hermite; Rosenbrock23: second order)
+        continuous extension of their own (Tsit5, DP5, Rodas5P: fourth order; BS3, Kvaerno5:
+        cubic Hermite; Rosenbrock23: second order)
         interpolate there, as DifferentialEquations.jl and diffrax do, so the save times do
         not shorten the steps; the others (Vern7, RK4, Euler) land on each of them.
         ``None``: save every step.
@@ -527,6 +563,9 @@ def solve(
     if plan.stiff:
         stats["njac"] = int(plan.carry[3])
         stats["nlu"] = int(plan.carry[4])
+    if plan.esdirk:
+        stats["nnewton"] = int(plan.carry[5])
+        stats["nnewton_fail"] = int(plan.carry[6])
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
     dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
     del plan  # its buffers, before the result is made: the solution keeps copies
