@@ -6,8 +6,22 @@ import numpy as np
 
 from ..._jit import kernel
 from .._activations import IDENTITY
-from .._layout import B_SWAPPED, MAXPOOL, P_K, P_TABLE, S_D, S_IN, S_NIN, S_NOUT, S_OUT
-from .._simd import borrow, lanes, vfill, vload, vselect_eq, vselect_gt, vstore
+from .._layout import (
+    B_SCALED,
+    B_SWAPPED,
+    CONV,
+    MAXPOOL,
+    P_K,
+    P_TABLE,
+    S_ACT,
+    S_D,
+    S_IN,
+    S_KIND,
+    S_NIN,
+    S_NOUT,
+    S_OUT,
+)
+from .._simd import borrow, lanes, vfill, vload, vmul, vselect_eq, vselect_gt, vstore
 from .base import Layer, LayerCode, _image_shape, _pair
 
 
@@ -88,13 +102,15 @@ def _maxpool_forward(w, in_row, out_row, d_row, meta, toff, nout, k, T, m):
 
 
 @kernel
-def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m):
+def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m, dp_row, scale):
     """dL/dx: each output's gradient goes to the element that was the maximum.
 
     The windows do not overlap, so every input row of a window is *written* once: element
     ``e`` gets the gradient where the stored index equals ``e`` and 0 elsewhere, a select
     along the batch that vectorises (a scatter through the stored index would not). Inputs
-    outside every window (rows and columns that do not fill one) are zeroed first."""
+    outside every window (rows and columns that do not fill one) are zeroed first. With
+    ``scale``, the gradient is multiplied by the previous layer's stored activation
+    derivative (rows ``dp_row..``) as it is written, saving that layer a pass."""
     zero = w.dtype.type(0.0)
     if nout * k != n_in:
         for j in range(n_in * T):
@@ -107,12 +123,18 @@ def _maxpool_backward(w, gz_row, gx_row, d_row, meta, toff, nout, k, n_in, T, m)
         g = (gz_row + o) * T
         d = (d_row + o) * T
         for e in range(k):
-            h = (gx_row + meta[base + e]) * T
+            r = meta[base + e]
+            h = (gx_row + r) * T
+            dp = (dp_row + r) * T
             fe = vfill(w, e)
             for b0 in range(0, T1, nl):
-                vstore(w, h + b0, vselect_eq(vload(w, d + b0), fe, vload(w, g + b0), vz))
+                v = vload(w, g + b0)
+                if scale:
+                    v = vmul(v, vload(w, dp + b0))
+                vstore(w, h + b0, vselect_eq(vload(w, d + b0), fe, v, vz))
             for b in range(T1, T):
-                w[h + b] = w[g + b] if w[d + b] == e else zero
+                v = w[g + b] * w[dp + b] if scale else w[g + b]
+                w[h + b] = v if w[d + b] == e else zero
 
 
 def forward(l, spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
@@ -146,18 +168,23 @@ def backward(l, spec, meta, p, g, gv, direct, w, T, m, need_in, cur, other):
     g = borrow(g)
     gv = borrow(gv)
     w = borrow(w)
-    if need_in:
-        _maxpool_backward(
-            w,
-            cur,
-            other,
-            spec[l, S_D],
-            meta,
-            spec[l, P_TABLE],
-            spec[l, S_NOUT],
-            spec[l, P_K],
-            spec[l, S_NIN],
-            T,
-            m,
-        )
-    return B_SWAPPED
+    if not need_in:
+        return B_SWAPPED
+    # the convolution before with an activation: its derivative is applied as dL/dx is written
+    scale = l > 0 and spec[l - 1, S_KIND] == CONV and spec[l - 1, S_ACT] != IDENTITY
+    _maxpool_backward(
+        w,
+        cur,
+        other,
+        spec[l, S_D],
+        meta,
+        spec[l, P_TABLE],
+        spec[l, S_NOUT],
+        spec[l, P_K],
+        spec[l, S_NIN],
+        T,
+        m,
+        spec[l - 1, S_D] if scale else 0,
+        scale,
+    )
+    return B_SWAPPED | B_SCALED if scale else B_SWAPPED
