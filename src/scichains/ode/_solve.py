@@ -497,8 +497,10 @@ def solve(
         if int(max_steps) < 1:
             raise ValueError("max_steps must be positive")
         save, *tables = stop_tables(prob, saveat, tstops, jumps)
+        # CVODE lands on t1, tstops and doses; the save times it interpolates (normal mode)
+        hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps)[1])
         code, st, su, sf, stats, message, exc = solve_cvode(
-            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin
+            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard
         )
         return _solution(prob, save, code, st, su, sf, stats, message, throw, exception=exc)
     plan = plan_solve(
