@@ -75,11 +75,12 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
-    sensealg : DiscreteAdjoint() (default with the explicit RK methods: the exact gradient of
-        the discretised solution, and the fastest), InterpolatingAdjoint() (default with
-        CVODE and with the Rosenbrock solvers, their only one: the adjoint integrated
-        backward by the same stiff method), QuadratureAdjoint(), BacksolveAdjoint(),
-        DiscreteAdjoint() or ForwardSensitivity()
+    sensealg : DiscreteAdjoint() (default with the explicit RK methods and with the
+        Rosenbrock solvers with their exact Jacobian: the exact gradient of the discretised
+        solution, and the fastest), InterpolatingAdjoint() (default with CVODE, its only one,
+        and with ``Rodas5P(jacobian="finite difference")``: the adjoint integrated backward
+        by the same stiff method), QuadratureAdjoint(), BacksolveAdjoint() or
+        ForwardSensitivity() (explicit RK methods)
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
@@ -121,11 +122,12 @@ class Objective:
             # explicit RK methods (the exact gradient of the discretised solution, 4-5x faster
             # than the continuous adjoints on the spiral neural ODE); CVODE has only its
             # interpolating adjoint
-            sensealg = (
-                InterpolatingAdjoint()
-                if isinstance(solver, (CVODESolver, Rosenbrock))
-                else DiscreteAdjoint()
+            # and with the Rosenbrock methods' exact Jacobian (the discrete adjoint through
+            # their steps: one backward step per forward step)
+            continuous = isinstance(solver, CVODESolver) or (
+                isinstance(solver, Rosenbrock) and solver.jacobian != "exact"
             )
+            sensealg = InterpolatingAdjoint() if continuous else DiscreteAdjoint()
         if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {sensealg!r}")
         self.sensealg = sensealg
