@@ -13,9 +13,12 @@ Two ways to run CVODE:
   the same dense output (cubic Hermite between steps) as the explicit solvers and the adjoints
   can integrate backward over it. Stops are hard stop times (``tstop``).
 
-Either way a dose re-initialises CVODE from the right limit. The callbacks are thin: the
-right-hand side writes straight into CVODE's output vector (one copy of its read-only input),
-the exact Jacobian (from the problem's vjp, compiled) straight into CVODE's matrix.
+Either way a dose re-initialises CVODE from the right limit. A compiled problem without a
+network kernel (with the dense linear solver) runs CVODE directly, its callbacks compiled
+(:mod:`scichains.ode._cvode_direct`): no Python between the save times. Otherwise
+scikit-sundae calls thin Python callbacks: the right-hand side writes straight into CVODE's
+output vector (one copy of its read-only input), the exact Jacobian (from the problem's vjp,
+compiled) straight into CVODE's matrix.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from . import _cvode_direct as cvode_direct
 from ._kernels import vjp_from_address
 from ._solution import ReturnCode, user_error_failure
 
@@ -112,7 +116,24 @@ CV_TOO_MUCH_WORK = -1
 """CVODE's return code when ``max_num_steps`` steps did not reach the output time."""
 
 
-def _callbacks(prob, solver, p):
+def _exact_jacobian(prob, solver) -> bool:
+    """Whether CVODE gets the exact Jacobian (from the vjp, made automatically for a plain
+    compiled right-hand side where it can be); ``ValueError`` for ``jacobian=True`` without
+    one."""
+    if solver.jacobian is not False and prob.vjp_address == 0 and prob.f_address != 0:
+        try:  # a plain compiled right-hand side: its exact derivatives, made automatically
+            prob.ensure_vjp()
+        except Exception:  # noqa: BLE001 - "auto" falls back to difference quotients
+            if solver.jacobian is True:
+                raise
+    if solver.jacobian is True and prob.vjp_address == 0:
+        raise ValueError(
+            "jacobian=True needs a problem with a vjp (SymbolicModel, or ODEProblem(vjp=...))"
+        )
+    return solver.jacobian is True or (solver.jacobian == "auto" and prob.vjp_address != 0)
+
+
+def _callbacks(prob, p, exact):
     """``(rhsfn, jacfn or None)`` for scikit-sundae: thin wrappers writing into CVODE's arrays.
 
     CVODE's ``y`` is read-only: it is copied into one buffer (so compiled code sees one array
@@ -135,17 +156,6 @@ def _callbacks(prob, solver, p):
             ubuf[:] = y
             f(yp, ubuf, p, t)
 
-    if solver.jacobian is not False and prob.vjp_address == 0 and prob.f_address != 0:
-        try:  # a plain compiled right-hand side: its exact derivatives, made automatically
-            prob.ensure_vjp()
-        except Exception:  # noqa: BLE001 - "auto" falls back to difference quotients
-            if solver.jacobian is True:
-                raise
-    exact = solver.jacobian is True or (solver.jacobian == "auto" and prob.vjp_address != 0)
-    if solver.jacobian is True and prob.vjp_address == 0:
-        raise ValueError(
-            "jacobian=True needs a problem with a vjp (SymbolicModel, or ODEProblem(vjp=...))"
-        )
     if not exact:
         return rhsfn, None
     e = np.zeros(n)
@@ -188,28 +198,43 @@ def solve_cvode(
     given, a boolean mask of the stops CVODE must land on (``tstops``, doses, ``t1``): then
     CVODE runs in normal mode and only ``t0``, the save times and those stops are stored.
     ``exception``: what a user function raised (code RHS_ERROR)."""
-    CVODE = _cvode_class()
     n = prob.u0.size
     t0 = prob.tspan[0]
     p = prob.p if p is None else p
-    rhsfn, jacfn = _callbacks(prob, solver, p)
+    exact = _exact_jacobian(prob, solver)
     dense = hard is None or save is None or solver.dense
-    options = dict(
-        method=solver.method,
-        rtol=float(rtol),
-        atol=float(atol),
-        linsolver=solver.linsolver,
-        max_num_steps=int(max_steps),
-    )
-    if solver.max_order is not None:
-        options["max_order"] = int(solver.max_order)
-    if dt0:
-        options["first_step"] = float(dt0)
-    if dtmin:
-        options["min_step"] = float(dtmin)
-    if jacfn is not None:
-        options["jacfn"] = jacfn
-    cv = CVODE(rhsfn, **options)
+    direct = solver.linsolver == "dense" and cvode_direct.available(prob)
+    if direct:  # compiled callbacks, CVODE through ctypes: no Python per call
+        cv = cvode_direct.DirectCVODE(
+            prob,
+            p,
+            solver.method,
+            float(rtol),
+            float(atol),
+            int(max_steps),
+            solver.max_order,
+            dt0,
+            dtmin,
+            exact,
+        )
+    else:
+        rhsfn, jacfn = _callbacks(prob, p, exact)
+        options = dict(
+            method=solver.method,
+            rtol=float(rtol),
+            atol=float(atol),
+            linsolver=solver.linsolver,
+            max_num_steps=int(max_steps),
+        )
+        if solver.max_order is not None:
+            options["max_order"] = int(solver.max_order)
+        if dt0:
+            options["first_step"] = float(dt0)
+        if dtmin:
+            options["min_step"] = float(dtmin)
+        if jacfn is not None:
+            options["jacfn"] = jacfn
+        cv = _cvode_class()(rhsfn, **options)
 
     ts, us, fs = [], [], []
     counters = {"nf": 0, "naccept": 0, "segment_nf": 0}
@@ -249,7 +274,14 @@ def solve_cvode(
             f"the right-hand side (or the Jacobian) raised {type(e).__name__}: {e} "
             f"(CVODE stopped after t = {t_fail!r})"
         )
-    if dense:
+    finally:
+        if direct:
+            counts = cv.counts()
+            cv.close()
+    if direct:
+        # CVODE's own counts, and the calls of f for the stored derivatives
+        stats = counts | {"nf": counts["nf"] + counters["nf"]}
+    elif dense:
         stats = {"nf": counters["nf"], "naccept": counters["naccept"], "nreject": 0}
     else:
         # scikit-sundae reports CVODE's calls of the right-hand side, not its step counts
