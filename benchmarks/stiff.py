@@ -2,7 +2,8 @@
 
 Problems: HIRES, OREGO, VDPOL (eps = 1e-6, i.e. mu = 1e6 in the scaled form) and POLLU, with
 the test set's reference solutions (``scichains.ode._testset``). Solvers: scichains Rodas5P
-and Rosenbrock23 (compiled, exact Jacobian) and CVODE_BDF (scikit-sundae, exact Jacobian);
+and Rosenbrock23 (compiled, exact Jacobian) and CVODE_BDF (SUNDIALS' CVODE called directly with
+compiled callbacks, exact Jacobian, normal mode to the save time);
 scipy's ``solve_ivp`` with LSODA, BDF and Radau (the right-hand side is the same compiled
 function, called from Python; scipy's own finite-difference Jacobian), and LSODA given the
 exact Jacobian (``LSODA+J``). Every solve: ``atol = 1e-4 rtol``, only the end state kept
