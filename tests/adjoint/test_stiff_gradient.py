@@ -203,3 +203,23 @@ def test_discrete_adjoint_of_a_non_autonomous_scalar_problem_on_fixed_steps():
             xm[j] -= h
             num[j] = (obj.value(xp[:2], xp[2:]) - obj.value(xm[:2], xm[2:])) / (2 * h)
         np.testing.assert_allclose(np.r_[dp, du0], num, rtol=1e-6, atol=1e-7 * np.abs(num).max())
+
+
+@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23()])
+def test_discrete_adjoint_backward_in_time_with_tstops_and_a_dose(solver):
+    x, y, k1, k2 = sp.symbols("x y k1 k2")
+    model = SymbolicModel([x, y], [k1, k2], [-k1 * x + k2 * y * x, k1 * x - k2 * y * x])
+    prob = model.problem([1.0, 2.0], (3.0, 0.0), model.pack(k1=0.7, k2=0.3))
+    ts = np.linspace(2.5, 0.0, 6)
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 2)))
+    kw = dict(rtol=1e-10, atol=1e-12, tstops=[1.7], jumps=[(1.2, 1, 0.5)])
+    disc = Objective(prob, SquaredError(data), ts, solver=solver, sensealg=DiscreteAdjoint(), **kw)
+    cont = Objective(
+        prob, SquaredError(data), ts, solver=solver, sensealg=InterpolatingAdjoint(), **kw
+    )
+    v1, dp1, du1 = disc.value_and_grad()
+    v2, dp2, du2 = cont.value_and_grad()
+    assert v1 == v2
+    tol = 1e-8 if solver.order > 2 else 1e-5  # both approximate the exact gradient
+    np.testing.assert_allclose(dp1, dp2, rtol=tol, atol=tol * np.abs(dp2).max())
+    np.testing.assert_allclose(du1, du2, rtol=tol, atol=tol * np.abs(du2).max())
