@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
-from . import _cvode_direct as cvode_direct
 from ._kernels import vjp_from_address
 from ._solution import ReturnCode, user_error_failure
 
@@ -203,6 +202,8 @@ def solve_cvode(
     p = prob.p if p is None else p
     exact = _exact_jacobian(prob, solver)
     dense = hard is None or save is None or solver.dense
+    from . import _cvode_direct as cvode_direct  # its callbacks compile (or load) on first use
+
     direct = solver.linsolver == "dense" and cvode_direct.available(prob)
     if direct:  # compiled callbacks, CVODE through ctypes: no Python per call
         cv = cvode_direct.DirectCVODE(
