@@ -3,7 +3,8 @@
 Problems: HIRES, OREGO, VDPOL (eps = 1e-6, i.e. mu = 1e6 in the scaled form) and POLLU, with
 the test set's reference solutions (``scichains.ode._testset``). Solvers: scichains Rodas5P
 and Rosenbrock23 (compiled Rosenbrock, exact Jacobian), Kvaerno5 and KenCarp4 (compiled
-ESDIRK, simplified Newton, exact Jacobian) and CVODE_BDF (scikit-sundae, exact Jacobian);
+ESDIRK, simplified Newton, exact Jacobian) and CVODE_BDF (SUNDIALS' CVODE called directly with
+compiled callbacks, exact Jacobian, normal mode to the save time);
 scipy's ``solve_ivp`` with LSODA, BDF and Radau (the right-hand side is the same compiled
 function, called from Python; scipy's own finite-difference Jacobian), and LSODA given the
 exact Jacobian (``LSODA+J``). Every solve: ``atol = 1e-4 rtol``, only the end state kept
@@ -17,8 +18,8 @@ time.
 
 ``--lu``: the in-place LU of ``scichains.ode._linalg`` against LAPACK through numba's
 ``np.linalg.solve``, per factor + solve, n = 2..50. ``--grad``: loss + gradient of a
-target-mediated drug disposition model with a network term (Rodas5P, interpolating adjoint)
-against its forward solve, and against CVODE_BDF's.
+target-mediated drug disposition model with a network term (Rodas5P with its discrete adjoint,
+the default, and with the interpolating adjoint; CVODE_BDF) against its forward solve.
 
 Usage: python benchmarks/stiff.py [--lu] [--grad] [--quick] [--budget 0.3]
 """
@@ -241,7 +242,7 @@ def gradient_cost(budget):
     import sympy as sp
 
     from scichains import Dense, SimpleChain
-    from scichains.adjoint import Objective, SquaredError
+    from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint, Objective, SquaredError
     from scichains.ode import CVODE_BDF, NetworkTerm, Rodas5P, SymbolicModel
 
     A, L, R, P = sp.symbols("A L R P")
@@ -265,16 +266,25 @@ def gradient_cost(budget):
         f"\n## Gradient cost: TMDD model with a network term ({p.size} parameters), "
         "4 doses, 40 save points, rtol 1e-6, atol 1e-8"
     )
-    print("| solver | loss (forward) | loss + gradient | ratio | forward steps | adjoint steps |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for solver in (Rodas5P(), CVODE_BDF()):
-        obj = Objective(prob, SquaredError(data), ts, solver=solver, jumps=doses)
+    print(
+        "| solver | sensitivity | loss (forward) | loss + gradient | ratio | forward steps "
+        "| adjoint steps |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    runs = [
+        (Rodas5P(), DiscreteAdjoint()),
+        (Rodas5P(), InterpolatingAdjoint()),
+        (CVODE_BDF(), InterpolatingAdjoint()),
+    ]
+    for solver, sensealg in runs:
+        obj = Objective(prob, SquaredError(data), ts, solver=solver, sensealg=sensealg, jumps=doses)
         obj.value_and_grad(p)
         tf, _ = median_time(lambda obj=obj: obj.value(p), budget=budget)
         tg, _ = median_time(lambda obj=obj: obj.value_and_grad(p), budget=budget)
         st = obj.stats()
         print(
-            f"| {solver.name} | {tf * 1e3:.2f} ms | {tg * 1e3:.2f} ms | {tg / tf:.2f} | "
+            f"| {solver.name} | {type(sensealg).__name__} | {tf * 1e3:.2f} ms | "
+            f"{tg * 1e3:.2f} ms | {tg / tf:.2f} | "
             f"{st.get('steps', st.get('stored_steps', ''))} | {st.get('adjoint_steps', '')} |"
         )
 

@@ -1,14 +1,21 @@
 """Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5, KenCarp4):
-the interpolating adjoint integrated backward by a Rosenbrock method (the same one; Rodas5P
-for the ESDIRK methods), against a closed form, float64 central differences and the CVODE
-adjoint."""
+the discrete adjoint through the Rosenbrock steps (their default) and the interpolating adjoint
+integrated backward by a Rosenbrock method (the same one; Rodas5P for the ESDIRK methods, their
+only one), against a closed form, float64 central differences (of the discrete solution itself,
+on fixed steps) and the CVODE adjoint."""
 
 import numpy as np
 import pytest
 import sympy as sp
 
 from scichains import Dense, SimpleChain
-from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint, Objective, SquaredError
+from scichains.adjoint import (
+    DiscreteAdjoint,
+    InterpolatingAdjoint,
+    Objective,
+    SquaredError,
+    _methods,
+)
 from scichains.adjoint._check import check_gradient
 from scichains.ode import (
     CVODE_BDF,
@@ -19,12 +26,24 @@ from scichains.ode import (
     Rosenbrock23,
     SymbolicModel,
 )
+from scichains.ode._esdirk import ESDIRK
+from scichains.ode._solve import plan_solve
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23(), Kvaerno5(), KenCarp4()])
-def test_stiff_gradient_against_the_closed_form(solver):
+@pytest.mark.parametrize(
+    "solver,sensealg",
+    [
+        (Rodas5P(), DiscreteAdjoint()),
+        (Rodas5P(), InterpolatingAdjoint()),
+        (Rosenbrock23(), DiscreteAdjoint()),
+        (Rosenbrock23(), InterpolatingAdjoint()),
+        (Kvaerno5(), InterpolatingAdjoint()),
+        (KenCarp4(), InterpolatingAdjoint()),
+    ],
+)
+def test_stiff_gradient_against_the_closed_form(solver, sensealg):
     """u' = -a (u - cos(b t)) - b sin(b t), u(0) = u0, stiff for a = 1e3, has the solution
     u = cos(b t) + (u0 - 1) exp(-a t): its exact derivatives are the reference."""
     u, a, b, t, u0s = sp.symbols("u a b t u0")
@@ -37,8 +56,7 @@ def test_stiff_gradient_against_the_closed_form(solver):
     ref = [float(sp.diff(L, s).subs(at)) for s in (a, b, u0s)]
     prob = model.problem([3.0], (0.0, 3.0), model.pack(a=1e3, b=2.0))
     tol = TIGHT if solver.order > 2 else dict(rtol=1e-8, atol=1e-10)
-    obj = Objective(prob, SquaredError(data[:, None]), ts, solver=solver, **tol)
-    assert isinstance(obj.sensealg, InterpolatingAdjoint)  # the default with a stiff solver
+    obj = Objective(prob, SquaredError(data[:, None]), ts, solver=solver, sensealg=sensealg, **tol)
     value, dp, du0 = obj.value_and_grad()
     want = 1e-5 if solver.order > 2 else 1e-3
     assert value == pytest.approx(float(L.subs(at)), rel=want)
@@ -46,8 +64,21 @@ def test_stiff_gradient_against_the_closed_form(solver):
     np.testing.assert_allclose(du0, ref[2:], rtol=want)
     st = obj.stats()
     assert st["adjoint_steps"] > 0 and st["vjp_calls"] > st["adjoint_steps"]
-    with pytest.raises(TypeError, match="InterpolatingAdjoint"):
-        Objective(prob, SquaredError(data[:, None]), ts, solver=solver, sensealg=DiscreteAdjoint())
+    if isinstance(sensealg, DiscreteAdjoint):  # one backward step per accepted step
+        assert st["adjoint_steps"] == st["steps"]
+    default = Objective(prob, SquaredError(data[:, None]), ts, solver=solver, **tol)
+    if isinstance(solver, ESDIRK):  # their only adjoint
+        assert isinstance(default.sensealg, InterpolatingAdjoint)
+        return
+    # the default with an exact Jacobian is the discrete adjoint; finite differences refuse it
+    assert isinstance(default.sensealg, DiscreteAdjoint)
+    fd = solver(jacobian="finite difference")
+    assert isinstance(
+        Objective(prob, SquaredError(data[:, None]), ts, solver=fd, **tol).sensealg,
+        InterpolatingAdjoint,
+    )
+    with pytest.raises(TypeError, match="exact"):
+        Objective(prob, SquaredError(data[:, None]), ts, solver=fd, sensealg=DiscreteAdjoint())
 
 
 def _tmdd_model():
@@ -127,3 +158,121 @@ def test_kvaerno5_gradient_with_network_and_doses_against_differences():
     assert st["jacobians"] < st["steps"]  # the forward pass reused its Jacobians
     with pytest.raises(TypeError, match="InterpolatingAdjoint.*backward by Rodas5P"):
         Objective(prob, SquaredError(data), ts, solver=Kvaerno5(), sensealg=DiscreteAdjoint())
+
+
+def _tmdd_objective(solver, sensealg, **tol):
+    model, p = _tmdd_model()
+    prob = model.problem([0.0, 0.0, 10.0, 0.0], (0.0, 24.0), p)
+    ts = np.linspace(0.5, 24.0, 16)
+    doses = [(0.0, 0, 5.0), (12.0, 0, 5.0)]
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 4)))
+    obj = Objective(
+        prob, SquaredError(data), ts, solver=solver, sensealg=sensealg, jumps=doses, **tol
+    )
+    return obj, prob, p, ts, doses
+
+
+@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23()])
+def test_discrete_adjoint_is_the_gradient_of_the_discrete_solution(solver):
+    """On fixed steps (no step-size control to jitter the differences) the discrete adjoint
+    is the derivative of the computed solution: float64 central differences of the loss agree
+    to their own accuracy, for the kinetic parameters and u0 (the network's derivatives are
+    ~1e-6 of the loss, below the differences' noise, and are checked against the adjoints
+    below)."""
+    obj, prob, p, ts, doses = _tmdd_objective(solver, DiscreteAdjoint())
+    plan = plan_solve(prob, solver, ts, 1e-6, 1e-8, 0.02, 10**6, None, doses, None, False)
+    plan.keep_stages()
+    plan.keep_jacobians()
+    obj.method.plan = plan
+    value, dp, du0 = obj.value_and_grad(p)
+    assert obj.stats()["adjoint_steps"] == obj.stats()["steps"] > 1000
+    num = np.empty(7)
+    for j in range(7):
+        h = 1e-5 * max(1.0, abs(p[j]))
+        pp, pm = p.copy(), p.copy()
+        pp[j] += h
+        pm[j] -= h
+        num[j] = (obj.value(pp) - obj.value(pm)) / (2 * h)
+    np.testing.assert_allclose(dp[:7], num, rtol=1e-6, atol=1e-9 * np.abs(num).max())
+    u0 = prob.u0
+    nu = np.empty(4)
+    for j in range(4):
+        up, um = u0.copy(), u0.copy()
+        h = 1e-5 * max(1.0, abs(u0[j]))
+        up[j] += h
+        um[j] -= h
+        nu[j] = (obj.value(p, up) - obj.value(p, um)) / (2 * h)
+    np.testing.assert_allclose(du0, nu, rtol=1e-6, atol=1e-9 * np.abs(nu).max())
+
+
+def test_discrete_adjoint_against_the_continuous_adjoints_and_differences(monkeypatch):
+    tight = dict(rtol=1e-10, atol=1e-12)
+    obj, prob, p, ts, doses = _tmdd_objective(Rodas5P(), DiscreteAdjoint(), **tight)
+    value, dp, du0 = obj.value_and_grad(p)
+    check = check_gradient(obj.value_and_grad, p, rtol=1e-5)
+    assert check.ok, check
+    for other in (
+        _tmdd_objective(Rodas5P(), InterpolatingAdjoint(), **tight)[0],
+        _tmdd_objective(CVODE_BDF(), InterpolatingAdjoint(), **tight)[0],
+    ):
+        v2, dp2, du02 = other.value_and_grad(p)
+        assert value == pytest.approx(v2, rel=1e-8)
+        # every entry, the network's (~1e-6 of the largest) included
+        np.testing.assert_allclose(dp, dp2, rtol=1e-4, atol=1e-7 * np.abs(dp).max())
+        np.testing.assert_allclose(du0, du02, rtol=1e-5, atol=1e-9 * np.abs(du0).max())
+    # the Jacobians recomputed in the sweep (large systems) instead of kept: the same gradient
+    monkeypatch.setattr(_methods, "JACOBIANS_KEPT_UP_TO", 0)
+    again, *_ = _tmdd_objective(Rodas5P(), DiscreteAdjoint(), **tight)
+    assert again.method.plan.astore.shape[0] == 0
+    v3, dp3, du03 = again.value_and_grad(p)
+    assert v3 == value
+    np.testing.assert_allclose(dp3, dp, rtol=1e-9, atol=1e-12 * np.abs(dp).max())
+    np.testing.assert_allclose(du03, du0, rtol=1e-9)
+    assert again.stats()["vjp_calls"] > obj.stats()["vjp_calls"]
+
+
+def test_discrete_adjoint_of_a_non_autonomous_scalar_problem_on_fixed_steps():
+    """n = 1 (the Jacobian store's smallest shape) and df/dt != 0 (the sweep differentiates
+    the stepper's difference in t): central differences of the computed solution agree."""
+    u, a, b, t = sp.symbols("u a b t")
+    model = SymbolicModel([u], [a, b], [-a * (u - sp.cos(b * t)) - b * sp.sin(b * t)], t=t)
+    ts = np.array([0.001, 0.005, 0.5, 1.0, 3.0])
+    data = np.linspace(0.2, -0.4, ts.size)[:, None]
+    prob = model.problem([3.0], (0.0, 3.0), model.pack(a=1e3, b=2.0))
+    p = prob.p
+    for solver in (Rodas5P(), Rosenbrock23()):
+        obj = Objective(prob, SquaredError(data), ts, solver=solver)
+        plan = plan_solve(prob, solver, ts, 1e-6, 1e-8, 2e-3, 10**6, None, None, None, False)
+        plan.keep_stages()
+        plan.keep_jacobians()
+        obj.method.plan = plan
+        _, dp, du0 = obj.value_and_grad(p)
+        num = np.empty(3)
+        for j in range(3):
+            x = np.r_[p, prob.u0]
+            h = 1e-6 * max(1.0, abs(x[j]))
+            xp, xm = x.copy(), x.copy()
+            xp[j] += h
+            xm[j] -= h
+            num[j] = (obj.value(xp[:2], xp[2:]) - obj.value(xm[:2], xm[2:])) / (2 * h)
+        np.testing.assert_allclose(np.r_[dp, du0], num, rtol=1e-6, atol=1e-7 * np.abs(num).max())
+
+
+@pytest.mark.parametrize("solver", [Rodas5P(), Rosenbrock23()])
+def test_discrete_adjoint_backward_in_time_with_tstops_and_a_dose(solver):
+    x, y, k1, k2 = sp.symbols("x y k1 k2")
+    model = SymbolicModel([x, y], [k1, k2], [-k1 * x + k2 * y * x, k1 * x - k2 * y * x])
+    prob = model.problem([1.0, 2.0], (3.0, 0.0), model.pack(k1=0.7, k2=0.3))
+    ts = np.linspace(2.5, 0.0, 6)
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 2)))
+    kw = dict(rtol=1e-10, atol=1e-12, tstops=[1.7], jumps=[(1.2, 1, 0.5)])
+    disc = Objective(prob, SquaredError(data), ts, solver=solver, sensealg=DiscreteAdjoint(), **kw)
+    cont = Objective(
+        prob, SquaredError(data), ts, solver=solver, sensealg=InterpolatingAdjoint(), **kw
+    )
+    v1, dp1, du1 = disc.value_and_grad()
+    v2, dp2, du2 = cont.value_and_grad()
+    assert v1 == v2
+    tol = 1e-8 if solver.order > 2 else 1e-5  # both approximate the exact gradient
+    np.testing.assert_allclose(dp1, dp2, rtol=tol, atol=tol * np.abs(dp2).max())
+    np.testing.assert_allclose(du1, du2, rtol=tol, atol=tol * np.abs(du2).max())

@@ -6,6 +6,7 @@ import pytest
 import sympy as sp
 
 from scichains.ode import CVODE_BDF, CVODE_Adams, ODEProblem, ReturnCode, SymbolicModel, solve
+from scichains.ode import _cvode_direct as cvode_direct
 
 
 def robertson(du, u, p, t):
@@ -30,7 +31,11 @@ def test_robertson_against_published_values(compiled):
     np.testing.assert_allclose(sol.u[2], Y1E11, rtol=1e-4)
     # t = 4e10: SUNDIALS' cvRoberts_dns prints y = (5.2083e-08, 2.0833e-13, 1.0000e+00)
     np.testing.assert_allclose(sol.u[1], [5.2083e-08, 2.0833e-13, 1.0], rtol=1e-4)
-    assert sol.stats["naccept"] > 100
+    assert sol.stats["nf"] > 100
+    # one-step mode (every step kept) reaches the same values and counts its steps
+    dense = solve(prob, CVODE_BDF(dense=True), saveat=[40.0, 4e10, 1e11], rtol=1e-10, atol=1e-16)
+    np.testing.assert_allclose(dense.u, sol.u, rtol=1e-6, atol=1e-20)
+    assert dense.stats["naccept"] > 100 and dense.t.size == 3
 
 
 def test_exact_jacobian_from_the_generated_vjp():
@@ -66,8 +71,76 @@ def test_adams_with_doses_against_the_closed_form():
 
     exact = central(ts, 0.0, 1.0) + central(ts, 4.0, 2.0)
     np.testing.assert_allclose(sol.u[:, 1], exact, rtol=1e-7, atol=1e-10)
-    # dense output between the steps, never across the dose
-    np.testing.assert_allclose(sol(3.7)[1], central(3.7, 0, 1.0), rtol=1e-4)
+    # normal mode (the default with saveat): only t0, the saves and the dose are stored
+    assert sol._st.size == 1 + ts.size + 1
+    # dense=True keeps every step: dense output between the steps, never across the dose
+    dense = solve(
+        prob,
+        CVODE_Adams(dense=True),
+        saveat=ts,
+        jumps=[(0.0, 0, 1.0), (4.0, 0, 2.0)],
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(dense.u[:, 1], exact, rtol=1e-7, atol=1e-10)
+    assert dense._st.size > 3 * ts.size
+    np.testing.assert_allclose(dense(3.7)[1], central(3.7, 0, 1.0), rtol=1e-4)
+    # without saveat every step is kept too
+    free = solve(prob, CVODE_Adams(), jumps=[(0.0, 0, 1.0), (4.0, 0, 2.0)], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(free(3.7)[1], central(3.7, 0, 1.0), rtol=1e-4)
+
+
+def test_normal_mode_lands_on_tstops_and_doses_not_on_saves():
+    @numba.njit
+    def decay(du, u, p, t):
+        du[0] = -p[0] * u[0]
+
+    prob = ODEProblem(decay, [1.0], (0.0, 3.0), [2.0])
+    sol = solve(
+        prob,
+        CVODE_BDF(),
+        saveat=[0.5, 1.0, 2.5],
+        tstops=[0.75],
+        jumps=[(1.0, 0, 1.0)],
+        rtol=1e-10,
+        atol=1e-14,
+    )
+    exact = np.exp(-2.0 * np.array([0.5, 1.0, 2.5]))
+    exact[1:] += np.exp(-2.0 * (np.array([1.0, 2.5]) - 1.0))  # the dose at t = 1, saved after
+    np.testing.assert_allclose(sol.u[:, 0], exact, rtol=1e-7)
+    # stored: t0, 0.5, 0.75 (tstop), 1 (left and right limits), 2.5, t1
+    np.testing.assert_array_equal(sol._st, [0.0, 0.5, 0.75, 1.0, 1.0, 2.5, 3.0])
+    assert sol.stats["naccept"] > 5 and sol.stats["nf"] > 10  # CVODE's counts (direct path)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_direct_path_matches_scikit_sundae(monkeypatch, dense):
+    """A compiled problem runs CVODE through ctypes with compiled callbacks; the same CVODE
+    through scikit-sundae's Python callbacks takes the same steps to the same values."""
+    prob = ODEProblem(numba.njit(robertson), [1.0, 0.0, 0.0], (0.0, 1e5), K)
+    kw = dict(saveat=[1.0, 10.0, 1e5], jumps=[(10.0, 0, 0.5)], rtol=1e-8, atol=1e-12)
+    direct = solve(prob, CVODE_BDF(dense=dense), **kw)
+    assert cvode_direct.available(prob)
+    monkeypatch.setattr(cvode_direct, "available", lambda prob: False)
+    wrapped = solve(prob, CVODE_BDF(dense=dense), **kw)
+    assert direct.success and wrapped.success
+    np.testing.assert_allclose(direct.u, wrapped.u, rtol=1e-12, atol=1e-20)
+    np.testing.assert_allclose(direct._st, wrapped._st, rtol=1e-12)
+    if dense:
+        assert direct.stats["naccept"] == wrapped.stats["naccept"] > 50
+    else:  # scikit-sundae does not report CVODE's step count
+        assert wrapped.stats["naccept"] is None and direct.stats["naccept"] > 50
+
+
+def test_normal_mode_max_steps_is_a_status():
+    prob = ODEProblem(numba.njit(robertson), [1.0, 0.0, 0.0], (0.0, 1e5), K)
+    sol = solve(prob, CVODE_BDF(), saveat=[1e5], max_steps=20)
+    assert sol.status == ReturnCode.MAX_STEPS and not sol.success
+    assert "max_steps" in sol.message
+    with pytest.raises(TypeError, match="dense"):
+        CVODE_BDF(dense=1)
+    with pytest.raises(ValueError, match="max_order"):
+        solve(prob, CVODE_BDF(max_order=9), saveat=[1.0])
 
 
 def test_failures_are_data():

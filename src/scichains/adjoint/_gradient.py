@@ -76,11 +76,13 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
-    sensealg : DiscreteAdjoint() (default with the explicit RK methods: the exact gradient of
-        the discretised solution, and the fastest), InterpolatingAdjoint() (default with
-        CVODE and with the compiled stiff solvers, their only one: the adjoint integrated
-        backward by the same Rosenbrock method, by Rodas5P for Kvaerno5),
-        QuadratureAdjoint(), BacksolveAdjoint(), DiscreteAdjoint() or ForwardSensitivity()
+    sensealg : DiscreteAdjoint() (default with the explicit RK methods and with the
+        Rosenbrock solvers with their exact Jacobian: the exact gradient of the discretised
+        solution, and the fastest), InterpolatingAdjoint() (default with CVODE, its only one,
+        with ``Rodas5P(jacobian="finite difference")`` and with the ESDIRK solvers, their only
+        one: the adjoint integrated backward by the same stiff method, by Rodas5P for
+        Kvaerno5 and KenCarp4), QuadratureAdjoint(), BacksolveAdjoint() or
+        ForwardSensitivity() (explicit RK methods)
 
     ``obj.value_and_grad(p, u0=None)`` returns ``(L, dL/dp, dL/du0)`` (new arrays);
     ``obj.value(p, u0=None)`` only the loss. ``u0``/``p`` default to the problem's.
@@ -122,11 +124,13 @@ class Objective:
             # explicit RK methods (the exact gradient of the discretised solution, 4-5x faster
             # than the continuous adjoints on the spiral neural ODE); CVODE has only its
             # interpolating adjoint
-            sensealg = (
-                InterpolatingAdjoint()
-                if isinstance(solver, (CVODESolver, Rosenbrock, ESDIRK))
-                else DiscreteAdjoint()
+            # and with the Rosenbrock methods' exact Jacobian (the discrete adjoint through
+            # their steps: one backward step per forward step); the ESDIRK methods have only
+            # the interpolating adjoint (integrated backward by Rodas5P)
+            continuous = isinstance(solver, (CVODESolver, ESDIRK)) or (
+                isinstance(solver, Rosenbrock) and solver.jacobian != "exact"
             )
+            sensealg = InterpolatingAdjoint() if continuous else DiscreteAdjoint()
         if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {sensealg!r}")
         self.sensealg = sensealg

@@ -40,6 +40,7 @@ from ._sensealg import (
     _Continuous,
 )
 from ._stiff import rosenbrock_adjoint
+from ._stiff_discrete import rosenbrock_discrete_adjoint
 
 
 class SensitivityMethod:
@@ -325,6 +326,10 @@ class RosenbrockMethod(SensitivityMethod):
             raise TypeError(
                 f"with {solver.name} the gradient comes from InterpolatingAdjoint() (the adjoint "
                 f"integrated backward by {backward}, without checkpoints), not {sensealg!r}"
+                if isinstance(solver, ESDIRK)
+                else f"with {solver.name} the gradient comes from DiscreteAdjoint() (through its "
+                f"steps) or InterpolatingAdjoint() (the adjoint integrated backward by "
+                f"{solver.name}, without checkpoints), not {sensealg!r}"
             )
         self.prob = prob
         self.sensealg = sensealg
@@ -397,6 +402,94 @@ class RosenbrockMethod(SensitivityMethod):
             "adjoint_steps": int(a[0]),
             "adjoint_rejected": int(a[1]),
             "vjp_calls": int(a[2]),
+        }
+
+
+JACOBIANS_KEPT_UP_TO = 16
+"""The Rosenbrock discrete adjoint keeps each forward step's Jacobian (``(n + 1) n`` numbers a
+step) up to this many states, and recomputes it (``n`` vjp calls a step) above."""
+
+
+class RosenbrockDiscreteMethod(SensitivityMethod):
+    """:class:`DiscreteAdjoint` with a Rosenbrock solver (Rodas5P, Rosenbrock23): the forward
+    solve lands on the save times and keeps every step's stages (and, up to
+    :data:`JACOBIANS_KEPT_UP_TO` states, its Jacobian); the compiled sweep
+    (:func:`~scichains.adjoint._stiff_discrete.rosenbrock_discrete_adjoint`) runs its accepted
+    steps backward, one per step, with transposed solves of each step's iteration matrix."""
+
+    def __init__(
+        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
+    ):
+        if solver.jacobian != "exact":
+            raise TypeError(
+                f"DiscreteAdjoint differentiates the steps of {solver.name} with the exact "
+                f"Jacobian; {solver!r} uses {solver.jacobian}s: use {solver.name}() or "
+                "InterpolatingAdjoint()"
+            )
+        self.prob = prob
+        self.sensealg = sensealg
+        self.plan = plan_solve(
+            prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
+        )
+        self.plan.keep_stages()
+        n = prob.u0.size
+        if n <= JACOBIANS_KEPT_UP_TO:
+            self.plan.keep_jacobians()
+        self.saveat = self.plan.save
+        m = self.saveat.size
+        loss.check(m, n)
+        self._dl_du = np.zeros((m, n))
+        self._fail = np.zeros(1 + 2 * n)
+        self.adjoint_stats = np.zeros(2, dtype=np.int64)
+
+    def forward(self, p, u0):
+        plan = self.plan
+        check_run(plan, run_plan(plan, u0, p), p)
+        if not plan.locate_saves():
+            raise RuntimeError("a save time is not among the stored steps")
+        return plan.save_u
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self.adjoint_stats[:] = 0
+        code = rosenbrock_discrete_adjoint(
+            self.prob.f_address,
+            self.prob.vjp_address,
+            self.prob.kernel,
+            p,
+            plan.tableau,
+            plan.ts,
+            plan.us,
+            plan.fs,
+            plan.kstore,
+            plan.astore,
+            int(plan.stats[0]),
+            plan.save_pos,
+            self._dl_du,
+            dp,
+            du0,
+            self.adjoint_stats,
+            self._fail,
+        )
+        if code == 2:
+            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint sweep: "))
+        if code == 3:
+            raise_failure(FailedSolve(ReturnCode.SINGULAR, np.nan, "adjoint sweep: "))
+        return value, dp, du0
+
+    def stats(self) -> dict:
+        s, a = self.plan.stats, self.adjoint_stats
+        return {
+            "steps": int(s[2]),
+            "rejected": int(s[3]),
+            "f_calls": int(s[1]),
+            "jacobians": int(self.plan.carry[3]),
+            "adjoint_steps": int(a[0]),
+            "vjp_calls": int(a[1]),
         }
 
 
@@ -475,7 +568,10 @@ def make_method(
     tstops, jumps, dtmin)."""
     if isinstance(solver, CVODESolver):
         cls = CVODEMethod
-    elif isinstance(solver, (Rosenbrock, ESDIRK)):
+    elif isinstance(solver, Rosenbrock):
+        discrete = isinstance(sensealg, DiscreteAdjoint)
+        cls = RosenbrockDiscreteMethod if discrete else RosenbrockMethod
+    elif isinstance(solver, ESDIRK):
         cls = RosenbrockMethod
     elif isinstance(sensealg, DiscreteAdjoint):
         cls = DiscreteMethod

@@ -89,7 +89,10 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
     """Integrate from ``t0`` to ``t1`` (either direction) with the Rosenbrock method
     ``method`` (:class:`RosenbrockTableau`), storing every step in ``store``
     (:class:`~scichains.ode._kernels.StepStore`) exactly as the explicit stepper does; the
-    stages kept in ``store.kstore`` are ``U_i / h`` (the dense output's form).
+    stages kept in ``store.kstore`` are ``U_i / h`` (the dense output's form). A non-empty
+    ``store.astore`` (shape ``(cap, n + 1, max(n, 2))``) keeps, at the entry where each step
+    ends, its Jacobian ``J`` (rows ``0..n-1``), whether its ``df/dt`` was zero (``[n, 0]``:
+    1.0) and the shift in ``t`` of that difference (``[n, 1]``), for the discrete adjoint.
 
     Returns SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR (the right-hand side or the
     vjp raised: ``fail = [t, u]`` of that call), SINGULAR (``W`` stayed singular while the step
@@ -108,6 +111,8 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
     s = m.shape[0]
     cap = ts.shape[0]
     keep = kstore.shape[0] > 0
+    # (cap, n + 1, max(n, 2)): each step's J, its f_t flag and t-shift
+    jkeep = astore.shape[0] > 0
     direction = 1.0 if t1 >= t0 else -1.0
     J = np.empty((n, n))
     W = np.empty((n, n))
@@ -178,11 +183,17 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
         h = abs(h)
     beta1, beta2 = pi_gains(ctrl_order)
     need_jac = True
+    same = True
+    dt_ = 0.0
     while code == SUCCESS and direction * (t1 - t) > 0.0:
         if steps >= max_steps:
             code = MAX_STEPS
             break
-        if nstore + 3 > cap or (keep and nstore + 3 > kstore.shape[0]):
+        if (
+            nstore + 3 > cap
+            or (keep and nstore + 3 > kstore.shape[0])
+            or (jkeep and nstore + 3 > astore.shape[0])
+        ):
             code = GROW
             break
         target = stops[stop_i]
@@ -309,6 +320,12 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
             for st in range(s):
                 for i in range(n):
                     kstore[nstore, st, i] = U[st, i] / hs
+        if jkeep:
+            for i in range(n):
+                for j in range(n):
+                    astore[nstore, i, j] = J[i, j]
+            astore[nstore, n, 0] = 1.0 if same else 0.0
+            astore[nstore, n, 1] = dt_
         t = target if landing else t + hs
         for i in range(n):
             u[i] = unew[i]

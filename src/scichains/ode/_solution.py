@@ -144,12 +144,15 @@ class Solution:
     message : str
     exception : the exception a user function raised (status ``RHS_ERROR``), else None
     stats : dict
-        ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps).
+        ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps; None with CVODE
+        run to the save times in its normal mode, whose step counts scikit-sundae does not
+        report).
 
     Calling ``sol(t)`` interpolates the stored steps: with the method's own continuous
     extension where it has one (Tsit5, DP5: fourth order; BS3: cubic Hermite), else (Vern7,
     RK4, Euler, CVODE) with cubic Hermite polynomials on the stored states and derivatives
-    (third order). Exact at the steps.
+    (third order). Exact at the steps. CVODE with ``saveat`` stores only the save times,
+    ``tstops`` and doses (unless ``dense=True``): ``sol(t)`` interpolates between those.
     """
 
     def __init__(

@@ -168,6 +168,15 @@ class SolvePlan:
         if self.kstore.shape[0] != cap:
             self.kstore = np.empty((cap, self.solver.stages, n))
 
+    def keep_jacobians(self) -> None:
+        """Make the Rosenbrock stepper store each step's Jacobian (for the discrete adjoint)
+        in ``astore``, shape ``(capacity, n + 1, max(n, 2))``."""
+        cap, n = self.us.shape
+        if not self.stiff:
+            raise TypeError("only the Rosenbrock solvers store Jacobians")
+        if self.astore.shape[0] != cap:
+            self.astore = np.empty((cap, n + 1, max(n, 2)))
+
     def set_activation_store(self, astore: np.ndarray) -> None:
         """Keep each stage's network work buffer in ``astore`` (shape ``(capacity, s, R)``)."""
         self.astore = astore
@@ -193,6 +202,10 @@ class SolvePlan:
             ks = np.empty((new,) + self.kstore.shape[1:])
             ks[:m] = self.kstore[:m]
             self.kstore = ks
+        if self.stiff and self.astore.shape[0] > 0:
+            js = np.empty((new,) + self.astore.shape[1:])
+            js[:m] = self.astore[:m]
+            self.astore = js
 
     def locate_saves(self) -> bool:
         """After a solve: fill ``save_u`` (the states at ``save``), ``save_pos``,
@@ -533,8 +546,10 @@ def solve(
         if int(max_steps) < 1:
             raise ValueError("max_steps must be positive")
         save, *tables = stop_tables(prob, saveat, tstops, jumps)
+        # CVODE lands on t1, tstops and doses; the save times it interpolates (normal mode)
+        hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps)[1])
         code, st, su, sf, stats, message, exc = solve_cvode(
-            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin
+            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard
         )
         return _solution(prob, save, code, st, su, sf, stats, message, throw, exception=exc)
     plan = plan_solve(

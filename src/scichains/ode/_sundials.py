@@ -1,9 +1,24 @@
 """Stiff problems through SUNDIALS' CVODE (scikit-sundae), behind the same ``solve`` API.
 
-CVODE runs in one-step mode: every internal step is kept (time, state and derivative), so the
-solution has the same dense output (cubic Hermite between steps) as the explicit solvers, and
-the adjoints can integrate backward over it. Stops (``saveat``, ``tstops``, doses) are hard
-``tstop``s; a dose re-initialises CVODE from the right limit.
+Two ways to run CVODE:
+
+- **to the outputs** (``solve`` with ``saveat``, the default there): CVODE runs in its normal
+  mode from one save time to the next, its own interpolation (of the order of its method)
+  giving the states at the save times, so the Python loop runs once per save time, not once
+  per step. Only the save times, the ``tstops`` and the doses are stored: ``sol(t)``
+  interpolates between them (cubic Hermite). ``tstops``, doses and ``t1`` are hard
+  stop times (``tstop``) (CVODE never steps past them); save times are not.
+- **dense** (``saveat=None``, ``CVODE_BDF(dense=True)``, and the adjoint's forward solve):
+  one-step mode, every internal step kept (time, state and derivative), so the solution has
+  the same dense output (cubic Hermite between steps) as the explicit solvers and the adjoints
+  can integrate backward over it. Stops are hard stop times (``tstop``).
+
+Either way a dose re-initialises CVODE from the right limit. A compiled problem without a
+network kernel (with the dense linear solver) runs CVODE directly, its callbacks compiled
+(:mod:`scichains.ode._cvode_direct`): no Python between the save times. Otherwise
+scikit-sundae calls thin Python callbacks: the right-hand side writes straight into CVODE's
+output vector (one copy of its read-only input), the exact Jacobian (from the problem's vjp,
+compiled) straight into CVODE's matrix.
 """
 
 from __future__ import annotations
@@ -42,21 +57,34 @@ class CVODESolver:
         iteration, not the accuracy)
     linsolver : CVODE's linear solver ("dense", "lapackdense", ...)
     max_order : the largest order of the multistep method (default: CVODE's)
+    dense : with ``saveat``, keep every internal step (one-step mode, a Python call per
+        step) so that ``sol(t)`` interpolates the steps, not only the save times; default
+        False: CVODE runs from one save time to the next in its normal mode (much faster on
+        long solves with few save times). Without ``saveat`` every step is kept anyway.
     """
 
     method = ""
     name = ""
     adaptive = True
 
-    def __init__(self, jacobian="auto", linsolver: str = "dense", max_order: int | None = None):
+    def __init__(
+        self,
+        jacobian="auto",
+        linsolver: str = "dense",
+        max_order: int | None = None,
+        dense: bool = False,
+    ):
         if jacobian not in ("auto", True, False):
             raise ValueError(f"jacobian must be 'auto', True or False, got {jacobian!r}")
+        if not isinstance(dense, bool):
+            raise TypeError(f"dense must be True or False, got {dense!r}")
         self.jacobian = jacobian
         self.linsolver = linsolver
         self.max_order = max_order
+        self.dense = dense
 
     def __repr__(self) -> str:
-        return f"{self.name}(jacobian={self.jacobian!r})"
+        return f"{self.name}(jacobian={self.jacobian!r}, dense={self.dense!r})"
 
 
 class CVODE_BDF(CVODESolver):  # noqa: N801 - the name users of DifferentialEquations.jl know
@@ -83,6 +111,67 @@ def _cvode_class():
     return CVODE
 
 
+CV_TOO_MUCH_WORK = -1
+"""CVODE's return code when ``max_num_steps`` steps did not reach the output time."""
+
+
+def _exact_jacobian(prob, solver) -> bool:
+    """Whether CVODE gets the exact Jacobian (from the vjp, made automatically for a plain
+    compiled right-hand side where it can be); ``ValueError`` for ``jacobian=True`` without
+    one."""
+    if solver.jacobian is not False and prob.vjp_address == 0 and prob.f_address != 0:
+        try:  # a plain compiled right-hand side: its exact derivatives, made automatically
+            prob.ensure_vjp()
+        except Exception:  # noqa: BLE001 - "auto" falls back to difference quotients
+            if solver.jacobian is True:
+                raise
+    if solver.jacobian is True and prob.vjp_address == 0:
+        raise ValueError(
+            "jacobian=True needs a problem with a vjp (SymbolicModel, or ODEProblem(vjp=...))"
+        )
+    return solver.jacobian is True or (solver.jacobian == "auto" and prob.vjp_address != 0)
+
+
+def _callbacks(prob, p, exact):
+    """``(rhsfn, jacfn or None)`` for scikit-sundae: thin wrappers writing into CVODE's arrays.
+
+    CVODE's ``y`` is read-only: it is copied into one buffer (so compiled code sees one array
+    type and the user's function is not compiled again for read-only arrays). A compiled
+    function that raised is run again from Python to raise its exception
+    (:func:`user_error_failure`)."""
+    n = prob.u0.size
+    k = prob.kernel
+    ubuf = np.empty(n)
+    f = prob.f
+    if prob.takes_kernel:
+
+        def rhsfn(t, y, yp):
+            ubuf[:] = y
+            f(yp, ubuf, p, t, k)
+
+    else:
+
+        def rhsfn(t, y, yp):
+            ubuf[:] = y
+            f(yp, ubuf, p, t)
+
+    if not exact:
+        return rhsfn, None
+    e = np.zeros(n)
+    pb = np.zeros(p.size)
+    jbuf = np.empty(n)
+    vaddr = prob.vjp_address
+    k = prob.kernel  # ensure_vjp may give a network problem the scratch its vjp needs
+
+    def jacfn(t, y, yp, JJ):
+        jbuf[:] = y
+        if jacobian_from_vjp(vaddr, k, jbuf, p, t, JJ, e, pb) != 0:
+            failure = user_error_failure(prob, p, t, jbuf)
+            raise failure.exception or RuntimeError(failure.message)
+
+    return rhsfn, jacfn
+
+
 def solve_cvode(
     prob,
     solver: CVODESolver,
@@ -99,70 +188,66 @@ def solve_cvode(
     dtmin,
     u0=None,
     p=None,
+    hard=None,
 ):
-    """Run CVODE over ``prob`` (at ``u0``, ``p``: default the problem's) landing on ``stops``;
-    returns ``(code, ts, us, fs, stats, message, exception)`` with every step stored (left and
-    right limits at doses); ``exception``: what a user function raised (code RHS_ERROR)."""
-    CVODE = _cvode_class()
+    """Run CVODE over ``prob`` (at ``u0``, ``p``: default the problem's) landing on ``stops``
+    (from :func:`~scichains.ode._solve.stop_tables`; ``save``: the save times or None);
+    returns ``(code, ts, us, fs, stats, message, exception)``. ``hard``: None (dense: every
+    step stored, left and right limits at doses, a Python call per step) or, with ``save``
+    given, a boolean mask of the stops CVODE must land on (``tstops``, doses, ``t1``): then
+    CVODE runs in normal mode and only ``t0``, the save times and those stops are stored.
+    ``exception``: what a user function raised (code RHS_ERROR)."""
     n = prob.u0.size
-    t0, t1 = prob.tspan
+    t0 = prob.tspan[0]
     p = prob.p if p is None else p
-    k = prob.kernel
-    counters = {"nf": 0, "naccept": 0}
-    ubuf = np.empty(n)  # CVODE's y is read-only: copy it, so compiled code sees one type
+    exact = _exact_jacobian(prob, solver)
+    dense = hard is None or save is None or solver.dense
+    from . import _cvode_direct as cvode_direct  # its callbacks compile (or load) on first use
 
-    def rhsfn(t, y, yp):
-        counters["nf"] += 1
-        ubuf[:] = y
-        prob.rhs(yp, ubuf, t, p)
-
-    options = dict(
-        method=solver.method,
-        rtol=float(rtol),
-        atol=float(atol),
-        linsolver=solver.linsolver,
-        max_num_steps=int(max_steps),
-    )
-    if solver.max_order is not None:
-        options["max_order"] = int(solver.max_order)
-    if dt0:
-        options["first_step"] = float(dt0)
-    if dtmin:
-        options["min_step"] = float(dtmin)
-    if solver.jacobian is not False and prob.vjp_address == 0 and prob.f_address != 0:
-        try:  # a plain compiled right-hand side: its exact derivatives, made automatically
-            prob.ensure_vjp()
-        except Exception:  # noqa: BLE001 - "auto" falls back to difference quotients
-            if solver.jacobian is True:
-                raise
-    exact = solver.jacobian is True or (solver.jacobian == "auto" and prob.vjp_address != 0)
-    if solver.jacobian is True and prob.vjp_address == 0:
-        raise ValueError(
-            "jacobian=True needs a problem with a vjp (SymbolicModel, or ODEProblem(vjp=...))"
+    direct = solver.linsolver == "dense" and cvode_direct.available(prob)
+    if direct:  # compiled callbacks, CVODE through ctypes: no Python per call
+        cv = cvode_direct.DirectCVODE(
+            prob,
+            p,
+            solver.method,
+            float(rtol),
+            float(atol),
+            int(max_steps),
+            solver.max_order,
+            dt0,
+            dtmin,
+            exact,
         )
-    if exact:
-        e = np.zeros(n)
-        pb = np.zeros(p.size)
-        vaddr = prob.vjp_address
-
-        def jacfn(t, y, yp, JJ):
-            ubuf[:] = y
-            if jacobian_from_vjp(vaddr, k, ubuf, p, t, JJ, e, pb) != 0:
-                failure = user_error_failure(prob, p, t, ubuf)
-                raise failure.exception or RuntimeError(failure.message)
-
-        options["jacfn"] = jacfn
-    cv = CVODE(rhsfn, **options)
+    else:
+        rhsfn, jacfn = _callbacks(prob, p, exact)
+        options = dict(
+            method=solver.method,
+            rtol=float(rtol),
+            atol=float(atol),
+            linsolver=solver.linsolver,
+            max_num_steps=int(max_steps),
+        )
+        if solver.max_order is not None:
+            options["max_order"] = int(solver.max_order)
+        if dt0:
+            options["first_step"] = float(dt0)
+        if dtmin:
+            options["min_step"] = float(dtmin)
+        if jacfn is not None:
+            options["jacfn"] = jacfn
+        cv = _cvode_class()(rhsfn, **options)
 
     ts, us, fs = [], [], []
-    du = np.empty(n)
+    counters = {"nf": 0, "naccept": 0, "segment_nf": 0}
 
     def store(t, y):
-        prob.rhs(du, y, t, p)
+        du = np.empty(n)
+        ubuf = np.array(y, dtype=np.float64)
+        prob.rhs(du, ubuf, t, p)
         counters["nf"] += 1
         ts.append(t)
-        us.append(np.array(y, dtype=np.float64))
-        fs.append(du.copy())
+        us.append(ubuf)
+        fs.append(du)
 
     u = (prob.u0 if u0 is None else u0).copy()
     si = 0
@@ -175,9 +260,14 @@ def solve_cvode(
     try:
         store(t0, u)
         cv.init_step(t0, u)
-        code, message = _step_through(
-            cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
-        )
+        if dense:
+            code, message = _step_through(
+                cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
+            )
+        else:
+            code, message = _run_to_outputs(
+                cv, hard, stops, si, jump_index, jump_count, js, ja, us, store, counters
+            )
     except Exception as e:  # noqa: BLE001 - a user function raised inside CVODE: reported
         code, exc = ReturnCode.RHS_ERROR, e
         t_fail = ts[-1] if ts else t0
@@ -185,7 +275,19 @@ def solve_cvode(
             f"the right-hand side (or the Jacobian) raised {type(e).__name__}: {e} "
             f"(CVODE stopped after t = {t_fail!r})"
         )
-    stats = {"nf": counters["nf"], "naccept": counters["naccept"], "nreject": 0}
+    finally:
+        if direct:
+            counts = cv.counts()
+            cv.close()
+    if direct:
+        # CVODE's own counts, and the calls of f for the stored derivatives
+        stats = counts | {"nf": counts["nf"] + counters["nf"]}
+    elif dense:
+        stats = {"nf": counters["nf"], "naccept": counters["naccept"], "nreject": 0}
+    else:
+        # scikit-sundae reports CVODE's calls of the right-hand side, not its step counts
+        nf = counters["nf"] + counters["segment_nf"]
+        stats = {"nf": nf, "naccept": None, "nreject": None}
     if not ts:
         store_failed = np.array([t0]), u.reshape(1, n), np.full((1, n), np.nan)
         return (code, *store_failed, stats, message, exc)
@@ -198,6 +300,54 @@ def solve_cvode(
         message,
         exc,
     )
+
+
+def _failure(res):
+    """``(code, message)`` of a failed CVODE call."""
+    if res.status == CV_TOO_MUCH_WORK:
+        return ReturnCode.MAX_STEPS, (
+            f"CVODE took max_steps steps without reaching the next output time (t = {res.t!r})"
+        )
+    return ReturnCode.SOLVER_FAILURE, f"CVODE failed with return code {res.status}: {res.message}"
+
+
+def _apply_jumps(u, si, jump_index, jump_count, js, ja):
+    for j in range(jump_index[si], jump_index[si] + jump_count[si]):
+        u[js[j]] += ja[j]
+
+
+def _run_to_outputs(cv, hard, stops, si, jump_index, jump_count, js, ja, us, store, counters):
+    """CVODE in normal mode through the remaining stops: the save times by CVODE's own
+    interpolation (they do not cut its steps), the ``hard`` ones (``tstops``, doses, ``t1``)
+    as stop times (``tstop``); stores each of them. Returns ``(code, message)``."""
+    res = None
+    code, message = ReturnCode.SUCCESS, None
+    while si < stops.size:
+        # the next hard stop
+        h = si
+        while not hard[h]:
+            h += 1
+        tstop = float(stops[h])
+        while si <= h:
+            target = float(stops[si])
+            res = cv.step(target, tstop=tstop)
+            if res.status < 0:
+                return _failure(res)
+            y = np.asarray(res.y)
+            if not np.all(np.isfinite(y)):
+                return ReturnCode.NONFINITE, None
+            store(target, y)
+            si += 1
+        if jump_index[h] >= 0:
+            counters["segment_nf"] += int(res.nfev)
+            u = us[-1].copy()
+            _apply_jumps(u, h, jump_index, jump_count, js, ja)
+            store(tstop, u)
+            cv.init_step(tstop, u)
+            res = None
+    if res is not None:
+        counters["segment_nf"] += int(res.nfev)
+    return code, message
 
 
 def _step_through(
@@ -217,8 +367,7 @@ def _step_through(
             res = cv.step(stop, method="onestep", tstop=stop)
             steps += 1
             if res.status < 0:
-                code = ReturnCode.SOLVER_FAILURE
-                message = f"CVODE failed with return code {res.status}: {res.message}"
+                code, message = _failure(res)
                 break
             t = float(res.t)
             y = np.asarray(res.y)
@@ -231,8 +380,7 @@ def _step_through(
             break
         if jump_index[si] >= 0:
             u = us[-1].copy()
-            for j in range(jump_index[si], jump_index[si] + jump_count[si]):
-                u[js[j]] += ja[j]
+            _apply_jumps(u, si, jump_index, jump_count, js, ja)
             store(stop, u)
             cv.init_step(stop, u)
         si += 1
