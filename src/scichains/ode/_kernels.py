@@ -16,7 +16,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from numba import types
-from numba.extending import intrinsic, overload
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .._jit import FLAGS, function_from_address
 from ..nn._chain import ChainKernel, SimpleChain
@@ -78,33 +79,63 @@ def float64_pointer(typingctx, address):
     return sig, codegen
 
 
-def rhs_function(faddr):  # pragma: no cover - replaced by the overload in compiled code
-    """The right-hand side at ``faddr``: an ``int64`` address is a C-callable of
+def _function_value(context, builder, fntype, address):
+    """The first-class function value of type ``fntype`` for the C-callable at ``address``
+    (as :func:`scichains._jit.function_from_address` builds it)."""
+    sfunc = cgutils.create_struct_proxy(fntype)(context, builder)
+    llvoidptr = context.get_value_type(types.voidptr)
+    sfunc.c_addr = builder.inttoptr(address, llvoidptr)
+    sfunc.py_addr = cgutils.get_null_value(llvoidptr)
+    sfunc.jit_addr = cgutils.get_null_value(llvoidptr)
+    return sfunc._getvalue()
+
+
+# rhs_function and call_rhs are intrinsics (LLVM emitted at the call site), not inlined
+# overloads: numba's IR-level inlining (``overload(..., inline="always")``) of the same two
+# helpers corrupted the stepper's state in numba 0.68.1 (its proposed next step came out as
+# garbage), and a separately compiled helper taking the array structs by value made a
+# trajectory 2x slower.
+
+
+@intrinsic
+def rhs_function(typingctx, address):
+    """The right-hand side at ``address``: an ``int64`` address is a C-callable of
     :data:`RHS_SIGNATURE`, a ``uint64`` one of :data:`LEAN_RHS_SIGNATURE`."""
-    raise NotImplementedError
+    fntype = LEAN_RHS_TYPE if address == types.uint64 else RHS_TYPE
+
+    def codegen(context, builder, signature, args):
+        return _function_value(context, builder, signature.return_type, args[0])
+
+    return fntype(address), codegen
 
 
-@overload(rhs_function, inline="always")
-def _rhs_function(faddr):
-    if faddr == types.uint64:
-        return lambda faddr: lean_from_address(faddr)
-    return lambda faddr: rhs_from_address(faddr)
+@intrinsic
+def call_rhs(typingctx, fn, du, u, p, t, k):
+    """``fn(du, u, p, t, k)`` for a right-hand side of either form (see
+    :func:`rhs_function`): the lean one gets the vectors' addresses and lengths instead of
+    the arrays and ``k``. Emits the same call numba emits for a C-callable function value."""
+    if fn not in (RHS_TYPE, LEAN_RHS_TYPE):
+        return None
+    lean = fn == LEAN_RHS_TYPE
 
+    def codegen(context, builder, signature, args):
+        fnty = signature.args[0]
+        fstruct = args[0]
+        address = builder.extract_value(fstruct, 0)
+        fptr = builder.bitcast(address, context.get_value_type(fnty.ftype))
+        if not lean:
+            return builder.call(fptr, list(args[1:]))
+        intp = context.get_value_type(types.uintp)
+        arrays = [
+            context.make_array(ty)(context, builder, value=v)
+            for ty, v in zip(signature.args[1:4], args[1:4])
+        ]
+        du_a, u_a, p_a = (builder.ptrtoint(a.data, intp) for a in arrays)
+        n = builder.extract_value(arrays[0].shape, 0)
+        m = builder.extract_value(arrays[2].shape, 0)
+        return builder.call(fptr, [du_a, u_a, p_a, args[4], n, m])
 
-def call_rhs(f, du, u, p, t, k):  # pragma: no cover - replaced by the overload
-    """``f(du, u, p, t, k)`` for either form of right-hand side (see :func:`rhs_function`)."""
-    raise NotImplementedError
-
-
-@overload(call_rhs, inline="always")
-def _call_rhs(f, du, u, p, t, k):
-    if f == LEAN_RHS_TYPE:
-
-        def lean(f, du, u, p, t, k):
-            return f(du.ctypes.data, u.ctypes.data, p.ctypes.data, t, du.shape[0], p.shape[0])
-
-        return lean
-    return lambda f, du, u, p, t, k: f(du, u, p, t, k)
+    return types.int64(fn, du, u, p, t, k), codegen
 
 
 vjp_from_address = function_from_address(VJP_TYPE, "vjp_from_address")
