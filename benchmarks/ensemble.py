@@ -133,7 +133,7 @@ def main(argv=None):
     try:
         for k in (1, 2):
             cl = LocalCluster(
-                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=":0"
             )
             clusters[k] = (cl, Client(cl))
         for k, (_, c) in clusters.items():

@@ -32,7 +32,7 @@ def test_population_identical_on_executors():
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -104,7 +104,7 @@ def test_dask_chunks_live_on_distinct_workers_and_errors_name_the_subject():
     kw = dict(block=2, rtol=1e-8, atol=1e-10)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

@@ -197,7 +197,7 @@ def test_dask_in_process_cluster_matches_in_process():
     ref = solve_ensemble(e, Tsit5(), saveat=TS)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
