@@ -42,6 +42,13 @@ class PKModel:
         infusion keeps its duration and runs at ``F * rate`` (as NONMEM does for infusions
         whose duration is given, ``RATE=-2``; NONMEM keeps a given ``RATE`` and stretches
         the duration instead)
+    lag : optional dict ``{state: expression}``: the lag time of the doses into that state
+        (NONMEM's ``ALAG``), a function of the individual parameters (e.g. ``{depot: tlag}``
+        with ``tlag: exp(ttlag + eta_tlag)`` in ``individual``), in the data's time unit: a
+        dose recorded at ``t`` arrives at ``t + lag`` (an infusion starts and ends ``lag``
+        later). Differentiable to every order the estimation needs, although the solution is
+        not smooth at the dose time (see ``Sensitivities.lagged_jump``); needs an autonomous
+        ODE (no ``t``)
 
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
@@ -62,6 +69,7 @@ class PKModel:
         covariates=(),
         t=None,
         bioavailability: dict | None = None,
+        lag: dict | None = None,
     ):
         import sympy as sp
 
@@ -147,6 +155,28 @@ class PKModel:
                     )
                 F[self.states.index(k)] = e
             self.bioavailability = F
+        self.lag = None
+        self.lagged_states = ()
+        if lag:
+            L = [sp.Integer(0)] * len(self.states)
+            for k, e in lag.items():
+                if k not in self.states:
+                    raise ValueError(f"a lag time is given for {k}, which is not a state")
+                e = sp.sympify(e)
+                extra = e.free_symbols - set(self.phi)
+                if extra:
+                    raise ValueError(
+                        f"the lag time of {k} uses {sorted(map(str, extra))}: write it in the "
+                        "individual parameters"
+                    )
+                L[self.states.index(k)] = e
+            if t is not None:
+                raise ValueError(
+                    "a lag time needs an autonomous ODE (the equations use t): the dose-time "
+                    "derivatives are expanded along the flow"
+                )
+            self.lag = L
+            self.lagged_states = tuple(self.states.index(k) for k in lag)
         self.sens = Sensitivities(
             self.states,
             self.phi,
@@ -154,6 +184,7 @@ class PKModel:
             self.observe,
             t=t,
             bioavailability=self.bioavailability,
+            lag=self.lag,
         )
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
@@ -217,6 +248,7 @@ class PKModel:
                 t=self.t,
                 order=3,
                 bioavailability=self.bioavailability,
+                lag=self.lag,
             )
         return self._sens3
 

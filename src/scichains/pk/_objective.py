@@ -96,7 +96,7 @@ class PopulationObjective:
                     f"positive observations, got DV {s.dv[j]:g}"
                 )
             self.cov.append(np.array(vals, dtype=np.float64))
-        self.regimens = [Regimen(s, model.n) for s in data.subjects]
+        self.regimens = [Regimen(s, model.n, model.lagged_states) for s in data.subjects]
         self._errf = model.error.functions()
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs

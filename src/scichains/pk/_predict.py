@@ -22,38 +22,77 @@ class Regimen:
     """The segments of one subject's regimen up to its last observation.
 
     Cut points ``c_0 < ... < c_k``: the first dose or observation, every dose, every infusion
-    end, the last observation. Segment ``i`` runs over ``[c_i, c_{i+1})`` and holds the
-    boluses at ``c_i``, the infusion rates running at ``c_i`` and the observations in
-    ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its boluses and
-    observations. ``segments``: ``(a, b, boluses [(state, amount)], rates (n,), obs_idx)``.
+    start and end, the last observation (doses into a ``lagged`` state, with their infusion
+    ends, move by that state's lag time). Segment ``i`` runs over ``[c_i, c_{i+1})`` and holds
+    the events at ``c_i`` in groups, the infusion rates running after them and the
+    observations in ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its
+    events and observations. :meth:`plan` returns ``(a, b, groups, rates (n,), obs_idx)``
+    with ``groups`` a list of ``(lag_state, boluses [(state, amount)], rates_before,
+    rates_after)``, ``lag_state = -1`` for the doses without a lag.
     """
 
-    def __init__(self, subject, n_states: int):
+    def __init__(self, subject, n_states: int, lagged=()):
         self.subject = subject
+        self.n = n_states
+        self.lagged = frozenset(lagged)
+        self._fixed = None if self.lagged else self._plan(np.zeros(n_states))
+
+    @property
+    def segments(self):
+        """The plan of a regimen without lag times."""
+        if self._fixed is None:
+            raise ValueError("the regimen has lagged doses: call plan(lags)")
+        return self._fixed
+
+    def plan(self, lags=None):
+        """The segments with each state's lag time ``lags`` (``(n,)``; None: no lags)."""
+        if self._fixed is not None:
+            return self._fixed
+        return self._plan(np.asarray(lags, dtype=np.float64))
+
+    def _plan(self, lags):
+        subject, n = self.subject, self.n
         times = subject.times
-        self.segments = []
         if times.size == 0:
-            return
+            return []
         t_end = float(times[-1])
-        doses = [d for d in subject.doses if d.time <= t_end]
-        cuts = {float(times[0]), t_end}
-        for d in doses:
-            cuts.add(d.time)
-            if d.duration > 0 and d.time + d.duration < t_end:
-                cuts.add(d.time + d.duration)
-        cuts = sorted(cuts)
+        events = []  # (time, lag_state, state, bolus amount, rate change)
+        for d in subject.doses:
+            ls = d.state if d.state in self.lagged else -1
+            t0 = d.time + (float(lags[d.state]) if ls >= 0 else 0.0)
+            if d.duration > 0:
+                events.append((t0, ls, d.state, 0.0, d.rate))
+                events.append((t0 + d.duration, ls, d.state, 0.0, -d.rate))
+            else:
+                events.append((t0, ls, d.state, d.amount, 0.0))
+        events = sorted((e for e in events if e[0] <= t_end), key=lambda e: (e[0], e[1]))
+        scale = max([abs(e[4]) for e in events] + [1.0])
+        cuts = sorted({float(times[0]), t_end} | {e[0] for e in events})
+        r = np.zeros(n)
+        segments = []
+        k = 0
         for i, a in enumerate(cuts):
             b = cuts[i + 1] if i + 1 < len(cuts) else a
-            boluses = [(d.state, d.amount) for d in doses if d.duration == 0 and d.time == a]
-            rates = np.zeros(n_states)
-            for d in doses:
-                if d.duration > 0 and d.time <= a < d.time + d.duration:
-                    rates[d.state] += d.rate
+            here = []
+            while k < len(events) and events[k][0] == a:
+                here.append(events[k])
+                k += 1
+            groups = []
+            for ls in sorted({e[1] for e in here}):
+                mine = [e for e in here if e[1] == ls]
+                before = r.copy()
+                for e in mine:
+                    r[e[2]] += e[4]
+                # infusions that start and end cancel to rounding: make them exactly 0
+                r[np.abs(r) <= 1e-12 * scale] = 0.0
+                boluses = [(e[2], e[3]) for e in mine if e[3] > 0]
+                groups.append((ls, boluses, before, r.copy()))
             if b > a:
                 sel = np.nonzero((times >= a) & (times < b))[0]
             else:
                 sel = np.nonzero(times == a)[0]
-            self.segments.append((a, b, boluses, rates, sel))
+            segments.append((a, b, groups, r.copy(), sel))
+        return segments
 
 
 def predict_subject(sens, regimen, phi, rtol, atol):
@@ -64,9 +103,17 @@ def predict_subject(sens, regimen, phi, rtol, atol):
     y = np.zeros(size)
     p = np.empty(sens.m + n)
     p[: sens.m] = phi
-    for a, b, boluses, rates, sel in regimen.segments:
-        for s, amount in boluses:
-            sens.add_bolus(y, s, amount, phi)
+    lags = sens.lag_values(phi)
+    if lags is not None and not np.all(np.isfinite(lags)):
+        raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
+    for a, b, groups, rates, sel in regimen.plan(lags):
+        for ls, boluses, r_before, r_after in groups:
+            if ls < 0:
+                for s, amount in boluses:
+                    sens.add_bolus(y, s, amount, phi)
+            else:
+                amount = sum(am for _, am in boluses)
+                y = sens.lagged_jump(y, ls, amount, r_before, r_after, phi)
         if b <= a:
             out[sel] = y
             continue

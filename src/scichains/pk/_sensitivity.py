@@ -46,7 +46,9 @@ class Sensitivities:
         infusions: the rate is scaled)
     """
 
-    def __init__(self, states, phi, rhs, observe, t=None, order: int = 2, bioavailability=None):
+    def __init__(
+        self, states, phi, rhs, observe, t=None, order: int = 2, bioavailability=None, lag=None
+    ):
         import sympy as sp
 
         from ..ode._symbolic import SymbolicModel
@@ -112,6 +114,21 @@ class Sensitivities:
             fn = sp.lambdify(list(phi), exprs, modules="numpy", cse=True)
             self._bolus.append((idx, fn))
 
+        # kept for the dose-time jumps of lagged doses (generated on first use)
+        self._states, self._phi, self._X, self._tuples = list(states), list(phi), X, tuples
+        self._f = [sp.sympify(e) for e in rhs]
+        self._F, self._where, self._D, self._aug = F, where, D, aug_states
+        self.lag = None if lag is None else [sp.sympify(e) for e in lag]
+        self._lag_fn = None
+        if self.lag is not None:
+            if t is not None:
+                raise ValueError(
+                    "a lag time needs an autonomous right-hand side (the ODE uses t): the "
+                    "dose-time shift is expanded along the flow of f(x, phi)"
+                )
+            self._lag_fn = sp.lambdify(list(phi), self.lag, modules="numpy")
+        self._jumps = {}
+
         g = {(): sp.sympify(observe)}
         for o in range(1, order + 1):
             for tup in tuples[o]:
@@ -119,6 +136,84 @@ class Sensitivities:
         self._obs_tuples = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
         args = aug_states + list(phi)
         self._g = sp.lambdify(args, [g[t_] for t_ in self._obs_tuples], modules="numpy", cse=True)
+
+    def lag_values(self, phi: np.ndarray) -> np.ndarray | None:
+        """The lag time of each state's doses at ``phi`` (``(n,)``), or None without lags."""
+        if self._lag_fn is None:
+            return None
+        return np.asarray(self._lag_fn(*phi), dtype=np.float64).reshape(self.n)
+
+    def lagged_jump(self, y, state, amount, r_before, r_after, phi) -> np.ndarray:
+        """The augmented state just after lagged events into ``state`` at one time (a bolus
+        of ``amount``, infusion rates changing from ``r_before`` to ``r_after``), from the
+        state ``y`` just before; a new array.
+
+        A dose at ``tau = t_d + tlag(phi)`` is non-smooth in time but smooth in ``tlag``:
+        with ``h = tlag - tlag_0`` the state at ``tau_0`` that continues into the true
+        solution after the dose is ``Phi+_{-h}(Phi-_{h}(x^-) + J)`` (flow ``h`` with the
+        rates before, the jump ``J = F amount``, flow back ``h`` with the rates after), for
+        either sign of ``h``. Its Taylor expansion in ``h`` to the system's order (Lie
+        series of ``f``) composed with the phi-derivatives of ``x^-`` gives every entry of
+        the jump exactly; at first order ``dx^+/dtlag = f^-(x^-) - f^+(x^+)``.
+        """
+        fn = self._jumps.get(state)
+        if fn is None:
+            fn = self._jumps[state] = self._make_jump(state)
+        return np.asarray(
+            fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64
+        ).reshape(self.size)
+
+    def _make_jump(self, a):
+        import math
+
+        import sympy as sp
+
+        n, K = self.n, self.order
+        states, X, F = self._states, self._X, self._F
+        h = sp.Symbol("_h", real=True)
+        rm = [sp.Symbol(f"_rm_{b}", real=True) for b in range(n)]
+        rp = [sp.Symbol(f"_rp_{b}", real=True) for b in range(n)]
+        amt = sp.Symbol("_amount", real=True)
+        fm = [self._f[b] + rm[b] * F[b] for b in range(n)]
+        fp = [self._f[b] + rp[b] * F[b] for b in range(n)]
+
+        def lie(e, f):
+            return sum((sp.diff(e, states[b]) * f[b] for b in range(n)), sp.Integer(0))
+
+        def series(b, f, sign):
+            term, acc = states[b], states[b]
+            for k in range(1, K + 1):
+                term = lie(term, f)
+                acc += (sign * h) ** k / math.factorial(k) * term
+            return acc
+
+        z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
+        back = {states[b]: z[b] for b in range(n)}
+        ytil = [series(b, fp, -1).xreplace(back) for b in range(n)]
+        # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
+        # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
+        # h^k, truncated at the degree the remaining derivatives can still reach.
+        dh = [sp.diff(self.lag[a], ph) for ph in self._phi]
+        out = [None] * self.size
+        for b in range(n):
+            coef = [
+                sp.diff(ytil[b], h, j).xreplace({h: 0}) / math.factorial(j) for j in range(K + 1)
+            ]
+            vals = {(): coef}
+            out[self._where[X[b][()]]] = coef[0]
+            for o in range(1, K + 1):
+                for tup in self._tuples[o]:
+                    prev, ll = vals[tup[:-1]], tup[-1]
+                    cs = []
+                    for k in range(K - o + 1):
+                        e = self._D(prev[k], ll)
+                        if dh[ll] != 0:
+                            e += (k + 1) * prev[k + 1] * dh[ll]
+                        cs.append(e)
+                    vals[tup] = cs
+                    out[self._where[X[b][tup]]] = cs[0]
+        args = self._aug + self._phi + rm + rp + [amt]
+        return sp.lambdify(args, out, modules="numpy", cse=True)
 
     def add_bolus(self, y: np.ndarray, state: int, amount: float, phi: np.ndarray) -> None:
         """Add a bolus of ``amount`` into ``state`` to the augmented state ``y`` (in place)."""
