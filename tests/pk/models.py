@@ -100,3 +100,26 @@ def regimen_data(tmp_path, model):
         dv = f * (1 + 0.1 * rng.standard_normal(f.size)) + 0.05
         subjects.append(pk.Subject(s.id, s.doses, s.times, dv, s.rows, s.covariates))
     return pk.EventData(subjects, data.covariates)
+
+
+def lag_model(error=None, omega=(0.4, 0.07, 0.05), theta=(0.45, 1.0, 3.45, -2.3)):
+    """The oral model with a log-normal lag time on the depot's doses (NONMEM's ALAG1)."""
+    depot, center, ka, cl, v, tlag = sp.symbols("depot center ka cl v tlag")
+    tka, tcl, tv, ttlag = sp.symbols("tka tcl tv ttlag")
+    eka, ecl, etl = sp.symbols("eta_ka eta_cl eta_tlag")
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-ka * depot, ka * depot - cl / v * center],
+        individual={
+            ka: sp.exp(tka + eka),
+            cl: sp.exp(tcl + ecl),
+            v: sp.exp(tv),
+            tlag: sp.exp(ttlag + etl),
+        },
+        theta=dict(zip([tka, tcl, tv, ttlag], theta)),
+        eta=[eka, ecl, etl],
+        omega=np.asarray(omega),
+        observe=center / v,
+        error=error or pk.Additive(0.7),
+        lag={depot: tlag},
+    )
