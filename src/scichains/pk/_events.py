@@ -15,6 +15,11 @@ Columns (names case-insensitive; unknown numeric columns are covariates):
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
 - ``SS``: steady-state doses are not supported (nonzero raises).
 
+Covariates may change within a subject: a value holds from its record's time until the next
+change (last observation carried forward, as rxode2/nlmixr2 interpolate by default; NONMEM
+uses the next record's value for the interval before it), a missing value keeps the previous
+one.
+
 Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``. At equal times, a subject's doses are
 given before its observations are read (a dose at time 0 and a sample at time 0: the sample
 sees the dose in the depot). Records after the last observation are fine.
@@ -58,7 +63,10 @@ class Subject:
     """One subject's events: ``doses`` (time order), observation ``times`` and ``dv`` (arrays of
     equal length, non-decreasing times; replicates at one time allowed), ``rows`` (their
     source rows) and ``covariates`` (name -> value at the subject's first record;
-    ``covariate_changes`` lists the names whose value changes within the subject)."""
+    ``covariate_changes`` lists the names whose value changes within the subject;
+    ``covariate_history``: ``(time, row, {name: value})`` at each record where a value
+    changes, the values in effect from that time on (last observation carried forward; a
+    missing value carries the previous one forward))."""
 
     id: object
     doses: list[Dose]
@@ -67,6 +75,7 @@ class Subject:
     rows: np.ndarray
     covariates: dict = field(default_factory=dict)
     covariate_changes: tuple = ()
+    covariate_history: tuple = ()
 
     @property
     def n_obs(self) -> int:
@@ -236,6 +245,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 "last": -math.inf,
                 "cov": {c: num[c][r] for c in covariates},
                 "changes": set(),
+                "now": {c: num[c][r] for c in covariates},
+                "history": [],
             }
             subjects.append(cur)
         t = time[r]
@@ -247,10 +258,16 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 f"({cur['last']:g}); sort each subject's records by time"
             )
         cur["last"] = t
+        changed = False
         for c in covariates:
-            a, b = cur["cov"][c], num[c][r]
-            if not (a == b or (math.isnan(a) and math.isnan(b))):
-                cur["changes"].add(c)
+            a, b = cur["now"][c], num[c][r]
+            if math.isnan(b) or a == b:
+                continue  # missing: the value in effect carries forward
+            cur["now"][c] = b
+            cur["changes"].add(c)
+            changed = True
+        if changed:
+            cur["history"].append((float(t), row, dict(cur["now"])))
         e = evid[r]
         if e not in (0.0, 1.0, 2.0):
             raise EventTableError(
@@ -321,6 +338,7 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 rows=np.array(s["rows"], dtype=np.int64),
                 covariates={k: float(v) for k, v in s["cov"].items()},
                 covariate_changes=tuple(sorted(s["changes"])),
+                covariate_history=tuple(s["history"]),
             )
         )
     return EventData(out, covariates)

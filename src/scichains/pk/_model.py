@@ -197,6 +197,7 @@ class PKModel:
         self._ind = sp.lambdify([*th, *et, *self.covariates], exprs, modules="numpy", cse=True)
         self._ind3 = None
         self._sens3 = None
+        self._dirs = {}
         self.n, self.m, self.p, self.q = len(self.states), m, p, q
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
         self.r = len(error.names)
@@ -251,6 +252,26 @@ class PKModel:
                 lag=self.lag,
             )
         return self._sens3
+
+    def directional(self, order: int):
+        """The augmented system along the random effects and typical values (order 2 or 3;
+        built on first use): subjects whose covariates change in time use it, with the
+        individual parameters and their derivatives as its parameters, piece by piece."""
+        if order not in (2, 3):
+            raise ValueError(f"order must be 2 or 3, got {order}")
+        if self._dirs.get(order) is None:
+            self._dirs[order] = Sensitivities(
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                order=order,
+                bioavailability=self.bioavailability,
+                lag=self.lag,
+                directions=(self.q, self.p),
+            )
+        return self._dirs[order]
 
     # ---------------------------------------------------------------- parameter layout
     def omega_from(self, w):

@@ -28,13 +28,16 @@ class Regimen:
     observations in ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its
     events and observations. :meth:`plan` returns ``(a, b, groups, rates (n,), obs_idx)``
     with ``groups`` a list of ``(lag_state, boluses [(state, amount)], rates_before,
-    rates_after)``, ``lag_state = -1`` for the doses without a lag.
+    rates_after)``, ``lag_state = -1`` for the doses without a lag, and a last entry
+    ``piece``: the index of the individual parameters in effect (``changes``: the times at
+    which piece ``1, 2, ...`` starts, time-varying covariates; every change is a cut).
     """
 
-    def __init__(self, subject, n_states: int, lagged=()):
+    def __init__(self, subject, n_states: int, lagged=(), changes=()):
         self.subject = subject
         self.n = n_states
         self.lagged = frozenset(lagged)
+        self.changes = np.asarray(sorted(changes), dtype=np.float64)
         self._fixed = None if self.lagged else self._plan(np.zeros(n_states))
 
     @property
@@ -67,7 +70,9 @@ class Regimen:
                 events.append((t0, ls, d.state, d.amount, 0.0))
         events = sorted((e for e in events if e[0] <= t_end), key=lambda e: (e[0], e[1]))
         scale = max([abs(e[4]) for e in events] + [1.0])
-        cuts = sorted({float(times[0]), t_end} | {e[0] for e in events})
+        cuts = {float(times[0]), t_end} | {e[0] for e in events}
+        cuts |= {float(c) for c in self.changes if c <= t_end}
+        cuts = sorted(cuts)
         r = np.zeros(n)
         segments = []
         k = 0
@@ -91,33 +96,41 @@ class Regimen:
                 sel = np.nonzero((times >= a) & (times < b))[0]
             else:
                 sel = np.nonzero(times == a)[0]
-            segments.append((a, b, groups, r.copy(), sel))
+            piece = int(np.searchsorted(self.changes, a, side="right"))
+            segments.append((a, b, groups, r.copy(), sel, piece))
         return segments
 
 
-def predict_subject(sens, regimen, phi, rtol, atol):
-    """Saved augmented states ``(n_obs, size)`` of one subject at its observation times."""
+def predict_subject(sens, regimen, par, rtol, atol):
+    """Saved augmented states ``(n_obs, size)`` of one subject at its observation times.
+
+    ``par``: the system's parameters without the rates (``phi``, or in direction mode the
+    vector of ``Sensitivities.direction_params``), ``(n_params,)`` or one row per piece of
+    the regimen (``(K, n_params)``, time-varying covariates)."""
     subject = regimen.subject
     n, size = sens.n, sens.size
+    pars = np.atleast_2d(np.asarray(par, dtype=np.float64))
     out = np.empty((subject.times.size, size))
     y = np.zeros(size)
-    p = np.empty(sens.m + n)
-    p[: sens.m] = phi
-    lags = sens.lag_values(phi)
+    npar = pars.shape[1]
+    p = np.empty(npar + n)
+    lags = sens.lag_values(pars[0])
     if lags is not None and not np.all(np.isfinite(lags)):
         raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
-    for a, b, groups, rates, sel in regimen.plan(lags):
+    for a, b, groups, rates, sel, piece in regimen.plan(lags):
+        cur = pars[piece]
         for ls, boluses, r_before, r_after in groups:
             if ls < 0:
                 for s, amount in boluses:
-                    sens.add_bolus(y, s, amount, phi)
+                    sens.add_bolus(y, s, amount, cur)
             else:
                 amount = sum(am for _, am in boluses)
-                y = sens.lagged_jump(y, ls, amount, r_before, r_after, phi)
+                y = sens.lagged_jump(y, ls, amount, r_before, r_after, cur)
         if b <= a:
             out[sel] = y
             continue
-        p[sens.m :] = rates
+        p[:npar] = cur
+        p[npar:] = rates
         ts = subject.times[sel]
         uniq = np.unique(np.concatenate([ts, [b]]))
         prob = sens.model.problem(y, (a, b), p)
