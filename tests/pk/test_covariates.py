@@ -54,7 +54,8 @@ def reference(model, x, eta, subject):
         cl = np.exp(theta[1] + eta[1]) * (wt / 70) ** 0.75
         return ka, cl, np.exp(theta[2] + eta[2])
 
-    cuts = sorted({0.0, subject.times[-1]} | {d.time for d in subject.doses} | {h[0] for h in hist[1:]})
+    cuts = {0.0, subject.times[-1]} | {d.time for d in subject.doses}
+    cuts = sorted(cuts | {h[0] for h in hist[1:]})
     x_ = np.zeros(2)
     out = np.zeros(subject.times.size)
     for i, a in enumerate(cuts):
@@ -67,7 +68,7 @@ def reference(model, x, eta, subject):
         if b > a:
             te = np.concatenate([subject.times[sel], [b]])
             sol = scipy.integrate.solve_ivp(
-                lambda _, u: [-ka * u[0], ka * u[0] - cl / v * u[1]],
+                lambda _, u, ka=ka, cl=cl, v=v: [-ka * u[0], ka * u[0] - cl / v * u[1]],
                 (a, b),
                 x_,
                 method="DOP853",

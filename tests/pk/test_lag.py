@@ -82,8 +82,9 @@ def mm_reference(ph, doses, t_obs):
         b = cuts[i + 1] if i + 1 < len(cuts) else a
         sel = (t_obs >= a) & (t_obs < b) if b > a else t_obs == a
         if b > a:
+            r = rate.copy()
 
-            def f(_, u, r=rate.copy()):
+            def f(_, u, r=r):
                 return [-ka * u[0] + r[0], ka * u[0] - vm * u[1] / (km * v + u[1]) + r[1]]
 
             te = np.concatenate([t_obs[sel], [b]])

@@ -13,7 +13,11 @@ Columns (names case-insensitive; unknown numeric columns are covariates):
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
-- ``SS``: steady-state doses are not supported (nonzero raises).
+- ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
+  to the periodic steady state of this dose repeated every ``II`` (earlier doses are
+  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``
+  (superposition on the current state) and constant-infusion steady states (``AMT=0``,
+  ``RATE>0``) are not supported.
 
 Covariates may change within a subject: a value holds from its record's time until the next
 change (last observation carried forward, as rxode2/nlmixr2 interpolate by default; NONMEM
@@ -45,13 +49,16 @@ class EventTableError(ValueError):
 class Dose:
     """One dose: ``amount`` into state ``state`` (0-based) at ``time``; ``duration > 0`` makes
     it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
-    record (1-based data row; repeats from ``ADDL`` share their record's row)."""
+    record (1-based data row; repeats from ``ADDL`` share their record's row).
+    ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
+    the periodic steady state of this dose given every ``ss_interval``."""
 
     time: float
     amount: float
     state: int
     duration: float = 0.0
     row: int = 0
+    ss_interval: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -161,7 +168,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
     EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
     missing ``TIME``/``ID``, a missing ``DV`` on an observation, an unknown ``EVID``, a
-    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` doses,
+    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` other
+    than 0/1, ``SS=1`` without ``II`` or with an infusion as long as ``II``,
     inconsistent ``RATE``/``DUR``, a subject whose records are not contiguous.
     """
     if isinstance(source, (str, os.PathLike)):
@@ -293,8 +301,12 @@ def read_events(source, n_states: int | None = None) -> EventData:
             raise EventTableError(f"{where}: a dose (EVID 1) with a missing AMT")
         if a <= 0:
             raise EventTableError(f"{where}: a dose amount must be positive, got AMT {a:g}")
-        if ss[r] not in (0.0,) and not math.isnan(ss[r]):
-            raise EventTableError(f"{where}: steady-state doses (SS={ss[r]:g}) are not supported")
+        ssr = 0.0 if math.isnan(ss[r]) else ss[r]
+        if ssr not in (0.0, 1.0):
+            raise EventTableError(
+                f"{where}: SS={ssr:g} is not supported (0: none, 1: steady state that resets "
+                "the state; SS=2 superposition is not)"
+            )
         c = cmt[r]
         if math.isnan(c):
             c = 1.0
@@ -324,8 +336,20 @@ def read_events(source, n_states: int | None = None) -> EventData:
             raise EventTableError(f"{where}: ADDL must be a whole number >= 0, got {n_add:g}")
         if n_add > 0 and not step > 0:
             raise EventTableError(f"{where}: ADDL {int(n_add)} needs an interval II > 0")
+        ss_ii = 0.0
+        if ssr == 1.0:
+            if not step > 0:
+                raise EventTableError(f"{where}: a steady-state dose (SS=1) needs II > 0")
+            if duration >= step:
+                raise EventTableError(
+                    f"{where}: a steady-state infusion must be shorter than its interval "
+                    f"(duration {duration:g} >= II {step:g})"
+                )
+            ss_ii = float(step)
         for k in range(int(n_add) + 1):
-            cur["doses"].append(Dose(t + k * step, a, int(c) - 1, duration, row))
+            cur["doses"].append(
+                Dose(t + k * step, a, int(c) - 1, duration, row, ss_ii if k == 0 else 0.0)
+            )
     out = []
     for s in subjects:
         doses = sorted(s["doses"], key=lambda d: d.time)

@@ -105,6 +105,13 @@ class PopulationObjective:
                         covs.append(v)
                 piece = (np.array(times), np.array(covs, dtype=np.float64))
             self.pieces.append(piece)
+            for d in s.doses:
+                if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
+                    why = "a lag time" if model.t is None else "a time-dependent ODE"
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with {why} "
+                        "is not supported"
+                    )
             if model.error.log_transform and np.any(s.dv <= 0):
                 j = int(np.argmin(s.dv))
                 raise ValueError(

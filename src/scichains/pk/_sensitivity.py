@@ -224,9 +224,9 @@ class Sensitivities:
         fn = self._jumps.get(state)
         if fn is None:
             fn = self._jumps[state] = self._make_jump(state)
-        return np.asarray(
-            fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64
-        ).reshape(self.size)
+        return np.asarray(fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64).reshape(
+            self.size
+        )
 
     def _make_jump(self, a):
         import math
