@@ -49,6 +49,11 @@ class PKModel:
         later). Differentiable to every order the estimation needs, although the solution is
         not smooth at the dose time (see ``Sensitivities.lagged_jump``); needs an autonomous
         ODE (no ``t``)
+    networks : :class:`Network` terms used in ``odes`` (or ``observe``) by their output
+        symbols: a SimpleChain of the states and individual parameters (random effects as
+        inputs, DeepPumas style); its weights are added to the typical values (named
+        ``name_w0, ...``, after those of ``theta``, initial values the term's weights) and
+        enter the equations as individual parameters equal to them
 
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
@@ -70,8 +75,11 @@ class PKModel:
         t=None,
         bioavailability: dict | None = None,
         lag: dict | None = None,
+        networks=(),
     ):
         import sympy as sp
+
+        from ._network import Network
 
         self.states = list(states)
         if not isinstance(individual, dict) or not individual:
@@ -79,6 +87,20 @@ class PKModel:
         if callable(odes):
             odes, t = _traced(odes, self.states, list(individual), t)
         self.odes = [sp.sympify(e) for e in odes]
+        self.networks = list(networks)
+        if self.networks:
+            if not isinstance(theta, dict):
+                raise TypeError("theta must be a non-empty dict {symbol: initial value}")
+            individual, theta = dict(individual), dict(theta)
+            sub = {}
+            for net in self.networks:
+                if not isinstance(net, Network):
+                    raise TypeError("networks must be pk.Network terms")
+                individual.update(zip(net.phi_symbols, net.theta_symbols))
+                theta.update(zip(net.theta_symbols, net.weights0))
+                sub.update(zip(net.outputs, net.expressions))
+            self.odes = [e.xreplace(sub) for e in self.odes]
+            observe = sp.sympify(observe).xreplace(sub)
         if len(self.odes) != len(self.states):
             raise ValueError(f"{len(self.states)} states but {len(self.odes)} equations")
         if not isinstance(theta, dict) or not theta:
@@ -177,15 +199,7 @@ class PKModel:
                 )
             self.lag = L
             self.lagged_states = tuple(self.states.index(k) for k in lag)
-        self.sens = Sensitivities(
-            self.states,
-            self.phi,
-            self.odes,
-            self.observe,
-            t=t,
-            bioavailability=self.bioavailability,
-            lag=self.lag,
-        )
+        self._sens2 = None  # built on first use (a large phi system may never be)
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
         m, p = len(self.phi), len(th)
@@ -198,6 +212,13 @@ class PKModel:
         self._ind3 = None
         self._sens3 = None
         self._dirs = {}
+        # individual parameters that are a typical value itself (network weights): constant
+        # derivatives in the system along eta and theta
+        self.identity = {
+            k: self.theta_symbols.index(e)
+            for k, e in enumerate(self.phi_exprs)
+            if e in self.theta_symbols
+        }
         self.n, self.m, self.p, self.q = len(self.states), m, p, q
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
         self.r = len(error.names)
@@ -235,6 +256,32 @@ class PKModel:
         v = np.array(self._ind3(*theta, *eta, *cov), dtype=np.float64)
         return v[: m * q**3].reshape(m, q, q, q), v[m * q**3 :].reshape(m, q, q, p)
 
+    @property
+    def sens(self):
+        """The second-order augmented system along the individual parameters."""
+        if self._sens2 is None:
+            self._sens2 = Sensitivities(
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                bioavailability=self.bioavailability,
+                lag=self.lag,
+            )
+        return self._sens2
+
+    def system_sizes(self, order: int = 2) -> tuple[int, int]:
+        """Augmented-state sizes ``(along phi, along eta and theta)`` of the two forms."""
+        from math import comb
+
+        m, q, p, n = self.m, self.q, self.p, self.n
+        along_phi = 1 + sum(comb(m + o - 1, o) for o in range(1, order + 1))
+        along_z = 1 + q + p + q * (q + 1) // 2 + q * p
+        if order == 3:
+            along_z += q * (q + 1) * (q + 2) // 6 + q * (q + 1) // 2 * p
+        return n * along_phi, n * along_z
+
     def sensitivities(self, order: int):
         """The augmented system of second (``self.sens``) or third order (built on first
         use: Laplace's gradient needs it)."""
@@ -270,6 +317,7 @@ class PKModel:
                 bioavailability=self.bioavailability,
                 lag=self.lag,
                 directions=(self.q, self.p),
+                identity=self.identity,
             )
         return self._dirs[order]
 

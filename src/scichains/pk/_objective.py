@@ -54,6 +54,11 @@ class PopulationObjective:
     data : EventData (checked against the model: compartments, covariates)
     method : ``"focei"`` or ``"laplace"`` (both with exact gradients)
     rtol, atol : ODE tolerances (on states and sensitivities)
+    sensitivities : ``"phi"``: the system along the individual parameters, composed with
+        the individual-parameter block (small when there are few individual parameters);
+        ``"directions"``: the system along the random effects and typical values (small
+        when there are many individual parameters, e.g. a network's weights; always used
+        for subjects whose covariates change); ``"auto"`` (default): the smaller
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
@@ -64,10 +69,26 @@ class PopulationObjective:
     """
 
     def __init__(
-        self, model, data, method="focei", rtol=1e-8, atol=1e-10, inner_tol=1e-10, inner_maxiter=100
+        self,
+        model,
+        data,
+        method="focei",
+        rtol=1e-8,
+        atol=1e-10,
+        inner_tol=1e-10,
+        inner_maxiter=100,
+        sensitivities="auto",
     ):
         if method not in ("focei", "laplace"):
             raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
+        if sensitivities not in ("auto", "phi", "directions"):
+            raise ValueError(
+                f"sensitivities must be 'auto', 'phi' or 'directions', got {sensitivities!r}"
+            )
+        if sensitivities == "auto":
+            along_phi, along_z = model.system_sizes(3 if method == "laplace" else 2)
+            sensitivities = "directions" if along_z < along_phi else "phi"
+        self.sensitivities = sensitivities
         self.model, self.data, self.method = model, data, method
         self.rtol, self.atol = float(rtol), float(atol)
         self.inner_tol, self.inner_maxiter = float(inner_tol), int(inner_maxiter)
@@ -104,6 +125,8 @@ class PopulationObjective:
                         times.append(t)
                         covs.append(v)
                 piece = (np.array(times), np.array(covs, dtype=np.float64))
+            if piece is None and sensitivities == "directions":
+                piece = (np.zeros(0), np.array([vals], dtype=np.float64))
             self.pieces.append(piece)
             for d in s.doses:
                 if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
@@ -311,7 +334,7 @@ class PopulationObjective:
         etas = np.zeros((N, q)) if etas is None else np.asarray(etas, dtype=np.float64)
         if etas.shape != (N, q):
             raise ValueError(f"etas must have shape ({N}, {q}), got {etas.shape}")
-        sens = self.model.sens
+        sens = self.model.sens if self.sensitivities == "phi" else None
         out = []
         for i, s in enumerate(self.data.subjects):
             if s.n_obs == 0:
@@ -323,10 +346,21 @@ class PopulationObjective:
                 out.append(sens.observe(y, phi)[0].copy())
                 continue
             times, covs = self.pieces[i]
+            rows = np.searchsorted(times, s.times, side="right")
+            if self.sensitivities == "directions":
+                dsens = self.model.directional(2)
+                pars = np.array(
+                    [
+                        dsens.direction_params(*self.model.individual(theta, etas[i], c))
+                        for c in covs
+                    ]
+                )
+                y = predict_subject(dsens, self.regimens[i], pars, self.rtol, self.atol)
+                out.append(dsens.observe_directions(y, pars[rows])[0].copy())
+                continue
             phis = np.array([self.model.individual(theta, etas[i], c)[0] for c in covs])
             y = predict_subject(sens, self.regimens[i], phis, self.rtol, self.atol)
-            rows = phis[np.searchsorted(times, s.times, side="right")]
-            out.append(sens.observe(y, rows)[0].copy())
+            out.append(sens.observe(y, phis[rows])[0].copy())
         return out
 
     def value(self, x) -> float:

@@ -53,6 +53,8 @@ class Sensitivities:
         for individual parameters that change in time (time-varying covariates): the
         parameters change from segment to segment while the augmented state stays
         continuous, because it holds derivatives along quantities that do not change.
+    identity : direction mode: ``{i: l}`` for individual parameters equal to the typical
+        value ``l`` (network weights): their derivatives are constants, not parameters
 
     Parameters of the augmented system: ``phi`` (``m``), in direction mode the derivatives
     ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then one rate per state.
@@ -69,6 +71,7 @@ class Sensitivities:
         bioavailability=None,
         lag=None,
         directions=None,
+        identity=None,
     ):
         import sympy as sp
 
@@ -114,6 +117,9 @@ class Sensitivities:
                 for c, tup in enumerate(tuples[o]):
                     if directions is None:
                         P[i][tup] = sp.Integer(1 if tup == (i,) else 0)
+                    elif identity and i in identity:
+                        # phi_i is the typical value theta_l: direction q + l
+                        P[i][tup] = sp.Integer(1 if tup == (directions[0] + identity[i],) else 0)
                     else:
                         P[i][tup] = sp.Symbol(f"_P{o}_{i}_{c}", real=True)
                         pars.append(P[i][tup])
@@ -129,7 +135,7 @@ class Sensitivities:
                     out += d * P[i][(ll,)]
                 if directions is not None:
                     for tup, sym in P[i].items():
-                        if 0 < len(tup) < order:
+                        if 0 < len(tup) < order and isinstance(sym, sp.Symbol):
                             d = sp.diff(e, sym)
                             if d != 0:
                                 out += d * P[i][tuple(sorted(tup + (ll,)))]
