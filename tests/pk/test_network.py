@@ -36,6 +36,7 @@ def test_model_holds_the_weights_as_typical_values():
     assert along_z < along_phi  # 2 x 34 vs 2 x 36: the eta/theta system is used
 
 
+@pytest.mark.slow  # two 70-equation systems to generate and compile (minutes when cold)
 def test_both_systems_give_the_same_ofv_and_gradient():
     model = nn_model()
     data = theoph_subset(2)
@@ -48,6 +49,7 @@ def test_both_systems_give_the_same_ofv_and_gradient():
     np.testing.assert_allclose(ga, gb, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_ofv_gradient_through_the_network_matches_central_differences():
     model = nn_model()
     data = theoph_subset(3)
