@@ -406,7 +406,10 @@ def _traced(f, states, phi, t):
             "in SymPy"
         ) from None
     if calls:
-        raise ValueError("a network inside the right-hand side is not supported by pk yet")
+        raise ValueError(
+            "a network called inside a compiled right-hand side cannot be traced; write the "
+            "equations in SymPy with the network as a pk.Network term"
+        )
     sub = dict(zip(u, states))
     sub.update(zip(p, phi))
     uses_t = any(tt in e.free_symbols for e in eqs)
