@@ -8,8 +8,8 @@
    compared with the in-process run, bit for bit.
 3. Objective + gradient of a 1,000-subject simulated population (one-compartment oral PK,
    random effects on ka, CL, V) on the same two clusters and in process, compared bit for bit.
-4. The per-task costs behind the projection in the README (a no-op task's round trip, the
-   per-subject cost, the bytes a task returns).
+4. The per-task costs behind the projection in the README (a no-op task's round trip, a no-op
+   call to the chunk holders, the per-subject cost, the bytes a task returns).
 
 Every ratio is taken from rounds of the same run (medians). Run: ``python benchmarks/ensemble.py``
 (``--quick`` for a smaller, faster check).
@@ -133,7 +133,7 @@ def main(argv=None):
     try:
         for k in (1, 2):
             cl = LocalCluster(
-                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=":0"
             )
             clusters[k] = (cl, Client(cl))
         for k, (_, c) in clusters.items():
@@ -199,10 +199,22 @@ def main(argv=None):
             t = time.perf_counter()
             c.gather([c.submit(_noop, i, pure=False) for i in range(200)])
             many.append((time.perf_counter() - t) / 200)
+        from scichains.parallel._executor import ScatteredChunks
+
+        held = ScatteredChunks(c, [0, 1])  # one chunk holder (actor) per worker
+        ra = []
+        for _ in range(30):
+            t = time.perf_counter()
+            held.run(_noop)
+            ra.append(time.perf_counter() - t)
         bytes_per_task = lambda b: 8 * (-(-b // 16) * (1 + 3) + b * 3)  # noqa: E731
         print("\n4. per-task costs (2-worker cluster)")
         print(f"   one no-op task, submit to result: median {statistics.median(rt) * 1e3:.2f} ms")
         print(f"   200 no-op tasks at once: {statistics.median(many) * 1e3:.3f} ms per task")
+        print(
+            "   one no-op call to both chunk holders (the actors that Population and "
+            f"EnsembleObjective use): median {statistics.median(ra) * 1e3:.2f} ms"
+        )
         print(
             f"   per subject, objective + gradient: {t_pop_local / n * 1e6:.0f} us (in process), "
             f"{p1 / n * 1e6:.0f} us (one worker, including transfer)"

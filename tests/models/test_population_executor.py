@@ -32,7 +32,7 @@ def test_population_identical_on_executors():
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -92,3 +92,43 @@ def test_an_error_on_a_worker_reaches_the_caller_naming_the_subject():
             p2.value_and_grad(z)
         assert "(in subject 0)" in info.value.__notes__
         assert p2.fun(z)[0] == np.inf
+
+
+def test_dask_chunks_live_on_distinct_workers_and_errors_name_the_subject():
+    """Each chunk is held by an actor on its worker (chunk j on worker j mod W); a call sends
+    only the parameters; several threads per worker run the chunks they hold at once; an
+    error raised on a worker reaches the caller with the subject's note."""
+    distributed = pytest.importorskip("distributed")
+    pop, subjects, z = _subjects_and_z()
+    v, g = pop.value_and_grad(z)
+    kw = dict(block=2, rtol=1e-8, atol=1e-10)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        p = Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=client, batch_size=4, **kw)
+        holders = p._chunks.holders
+        assert len(holders) == 3
+        workers = sorted(client.scheduler_info()["workers"])
+        assert [h._address for h in holders] == [workers[0], workers[1], workers[0]]
+        for _ in range(2):
+            v2, g2 = p.value_and_grad(z)
+            assert v2 == v and np.array_equal(g2, g)
+        assert p._chunks.holders is holders  # placed once
+        from scichains.parallel._executor import _POOLS
+
+        assert any(pool._max_workers == 2 for pool in _POOLS.values())  # the worker's threads
+        broken = list(subjects)
+        s = broken[9]
+        broken[9] = type(s)(t=s.t, y=s.y, weights=s.weights, u0=s.u0, jumps=s.jumps)
+        p2 = Population(_model(), broken, [0, 1], [0.3, 0.2], executor=client, batch_size=4, **kw)
+        broken[9].u0 = _no_u0  # after the client-side checks: fails on the worker
+        with pytest.raises(ValueError, match="no initial state") as info:
+            p2.value_and_grad(z)
+        assert "(in subject 9)" in info.value.__notes__
+
+
+def _no_u0(p):
+    raise ValueError("no initial state for this one")

@@ -197,7 +197,7 @@ def test_dask_in_process_cluster_matches_in_process():
     ref = solve_ensemble(e, Tsit5(), saveat=TS)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -252,3 +252,25 @@ def test_workers_rebuild_the_problem_once_per_ensemble():
         assert _transport._CACHE[key] is first
     e.prob.kernel = e.prob.kernel._replace(work=e.prob.kernel.work.copy())
     assert e.spec().token != key[1]  # a changed problem is sent anew
+
+
+def test_the_lean_right_hand_side_form():
+    # f(du, u, p, t) gets the lean C form the ensemble loop calls (vector addresses, no
+    # array structs); a right-hand side taking the network kernels k, or a Python one, has none
+    import numba
+
+    prob = _lv()
+    assert prob.lean_address != 0 and prob.lean_address == _lv().lean_address  # one per f
+
+    @numba.njit
+    def with_k(du, u, p, t, k):
+        du[0] = -p[0] * u[0]
+
+    assert ODEProblem(with_k, [1.0], (0.0, 1.0), [0.5]).lean_address == 0
+    assert ODEProblem(with_k.py_func, [1.0], (0.0, 1.0), [0.5]).lean_address == 0
+    # the kernels-taking form still runs in ensembles (the stepper's other signature)
+    e = EnsembleProblem(ODEProblem(with_k, [1.0], (0.0, 1.0), [0.5]), u0s=[[1.0], [2.0]])
+    sol = solve_ensemble(e, Tsit5(), saveat=[0.5, 1.0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        sol.u[:, :, 0], [[1.0], [2.0]] * np.exp(-0.5 * np.array([0.5, 1.0])), rtol=1e-8
+    )

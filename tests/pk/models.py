@@ -100,3 +100,55 @@ def regimen_data(tmp_path, model):
         dv = f * (1 + 0.1 * rng.standard_normal(f.size)) + 0.05
         subjects.append(pk.Subject(s.id, s.doses, s.times, dv, s.rows, s.covariates))
     return pk.EventData(subjects, data.covariates)
+
+
+def lag_model(error=None, omega=(0.4, 0.07, 0.05), theta=(0.45, 1.0, 3.45, -2.3)):
+    """The oral model with a log-normal lag time on the depot's doses (NONMEM's ALAG1)."""
+    depot, center, ka, cl, v, tlag = sp.symbols("depot center ka cl v tlag")
+    tka, tcl, tv, ttlag = sp.symbols("tka tcl tv ttlag")
+    eka, ecl, etl = sp.symbols("eta_ka eta_cl eta_tlag")
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-ka * depot, ka * depot - cl / v * center],
+        individual={
+            ka: sp.exp(tka + eka),
+            cl: sp.exp(tcl + ecl),
+            v: sp.exp(tv),
+            tlag: sp.exp(ttlag + etl),
+        },
+        theta=dict(zip([tka, tcl, tv, ttlag], theta)),
+        eta=[eka, ecl, etl],
+        omega=np.asarray(omega),
+        observe=center / v,
+        error=error or pk.Additive(0.7),
+        lag={depot: tlag},
+    )
+
+
+def nn_model(hidden: int = 0, seed: int = 0, scale: float = 0.3):
+    """DeepPumas style: the absorption rate ``ka depot exp(nn(depot / 320, eta_nn))``, a
+    SimpleChain 2 -> hidden (tanh) -> 1 (0: 2 -> 1 tanh) whose second input is a random
+    effect."""
+    import scichains as sc
+
+    depot, center, ka, cl, v, z = sp.symbols("depot center ka cl v z")
+    tka, tcl, tv = sp.symbols("tka tcl tv")
+    ecl, ev, enn = sp.symbols("eta_cl eta_v eta_nn")
+    if hidden:
+        chain = sc.SimpleChain(2, sc.Dense(hidden, "tanh"), sc.Dense(1))
+    else:
+        chain = sc.SimpleChain(2, sc.Dense(1, "tanh"))
+    w = chain.init_params(seed=seed, dtype=np.float64) * scale
+    net = pk.Network(chain, [depot / 320, z], name="nn", weights=w)
+    rate = ka * depot * sp.exp(net[0])
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-rate, rate - cl / v * center],
+        individual={ka: sp.exp(tka), cl: sp.exp(tcl + ecl), v: sp.exp(tv + ev), z: enn},
+        theta={tka: 0.45, tcl: 1.0, tv: 3.45},
+        eta=[ecl, ev, enn],
+        omega=[0.1, 0.02, 0.5],
+        observe=center / v,
+        error=pk.Additive(0.7),
+        networks=[net],
+    )

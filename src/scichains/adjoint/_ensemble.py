@@ -184,14 +184,11 @@ class EnsembleObjective:
         else:
             if U0 is None:
                 parts = self._chunks.run(_chunk_task, p, None, self.block, self.worker_threads)
-            else:  # new initial states: each chunk's rows travel with its task
-                futures = [
-                    ex.submit(
-                        self.executor, _chunk_task, h, p, U0[lo:hi], self.block, self.worker_threads
-                    )
-                    for h, (lo, hi) in zip(self._chunks.handles, self.bounds)
-                ]
-                parts = ex.gather(self.executor, futures)
+            else:  # new initial states: each chunk's rows travel with its call
+                parts = self._chunks.run_each(
+                    _chunk_task,
+                    [(p, U0[lo:hi], self.block, self.worker_threads) for lo, hi in self.bounds],
+                )
         values = np.concatenate([q[0] for q in parts])
         dps = np.concatenate([q[1] for q in parts])
         total = values[0]

@@ -87,12 +87,9 @@ def judge_step(e, h_try, qold, beta1, beta2, landing, dtmin):
 
 
 @numba.njit(inline="always", **FLAGS)
-def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1):
-    """Hairer & Wanner's guess of the first step (Solving ODEs I, II.4) from ``(t, u)`` with
-    ``f0 = f(t, u)``, for a method whose error estimate has order ``order - 1``; ``span`` =
-    ``|t1 - t0|``. One call of ``f`` at ``(t + direction h0, tmp)``. Returns ``(h, h0,
-    failed)``: ``failed`` when that call raised (``tmp`` holds its state). ``tmp``, ``f1``:
-    (n,) scratch."""
+def initial_probe(u, f0, span, direction, rtol, atol, tmp):
+    """First half of :func:`initial_step`: the trial step ``h0`` and the state ``tmp`` where
+    ``f`` is to be called next (at ``t + direction h0``). Returns ``(h0, d1)``."""
     n = u.shape[0]
     d0 = 0.0
     d1 = 0.0
@@ -106,7 +103,13 @@ def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1)
     h0 = min(h0, span)
     for i in range(n):
         tmp[i] = u[i] + direction * h0 * f0[i]
-    failed = f(f1, tmp, p, t + direction * h0, k) != 0
+    return h0, d1
+
+
+@numba.njit(inline="always", **FLAGS)
+def initial_finish(u, f0, f1, h0, d1, rtol, atol, order):
+    """Second half of :func:`initial_step`, with ``f1 = f(t + direction h0, tmp)``."""
+    n = u.shape[0]
     d2 = 0.0
     for i in range(n):
         sc = atol + abs(u[i]) * rtol
@@ -115,4 +118,17 @@ def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1)
     dmax = max(d1, d2)
     q = max(order, 1)
     h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / q)
-    return min(100.0 * h0, h1), h0, failed
+    return min(100.0 * h0, h1)
+
+
+@numba.njit(inline="always", **FLAGS)
+def initial_step(f, k, u, f0, p, t, span, direction, rtol, atol, order, tmp, f1):
+    """Hairer & Wanner's guess of the first step (Solving ODEs I, II.4) from ``(t, u)`` with
+    ``f0 = f(t, u)``, for a method whose error estimate has order ``order - 1``; ``span`` =
+    ``|t1 - t0|``. One call of ``f`` at ``(t + direction h0, tmp)``. Returns ``(h, h0,
+    failed)``: ``failed`` when that call raised (``tmp`` holds its state). ``tmp``, ``f1``:
+    (n,) scratch. (The explicit stepper, whose right-hand side comes in two call forms, runs
+    :func:`initial_probe` and :func:`initial_finish` around its own call.)"""
+    h0, d1 = initial_probe(u, f0, span, direction, rtol, atol, tmp)
+    failed = f(f1, tmp, p, t + direction * h0, k) != 0
+    return initial_finish(u, f0, f1, h0, d1, rtol, atol, order), h0, failed

@@ -19,7 +19,7 @@ from ..parallel import _executor as ex
 from ..parallel._transport import ProblemSpec, as_rows
 from ._ensemble_kernels import solve_batch
 from ._esdirk import ESDIRK
-from ._kernels import StepControl, Stops
+from ._kernels import StepControl, Stops, ensure_lean_integrate
 from ._problem import ODEProblem
 from ._solution import ReturnCode, user_error_failure
 from ._solve import plan_solve
@@ -241,6 +241,14 @@ def _run_rows(prob, settings, U0, P, m, threads):
     # hold up a thread's whole share (the results do not depend on the split)
     nblocks = max(1, min(m, 16 * threads))
     control = StepControl(*settings.control, prob.error_group)
+    # the lean form of the right-hand side where there is one (unsigned address: see
+    # _kernels.rhs_function); the stepper's arithmetic is the same, so are the results
+    faddr = prob.lean_address
+    if faddr:
+        ensure_lean_integrate()
+        faddr = np.uint64(faddr)
+    else:
+        faddr = prob.f_address
     kernel = prob.kernel
     lock = parallel_lock()
     previous = numba.get_num_threads()
@@ -251,7 +259,7 @@ def _run_rows(prob, settings, U0, P, m, threads):
         old_chunk = numba.set_parallel_chunksize(1)
         try:
             solve_batch(
-                prob.f_address,
+                faddr,
                 kernel,
                 U0,
                 P,

@@ -10,7 +10,7 @@ from numba.core.registry import CPUDispatcher
 
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
-from ._kernels import NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE
+from ._kernels import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
 
 
 def _call(f, du, u, p, t0, kernel, five):
@@ -165,6 +165,28 @@ def _as_cfunc(f, sig, k_at, what, form):
     return cf, five
 
 
+_LEAN: dict[int, tuple] = {}
+
+
+def _as_lean(f):
+    """A right-hand side ``f(du, u, p, t)`` as a C-callable of LEAN_RHS_SIGNATURE (addresses
+    of contiguous float64 vectors and their lengths), compiled once per function (~0.2 s)."""
+    known = _LEAN.get(id(f))
+    if known is not None and known[0] is f:
+        return known[1]
+    user = f
+
+    def lean(du_address, u_address, p_address, t, n, m):
+        du = numba.carray(float64_pointer(du_address), (n,))
+        u = numba.carray(float64_pointer(u_address), (n,))
+        p = numba.carray(float64_pointer(p_address), (m,))
+        return call_status4(user, du, u, p, t)
+
+    cf = numba.cfunc(LEAN_RHS_SIGNATURE, cache=False)(lean)
+    _LEAN[id(f)] = (f, cf)
+    return cf
+
+
 def _as_rhs(f):
     """The right-hand side ``f(du, u, p, t[, k])`` as a C-callable of RHS_SIGNATURE."""
     return _as_cfunc(f, RHS_SIGNATURE, 4, "right-hand side", "f(du, u, p, t) or f(du, u, p, t, k)")
@@ -254,6 +276,16 @@ class ODEProblem:
             raise TypeError("the network kernel must be float64: chain.kernel(np.float64)")
         self.kernel = kernel
         _probe(f, u0, self.p, t0, kernel, five)
+
+    @property
+    def lean_address(self) -> int:
+        """The address of the right-hand side as a C-callable of ``LEAN_RHS_SIGNATURE`` (what
+        the ensemble loop calls: vector addresses instead of array structs), compiled on
+        first use; 0 when there is none (a plain Python function, or one taking the network
+        kernels ``k``)."""
+        if self.f_address == 0 or self.takes_kernel:
+            return 0
+        return _as_lean(self.f).address
 
     @property
     def p(self) -> np.ndarray:

@@ -19,6 +19,9 @@ per-task overhead (~1 ms of scheduling, plus the transfer of the batch's data)."
 
 MIN_TASK_SECONDS = 0.1
 
+WAIT_FOR_WORKERS = 60.0
+"""Seconds to wait for a worker when a Dask cluster has none (all died and are restarting)."""
+
 
 def require_dask():
     """Import ``dask.distributed`` or raise ``ImportError`` saying how to install it."""
@@ -106,14 +109,6 @@ def scatter(executor, obj, broadcast: bool = False):
     return obj
 
 
-def scatter_many(executor, objs: list) -> list:
-    """Send each of ``objs`` to one worker (Dask spreads them over the workers); a list of
-    handles in the same order."""
-    if is_dask(executor):
-        return list(executor.scatter(list(objs), hash=False))
-    return list(objs)
-
-
 def batch_bounds(m: int, batch_size: int, align: int = 1) -> list[tuple[int, int]]:
     """Contiguous ``(lo, hi)`` batches of ``range(m)``, each ``batch_size`` long (the last
     shorter); ``batch_size`` is rounded up to a multiple of ``align``."""
@@ -153,36 +148,132 @@ def _lost_data(exc: BaseException) -> bool:
     return bool(names & {"CancelledError", "FutureCancelledError", "KilledWorker"})
 
 
+class ChunkHolder:
+    """One chunk's home on a Dask worker: a Dask actor, so that each call goes from the client
+    straight to the worker holding the chunk and back, without the scheduler's hops.
+
+    Measured on two loaded cores (objective + gradient of 1,000 subjects, two workers): the
+    client process spent 14-19 ms of CPU per evaluation and each worker 66-79 ms, against
+    25-28 ms and 73-89 ms with tasks on scattered data (in one process: 116 ms in all). On two
+    cores that CPU is taken from the workers' computing. Dask's statistical profiler, which
+    samples task threads every 10 ms, does not sample these calls.
+
+    A call runs in a thread pool of the worker sized to the worker's threads
+    (:func:`_holder_pool`), so the chunks held by one worker run at once, as tasks would."""
+
+    def __init__(self, payload):
+        self.payload = payload
+
+    async def call(self, fn: Callable, *args):
+        import asyncio
+        import functools
+
+        job = functools.partial(fn, self.payload, *args)
+        return await asyncio.get_running_loop().run_in_executor(_holder_pool(), job)
+
+
+_POOLS: dict = {}
+
+
+def _holder_pool():
+    """The thread pool of :class:`ChunkHolder` calls on this worker: as many threads as the
+    worker runs tasks at once (one pool per worker, shut down with it)."""
+    import weakref
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not on a worker (called directly): one thread
+        worker = None
+    key = id(worker)
+    pool = _POOLS.get(key)
+    if pool is None:
+        threads = int(getattr(getattr(worker, "state", None), "nthreads", 1) or 1)
+        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="scichains-chunk")
+        _POOLS[key] = pool
+        if worker is not None:
+            weakref.finalize(worker, _drop_pool, key)
+    return pool
+
+
+def _drop_pool(key) -> None:
+    pool = _POOLS.pop(key, None)
+    if pool is not None:
+        pool.shutdown(wait=False)
+
+
 class ScatteredChunks:
-    """Data sent to the workers once, one chunk per handle, for tasks called many times with
-    new small arguments (parameters): ``run(fn, args)`` submits ``fn(chunk, *args)`` for
+    """Data sent to the workers once, one chunk per worker slot, for calls repeated many times
+    with new small arguments (parameters): ``run(fn, *args)`` runs ``fn(chunk, *args)`` for
     every chunk and returns the results in chunk order.
 
-    With Dask each chunk lives on one worker, and its tasks run there (data locality). If
-    a worker dies, scattered data cannot be recomputed: the chunks are scattered again from
-    the copies kept here and the call is repeated once (the results are the same: every
-    task is a pure function of its chunk and arguments)."""
+    With Dask each chunk lives in a :class:`ChunkHolder` actor on one worker (chunk ``j`` on
+    worker ``j mod W``, the workers in address order): a call sends the function (by
+    reference) and the arguments straight to that worker. If a worker dies, its chunks are
+    placed again on the workers there are, from the copies kept here, and the call is repeated
+    once (the results are the same: every call is a pure function of its chunk and
+    arguments). Other executors: ``executor.submit(fn, chunk, *args)`` (threads share the
+    chunk; a process pool pickles it with each call)."""
 
     def __init__(self, executor, payloads: list):
         self.executor = executor
         self.payloads = list(payloads)
-        self.handles = scatter_many(executor, self.payloads)
+        self.dask = is_dask(executor)
+        self.holders = self._place() if self.dask else None
+
+    def _place(self) -> list:
+        client = self.executor
+        workers = sorted(client.scheduler_info()["workers"])
+        if not workers:  # e.g. the only worker died and its nanny is starting it again
+            try:
+                client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"the Dask cluster has had no workers for {WAIT_FOR_WORKERS} s: nowhere to "
+                    "place the data"
+                ) from None
+            workers = sorted(client.scheduler_info()["workers"])
+        where = [workers[j % len(workers)] for j in range(len(self.payloads))]
+        # the data go from here to their worker directly; the actor takes them there
+        data = [
+            client.scatter(payload, workers=[w], hash=False)
+            for payload, w in zip(self.payloads, where)
+        ]
+        futures = [
+            client.submit(
+                ChunkHolder, d, actor=True, workers=[w], allow_other_workers=False, pure=False
+            )
+            for d, w in zip(data, where)
+        ]
+        holders = [f.result() for f in futures]
+        self._keep = futures  # the actors live while their futures do
+        return holders
+
+    def _holders_lost(self) -> bool:
+        alive = set(self.executor.scheduler_info()["workers"])
+        return any(getattr(h, "_address", None) not in alive for h in self.holders)
 
     def run(self, fn: Callable, *args) -> list:
         """``[fn(chunk, *args) for chunk in chunks]``, run where the chunks are."""
-        return self.run_each(fn, [args] * len(self.handles))
+        return self.run_each(fn, [args] * len(self.payloads))
 
     def run_each(self, fn: Callable, args_list: Sequence) -> list:
         """``[fn(chunk, *args) for chunk, args in zip(chunks, args_list)]``: arguments of
         each chunk's own (e.g. its rows of a larger array)."""
-        for attempt in (0, 1):
+        if not self.dask:
             futures = [
-                submit(self.executor, fn, h, *args) for h, args in zip(self.handles, args_list)
+                self.executor.submit(fn, payload, *args)
+                for payload, args in zip(self.payloads, args_list)
             ]
+            return [f.result() for f in futures]
+        for attempt in (0, 1):
+            calls = [h.call(fn, *args) for h, args in zip(self.holders, args_list)]
             try:
-                return gather(self.executor, futures)
+                return [c.result() for c in calls]
             except Exception as e:  # noqa: BLE001 - only lost workers are retried
-                if attempt == 1 or not _lost_data(e):
+                if attempt == 1 or not (_lost_data(e) or self._holders_lost()):
                     raise
-                self.handles = scatter_many(self.executor, self.payloads)
+                self.holders = self._place()
         raise AssertionError("unreachable")  # pragma: no cover

@@ -1,8 +1,10 @@
 """scichains.pk: population pharmacokinetics as pharmacometricians work.
 
-NONMEM-style event tables (:func:`read_events`), nonlinear mixed-effects models written in
-SymPy (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
-individual-parameter block, the ODE, the observation, a residual error model), and FOCE-I
+NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, steady-state
+doses, time-varying covariates), nonlinear mixed-effects models written in SymPy
+(:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
+individual-parameter block, the ODE, the observation, a residual error model, bioavailability
+and lag times, :class:`Network` terms in the dynamics), and FOCE-I
 and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
 objective in NONMEM's -2 log-likelihood convention); the covariance step, shrinkage and
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
@@ -14,6 +16,7 @@ from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
 from ._fit import FitResult, fit
 from ._model import PKModel
+from ._network import Network
 from ._objective import InnerFailure, PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
 from ._predict import PKSolveError
@@ -29,6 +32,7 @@ __all__ = [
     "Exponential",
     "FitResult",
     "InnerFailure",
+    "Network",
     "PKModel",
     "PKSolveError",
     "PopulationObjective",

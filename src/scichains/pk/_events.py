@@ -13,7 +13,16 @@ Columns (names case-insensitive; unknown numeric columns are covariates):
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
-- ``SS``: steady-state doses are not supported (nonzero raises).
+- ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
+  to the periodic steady state of this dose repeated every ``II`` (earlier doses are
+  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``
+  (superposition on the current state) and constant-infusion steady states (``AMT=0``,
+  ``RATE>0``) are not supported.
+
+Covariates may change within a subject: a value holds from its record's time until the next
+change (last observation carried forward, as rxode2/nlmixr2 interpolate by default; NONMEM
+uses the next record's value for the interval before it), a missing value keeps the previous
+one.
 
 Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``. At equal times, a subject's doses are
 given before its observations are read (a dose at time 0 and a sample at time 0: the sample
@@ -40,13 +49,16 @@ class EventTableError(ValueError):
 class Dose:
     """One dose: ``amount`` into state ``state`` (0-based) at ``time``; ``duration > 0`` makes
     it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
-    record (1-based data row; repeats from ``ADDL`` share their record's row)."""
+    record (1-based data row; repeats from ``ADDL`` share their record's row).
+    ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
+    the periodic steady state of this dose given every ``ss_interval``."""
 
     time: float
     amount: float
     state: int
     duration: float = 0.0
     row: int = 0
+    ss_interval: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -58,7 +70,10 @@ class Subject:
     """One subject's events: ``doses`` (time order), observation ``times`` and ``dv`` (arrays of
     equal length, non-decreasing times; replicates at one time allowed), ``rows`` (their
     source rows) and ``covariates`` (name -> value at the subject's first record;
-    ``covariate_changes`` lists the names whose value changes within the subject)."""
+    ``covariate_changes`` lists the names whose value changes within the subject;
+    ``covariate_history``: ``(time, row, {name: value})`` at each record where a value
+    changes, the values in effect from that time on (last observation carried forward; a
+    missing value carries the previous one forward))."""
 
     id: object
     doses: list[Dose]
@@ -67,6 +82,7 @@ class Subject:
     rows: np.ndarray
     covariates: dict = field(default_factory=dict)
     covariate_changes: tuple = ()
+    covariate_history: tuple = ()
 
     @property
     def n_obs(self) -> int:
@@ -152,7 +168,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
     EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
     missing ``TIME``/``ID``, a missing ``DV`` on an observation, an unknown ``EVID``, a
-    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` doses,
+    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` other
+    than 0/1, ``SS=1`` without ``II`` or with an infusion as long as ``II``,
     inconsistent ``RATE``/``DUR``, a subject whose records are not contiguous.
     """
     if isinstance(source, (str, os.PathLike)):
@@ -236,6 +253,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 "last": -math.inf,
                 "cov": {c: num[c][r] for c in covariates},
                 "changes": set(),
+                "now": {c: num[c][r] for c in covariates},
+                "history": [],
             }
             subjects.append(cur)
         t = time[r]
@@ -247,10 +266,16 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 f"({cur['last']:g}); sort each subject's records by time"
             )
         cur["last"] = t
+        changed = False
         for c in covariates:
-            a, b = cur["cov"][c], num[c][r]
-            if not (a == b or (math.isnan(a) and math.isnan(b))):
-                cur["changes"].add(c)
+            a, b = cur["now"][c], num[c][r]
+            if math.isnan(b) or a == b:
+                continue  # missing: the value in effect carries forward
+            cur["now"][c] = b
+            cur["changes"].add(c)
+            changed = True
+        if changed:
+            cur["history"].append((float(t), row, dict(cur["now"])))
         e = evid[r]
         if e not in (0.0, 1.0, 2.0):
             raise EventTableError(
@@ -276,8 +301,12 @@ def read_events(source, n_states: int | None = None) -> EventData:
             raise EventTableError(f"{where}: a dose (EVID 1) with a missing AMT")
         if a <= 0:
             raise EventTableError(f"{where}: a dose amount must be positive, got AMT {a:g}")
-        if ss[r] not in (0.0,) and not math.isnan(ss[r]):
-            raise EventTableError(f"{where}: steady-state doses (SS={ss[r]:g}) are not supported")
+        ssr = 0.0 if math.isnan(ss[r]) else ss[r]
+        if ssr not in (0.0, 1.0):
+            raise EventTableError(
+                f"{where}: SS={ssr:g} is not supported (0: none, 1: steady state that resets "
+                "the state; SS=2 superposition is not)"
+            )
         c = cmt[r]
         if math.isnan(c):
             c = 1.0
@@ -307,8 +336,20 @@ def read_events(source, n_states: int | None = None) -> EventData:
             raise EventTableError(f"{where}: ADDL must be a whole number >= 0, got {n_add:g}")
         if n_add > 0 and not step > 0:
             raise EventTableError(f"{where}: ADDL {int(n_add)} needs an interval II > 0")
+        ss_ii = 0.0
+        if ssr == 1.0:
+            if not step > 0:
+                raise EventTableError(f"{where}: a steady-state dose (SS=1) needs II > 0")
+            if duration >= step:
+                raise EventTableError(
+                    f"{where}: a steady-state infusion must be shorter than its interval "
+                    f"(duration {duration:g} >= II {step:g})"
+                )
+            ss_ii = float(step)
         for k in range(int(n_add) + 1):
-            cur["doses"].append(Dose(t + k * step, a, int(c) - 1, duration, row))
+            cur["doses"].append(
+                Dose(t + k * step, a, int(c) - 1, duration, row, ss_ii if k == 0 else 0.0)
+            )
     out = []
     for s in subjects:
         doses = sorted(s["doses"], key=lambda d: d.time)
@@ -321,6 +362,7 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 rows=np.array(s["rows"], dtype=np.int64),
                 covariates={k: float(v) for k, v in s["cov"].items()},
                 covariate_changes=tuple(sorted(s["changes"])),
+                covariate_history=tuple(s["history"]),
             )
         )
     return EventData(out, covariates)

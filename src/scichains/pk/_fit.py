@@ -70,8 +70,8 @@ def fit(
     x0 : starting vector (default: the model's initial values, ``model.pack()``)
     gtol : stop when the largest gradient entry is below this (OFV units per unit of ``x``)
     maxiter : quasi-Newton iterations
-    l2 : optional ``{theta symbol (or its name): lambda}``: an L2 prior on those typical
-        values (e.g. a network's weights written into the individual-parameter block),
+    l2 : optional ``{theta symbol (or its name), or a network's name: lambda}``: an L2
+        prior on those typical values (a :class:`Network`'s name: all its weights),
         ``sum lambda theta^2`` added to the minimised objective (a Gaussian prior with
         variance ``1 / (2 lambda)`` in OFV units); ``FitResult.ofv`` is the OFV without it
     objective_kwargs : ``rtol``, ``atol``, ``inner_tol`` of :class:`PopulationObjective`
@@ -144,11 +144,19 @@ def _l2_weights(model, l2) -> np.ndarray:
     if not isinstance(l2, dict):
         raise TypeError("l2 must be a dict {theta symbol or name: lambda}")
     names = [str(s) for s in model.theta_symbols]
+    nets = {net.name: net for net in getattr(model, "networks", ())}
     for k, v in l2.items():
-        if str(k) not in names:
-            raise ValueError(f"l2 names {k}, which is not a typical value (theta) of the model")
+        if str(k) in nets:
+            targets = [str(w) for w in nets[str(k)].theta_symbols]
+        elif str(k) in names:
+            targets = [str(k)]
+        else:
+            raise ValueError(
+                f"l2 names {k}, which is not a typical value (theta) or a network of the model"
+            )
         v = float(v)
         if not np.isfinite(v) or v < 0:
             raise ValueError(f"the l2 weight of {k} must be finite and >= 0, got {v}")
-        lam[names.index(str(k))] = v
+        for name in targets:
+            lam[names.index(name)] = v
     return lam

@@ -42,6 +42,18 @@ class PKModel:
         infusion keeps its duration and runs at ``F * rate`` (as NONMEM does for infusions
         whose duration is given, ``RATE=-2``; NONMEM keeps a given ``RATE`` and stretches
         the duration instead)
+    lag : optional dict ``{state: expression}``: the lag time of the doses into that state
+        (NONMEM's ``ALAG``), a function of the individual parameters (e.g. ``{depot: tlag}``
+        with ``tlag: exp(ttlag + eta_tlag)`` in ``individual``), in the data's time unit: a
+        dose recorded at ``t`` arrives at ``t + lag`` (an infusion starts and ends ``lag``
+        later). Differentiable to every order the estimation needs, although the solution is
+        not smooth at the dose time (see ``Sensitivities.lagged_jump``); needs an autonomous
+        ODE (no ``t``)
+    networks : :class:`Network` terms used in ``odes`` (or ``observe``) by their output
+        symbols: a SimpleChain of the states and individual parameters (random effects as
+        inputs, DeepPumas style); its weights are added to the typical values (named
+        ``name_w0, ...``, after those of ``theta``, initial values the term's weights) and
+        enter the equations as individual parameters equal to them
 
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
@@ -62,8 +74,12 @@ class PKModel:
         covariates=(),
         t=None,
         bioavailability: dict | None = None,
+        lag: dict | None = None,
+        networks=(),
     ):
         import sympy as sp
+
+        from ._network import Network
 
         self.states = list(states)
         if not isinstance(individual, dict) or not individual:
@@ -71,6 +87,20 @@ class PKModel:
         if callable(odes):
             odes, t = _traced(odes, self.states, list(individual), t)
         self.odes = [sp.sympify(e) for e in odes]
+        self.networks = list(networks)
+        if self.networks:
+            if not isinstance(theta, dict):
+                raise TypeError("theta must be a non-empty dict {symbol: initial value}")
+            individual, theta = dict(individual), dict(theta)
+            sub = {}
+            for net in self.networks:
+                if not isinstance(net, Network):
+                    raise TypeError("networks must be pk.Network terms")
+                individual.update(zip(net.phi_symbols, net.theta_symbols))
+                theta.update(zip(net.theta_symbols, net.weights0))
+                sub.update(zip(net.outputs, net.expressions))
+            self.odes = [e.xreplace(sub) for e in self.odes]
+            observe = sp.sympify(observe).xreplace(sub)
         if len(self.odes) != len(self.states):
             raise ValueError(f"{len(self.states)} states but {len(self.odes)} equations")
         if not isinstance(theta, dict) or not theta:
@@ -147,14 +177,29 @@ class PKModel:
                     )
                 F[self.states.index(k)] = e
             self.bioavailability = F
-        self.sens = Sensitivities(
-            self.states,
-            self.phi,
-            self.odes,
-            self.observe,
-            t=t,
-            bioavailability=self.bioavailability,
-        )
+        self.lag = None
+        self.lagged_states = ()
+        if lag:
+            L = [sp.Integer(0)] * len(self.states)
+            for k, e in lag.items():
+                if k not in self.states:
+                    raise ValueError(f"a lag time is given for {k}, which is not a state")
+                e = sp.sympify(e)
+                extra = e.free_symbols - set(self.phi)
+                if extra:
+                    raise ValueError(
+                        f"the lag time of {k} uses {sorted(map(str, extra))}: write it in the "
+                        "individual parameters"
+                    )
+                L[self.states.index(k)] = e
+            if t is not None:
+                raise ValueError(
+                    "a lag time needs an autonomous ODE (the equations use t): the dose-time "
+                    "derivatives are expanded along the flow"
+                )
+            self.lag = L
+            self.lagged_states = tuple(self.states.index(k) for k in lag)
+        self._sens2 = None  # built on first use (a large phi system may never be)
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
         m, p = len(self.phi), len(th)
@@ -166,6 +211,14 @@ class PKModel:
         self._ind = sp.lambdify([*th, *et, *self.covariates], exprs, modules="numpy", cse=True)
         self._ind3 = None
         self._sens3 = None
+        self._dirs = {}
+        # individual parameters that are a typical value itself (network weights): constant
+        # derivatives in the system along eta and theta
+        self.identity = {
+            k: self.theta_symbols.index(e)
+            for k, e in enumerate(self.phi_exprs)
+            if e in self.theta_symbols
+        }
         self.n, self.m, self.p, self.q = len(self.states), m, p, q
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
         self.r = len(error.names)
@@ -203,6 +256,32 @@ class PKModel:
         v = np.array(self._ind3(*theta, *eta, *cov), dtype=np.float64)
         return v[: m * q**3].reshape(m, q, q, q), v[m * q**3 :].reshape(m, q, q, p)
 
+    @property
+    def sens(self):
+        """The second-order augmented system along the individual parameters."""
+        if self._sens2 is None:
+            self._sens2 = Sensitivities(
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                bioavailability=self.bioavailability,
+                lag=self.lag,
+            )
+        return self._sens2
+
+    def system_sizes(self, order: int = 2) -> tuple[int, int]:
+        """Augmented-state sizes ``(along phi, along eta and theta)`` of the two forms."""
+        from math import comb
+
+        m, q, p, n = self.m, self.q, self.p, self.n
+        along_phi = 1 + sum(comb(m + o - 1, o) for o in range(1, order + 1))
+        along_z = 1 + q + p + q * (q + 1) // 2 + q * p
+        if order == 3:
+            along_z += q * (q + 1) * (q + 2) // 6 + q * (q + 1) // 2 * p
+        return n * along_phi, n * along_z
+
     def sensitivities(self, order: int):
         """The augmented system of second (``self.sens``) or third order (built on first
         use: Laplace's gradient needs it)."""
@@ -217,8 +296,30 @@ class PKModel:
                 t=self.t,
                 order=3,
                 bioavailability=self.bioavailability,
+                lag=self.lag,
             )
         return self._sens3
+
+    def directional(self, order: int):
+        """The augmented system along the random effects and typical values (order 2 or 3;
+        built on first use): subjects whose covariates change in time use it, with the
+        individual parameters and their derivatives as its parameters, piece by piece."""
+        if order not in (2, 3):
+            raise ValueError(f"order must be 2 or 3, got {order}")
+        if self._dirs.get(order) is None:
+            self._dirs[order] = Sensitivities(
+                self.states,
+                self.phi,
+                self.odes,
+                self.observe,
+                t=self.t,
+                order=order,
+                bioavailability=self.bioavailability,
+                lag=self.lag,
+                directions=(self.q, self.p),
+                identity=self.identity,
+            )
+        return self._dirs[order]
 
     # ---------------------------------------------------------------- parameter layout
     def omega_from(self, w):
@@ -305,7 +406,10 @@ def _traced(f, states, phi, t):
             "in SymPy"
         ) from None
     if calls:
-        raise ValueError("a network inside the right-hand side is not supported by pk yet")
+        raise ValueError(
+            "a network called inside a compiled right-hand side cannot be traced; write the "
+            "equations in SymPy with the network as a pk.Network term"
+        )
     sub = dict(zip(u, states))
     sub.update(zip(p, phi))
     uses_t = any(tt in e.free_symbols for e in eqs)

@@ -54,6 +54,11 @@ class PopulationObjective:
     data : EventData (checked against the model: compartments, covariates)
     method : ``"focei"`` or ``"laplace"`` (both with exact gradients)
     rtol, atol : ODE tolerances (on states and sensitivities)
+    sensitivities : ``"phi"``: the system along the individual parameters, composed with
+        the individual-parameter block (small when there are few individual parameters);
+        ``"directions"``: the system along the random effects and typical values (small
+        when there are many individual parameters, e.g. a network's weights; always used
+        for subjects whose covariates change); ``"auto"`` (default): the smaller
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
@@ -64,10 +69,26 @@ class PopulationObjective:
     """
 
     def __init__(
-        self, model, data, method="focei", rtol=1e-8, atol=1e-10, inner_tol=1e-10, inner_maxiter=100
+        self,
+        model,
+        data,
+        method="focei",
+        rtol=1e-8,
+        atol=1e-10,
+        inner_tol=1e-10,
+        inner_maxiter=100,
+        sensitivities="auto",
     ):
         if method not in ("focei", "laplace"):
             raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
+        if sensitivities not in ("auto", "phi", "directions"):
+            raise ValueError(
+                f"sensitivities must be 'auto', 'phi' or 'directions', got {sensitivities!r}"
+            )
+        if sensitivities == "auto":
+            along_phi, along_z = model.system_sizes(3 if method == "laplace" else 2)
+            sensitivities = "directions" if along_z < along_phi else "phi"
+        self.sensitivities = sensitivities
         self.model, self.data, self.method = model, data, method
         self.rtol, self.atol = float(rtol), float(atol)
         self.inner_tol, self.inner_maxiter = float(inner_tol), int(inner_maxiter)
@@ -79,16 +100,41 @@ class PopulationObjective:
                 f"{list(data.covariates)})"
             )
         self.cov = []
+        self.pieces = []  # per subject: None, or (change times (K-1,), covariates (K, c))
+        names = model.covariate_names
         for s in data.subjects:
-            changing = [c for c in model.covariate_names if c in s.covariate_changes]
-            if changing:
-                raise ValueError(
-                    f"subject ID {s.id}: covariate(s) {changing} change within the subject; "
-                    "time-varying covariates are not supported yet"
-                )
-            vals = [s.covariates[c] for c in model.covariate_names]
+            vals = [s.covariates[c] for c in names]
             if not np.all(np.isfinite(vals)):
-                raise ValueError(f"subject ID {s.id}: a covariate of the model is missing")
+                bad = [c for c, v in zip(names, vals) if not np.isfinite(v)]
+                raise ValueError(
+                    f"subject ID {s.id}: covariate(s) {bad} of the model are missing at the "
+                    "subject's first record"
+                )
+            changing = [c for c in names if c in s.covariate_changes]
+            piece = None
+            if changing:
+                if model.lag is not None:
+                    raise ValueError(
+                        f"subject ID {s.id}: covariate(s) {changing} change within the subject, "
+                        "and lag times with time-varying covariates are not supported"
+                    )
+                times, covs = [], [vals]
+                for t, _row, values in s.covariate_history:
+                    v = [values[c] for c in names]
+                    if v != covs[-1]:
+                        times.append(t)
+                        covs.append(v)
+                piece = (np.array(times), np.array(covs, dtype=np.float64))
+            if piece is None and sensitivities == "directions":
+                piece = (np.zeros(0), np.array([vals], dtype=np.float64))
+            self.pieces.append(piece)
+            for d in s.doses:
+                if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
+                    why = "a lag time" if model.t is None else "a time-dependent ODE"
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with {why} "
+                        "is not supported"
+                    )
             if model.error.log_transform and np.any(s.dv <= 0):
                 j = int(np.argmin(s.dv))
                 raise ValueError(
@@ -96,7 +142,10 @@ class PopulationObjective:
                     f"positive observations, got DV {s.dv[j]:g}"
                 )
             self.cov.append(np.array(vals, dtype=np.float64))
-        self.regimens = [Regimen(s, model.n) for s in data.subjects]
+        self.regimens = [
+            Regimen(s, model.n, model.lagged_states, () if pc is None else pc[0])
+            for s, pc in zip(data.subjects, self.pieces)
+        ]
         self._errf = model.error.functions()
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs
@@ -109,6 +158,9 @@ class PopulationObjective:
         Hf (n, q, q), B (n, q, p)`` and with ``third``, ``Tf (n, q, q, q)``,
         ``Tt (n, q, q, p)``."""
         model = self.model
+        if self.pieces[i] is not None:
+            g, G, Ft, Hf, B, Tf, Tt = self._predict_pieces(i, theta, eta, third)
+            return self._log_transform(i, g, G, Ft, Hf, B, Tf, Tt, third)
         sens = model.sensitivities(3) if third else model.sens
         phi, pe, pt, pee, pet = model.individual(theta, eta, self.cov[i])
         y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
@@ -131,6 +183,27 @@ class PopulationObjective:
             u = np.einsum("jkl,kap,lb->jabp", g2, pet, pe)
             Tt += u + u.transpose(0, 2, 1, 3)
             Tt += np.einsum("jk,kabp->jabp", g1, peet)
+        return self._log_transform(i, g, G, Ft, Hf, B, Tf, Tt, third)
+
+    def _predict_pieces(self, i, theta, eta, third):
+        """As :meth:`_predict` (before the log transform) for a subject whose covariates
+        change: the system along eta and theta, its parameters piece by piece."""
+        model = self.model
+        sens = model.directional(3 if third else 2)
+        times, covs = self.pieces[i]
+        pars = []
+        for cov in covs:
+            d = model.individual(theta, eta, cov)
+            if third:
+                d = (*d, *model.individual3(theta, eta, cov))
+            pars.append(sens.direction_params(*d))
+        pars = np.array(pars)
+        y = predict_subject(sens, self.regimens[i], pars, self.rtol, self.atol)
+        obs_piece = np.searchsorted(times, self.data.subjects[i].times, side="right")
+        return sens.observe_directions(y, pars[obs_piece])
+
+    def _log_transform(self, i, g, G, Ft, Hf, B, Tf, Tt, third):
+        model = self.model
         if model.error.log_transform:
             if np.any(g <= 0):
                 j = int(np.argmin(g))
@@ -261,15 +334,33 @@ class PopulationObjective:
         etas = np.zeros((N, q)) if etas is None else np.asarray(etas, dtype=np.float64)
         if etas.shape != (N, q):
             raise ValueError(f"etas must have shape ({N}, {q}), got {etas.shape}")
-        sens = self.model.sens
+        sens = self.model.sens if self.sensitivities == "phi" else None
         out = []
         for i, s in enumerate(self.data.subjects):
             if s.n_obs == 0:
                 out.append(np.zeros(0))
                 continue
-            phi = self.model.individual(theta, etas[i], self.cov[i])[0]
-            y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
-            out.append(sens.observe(y, phi)[0].copy())
+            if self.pieces[i] is None:
+                phi = self.model.individual(theta, etas[i], self.cov[i])[0]
+                y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
+                out.append(sens.observe(y, phi)[0].copy())
+                continue
+            times, covs = self.pieces[i]
+            rows = np.searchsorted(times, s.times, side="right")
+            if self.sensitivities == "directions":
+                dsens = self.model.directional(2)
+                pars = np.array(
+                    [
+                        dsens.direction_params(*self.model.individual(theta, etas[i], c))
+                        for c in covs
+                    ]
+                )
+                y = predict_subject(dsens, self.regimens[i], pars, self.rtol, self.atol)
+                out.append(dsens.observe_directions(y, pars[rows])[0].copy())
+                continue
+            phis = np.array([self.model.individual(theta, etas[i], c)[0] for c in covs])
+            y = predict_subject(sens, self.regimens[i], phis, self.rtol, self.atol)
+            out.append(sens.observe(y, phis[rows])[0].copy())
         return out
 
     def value(self, x) -> float:

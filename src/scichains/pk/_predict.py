@@ -22,55 +22,124 @@ class Regimen:
     """The segments of one subject's regimen up to its last observation.
 
     Cut points ``c_0 < ... < c_k``: the first dose or observation, every dose, every infusion
-    end, the last observation. Segment ``i`` runs over ``[c_i, c_{i+1})`` and holds the
-    boluses at ``c_i``, the infusion rates running at ``c_i`` and the observations in
-    ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its boluses and
-    observations. ``segments``: ``(a, b, boluses [(state, amount)], rates (n,), obs_idx)``.
+    start and end, the last observation (doses into a ``lagged`` state, with their infusion
+    ends, move by that state's lag time). Segment ``i`` runs over ``[c_i, c_{i+1})`` and holds
+    the events at ``c_i`` in groups, the infusion rates running after them and the
+    observations in ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its
+    events and observations. :meth:`plan` returns ``(a, b, groups, rates (n,), obs_idx)``
+    with ``groups`` a list of ``(lag_state, boluses [(state, amount)], rates_before,
+    rates_after)``, ``lag_state = -1`` for the doses without a lag (``-2``: a steady-state
+    reset, ``(-2, [Dose], None, None)``, before the doses at that time), and a last entry
+    ``piece``: the index of the individual parameters in effect (``changes``: the times at
+    which piece ``1, 2, ...`` starts, time-varying covariates; every change is a cut).
     """
 
-    def __init__(self, subject, n_states: int):
+    def __init__(self, subject, n_states: int, lagged=(), changes=()):
         self.subject = subject
+        self.n = n_states
+        self.lagged = frozenset(lagged)
+        self.changes = np.asarray(sorted(changes), dtype=np.float64)
+        self._fixed = None if self.lagged else self._plan(np.zeros(n_states))
+
+    @property
+    def segments(self):
+        """The plan of a regimen without lag times."""
+        if self._fixed is None:
+            raise ValueError("the regimen has lagged doses: call plan(lags)")
+        return self._fixed
+
+    def plan(self, lags=None):
+        """The segments with each state's lag time ``lags`` (``(n,)``; None: no lags)."""
+        if self._fixed is not None:
+            return self._fixed
+        return self._plan(np.asarray(lags, dtype=np.float64))
+
+    def _plan(self, lags):
+        subject, n = self.subject, self.n
         times = subject.times
-        self.segments = []
         if times.size == 0:
-            return
+            return []
         t_end = float(times[-1])
-        doses = [d for d in subject.doses if d.time <= t_end]
-        cuts = {float(times[0]), t_end}
-        for d in doses:
-            cuts.add(d.time)
-            if d.duration > 0 and d.time + d.duration < t_end:
-                cuts.add(d.time + d.duration)
+        events = []  # (time, lag_state, state, bolus amount, rate change)
+        for d in subject.doses:
+            if d.ss_interval > 0:
+                # reset to the steady state first (lag_state -2 sorts before the doses)
+                events.append((d.time, -2, d.state, d, 0.0))
+            ls = d.state if d.state in self.lagged else -1
+            t0 = d.time + (float(lags[d.state]) if ls >= 0 else 0.0)
+            if d.duration > 0:
+                events.append((t0, ls, d.state, 0.0, d.rate))
+                events.append((t0 + d.duration, ls, d.state, 0.0, -d.rate))
+            else:
+                events.append((t0, ls, d.state, d.amount, 0.0))
+        events = sorted((e for e in events if e[0] <= t_end), key=lambda e: (e[0], e[1]))
+        scale = max([abs(e[4]) for e in events] + [1.0])
+        cuts = {float(times[0]), t_end} | {e[0] for e in events}
+        cuts |= {float(c) for c in self.changes if c <= t_end}
         cuts = sorted(cuts)
+        r = np.zeros(n)
+        segments = []
+        k = 0
         for i, a in enumerate(cuts):
             b = cuts[i + 1] if i + 1 < len(cuts) else a
-            boluses = [(d.state, d.amount) for d in doses if d.duration == 0 and d.time == a]
-            rates = np.zeros(n_states)
-            for d in doses:
-                if d.duration > 0 and d.time <= a < d.time + d.duration:
-                    rates[d.state] += d.rate
+            here = []
+            while k < len(events) and events[k][0] == a:
+                here.append(events[k])
+                k += 1
+            groups = []
+            for ls in sorted({e[1] for e in here}):
+                mine = [e for e in here if e[1] == ls]
+                if ls == -2:
+                    groups.append((-2, [e[3] for e in mine], None, None))
+                    continue
+                before = r.copy()
+                for e in mine:
+                    r[e[2]] += e[4]
+                # infusions that start and end cancel to rounding: make them exactly 0
+                r[np.abs(r) <= 1e-12 * scale] = 0.0
+                boluses = [(e[2], e[3]) for e in mine if e[3] > 0]
+                groups.append((ls, boluses, before, r.copy()))
             if b > a:
                 sel = np.nonzero((times >= a) & (times < b))[0]
             else:
                 sel = np.nonzero(times == a)[0]
-            self.segments.append((a, b, boluses, rates, sel))
+            piece = int(np.searchsorted(self.changes, a, side="right"))
+            segments.append((a, b, groups, r.copy(), sel, piece))
+        return segments
 
 
-def predict_subject(sens, regimen, phi, rtol, atol):
-    """Saved augmented states ``(n_obs, size)`` of one subject at its observation times."""
+def predict_subject(sens, regimen, par, rtol, atol):
+    """Saved augmented states ``(n_obs, size)`` of one subject at its observation times.
+
+    ``par``: the system's parameters without the rates (``phi``, or in direction mode the
+    vector of ``Sensitivities.direction_params``), ``(n_params,)`` or one row per piece of
+    the regimen (``(K, n_params)``, time-varying covariates)."""
     subject = regimen.subject
     n, size = sens.n, sens.size
+    pars = np.atleast_2d(np.asarray(par, dtype=np.float64))
     out = np.empty((subject.times.size, size))
     y = np.zeros(size)
-    p = np.empty(sens.m + n)
-    p[: sens.m] = phi
-    for a, b, boluses, rates, sel in regimen.segments:
-        for s, amount in boluses:
-            sens.add_bolus(y, s, amount, phi)
+    npar = pars.shape[1]
+    p = np.empty(npar + n)
+    lags = sens.lag_values(pars[0])
+    if lags is not None and not np.all(np.isfinite(lags)):
+        raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
+    for a, b, groups, rates, sel, piece in regimen.plan(lags):
+        cur = pars[piece]
+        for ls, boluses, r_before, r_after in groups:
+            if ls == -2:
+                y = steady_state(sens, boluses[-1], cur, rtol, atol, subject)
+            elif ls < 0:
+                for s, amount in boluses:
+                    sens.add_bolus(y, s, amount, cur)
+            else:
+                amount = sum(am for _, am in boluses)
+                y = sens.lagged_jump(y, ls, amount, r_before, r_after, cur)
         if b <= a:
             out[sel] = y
             continue
-        p[sens.m :] = rates
+        p[:npar] = cur
+        p[npar:] = rates
         ts = subject.times[sel]
         uniq = np.unique(np.concatenate([ts, [b]]))
         prob = sens.model.problem(y, (a, b), p)
@@ -84,3 +153,81 @@ def predict_subject(sens, regimen, phi, rtol, atol):
             out[sel] = sol.u[np.searchsorted(uniq, ts)]
         y = sol.u[-1].copy()
     return out
+
+
+def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
+    """The augmented state just before a steady-state dose (``SS=1``): the fixed point
+    ``y = P(y)`` of ``P``, one interval ``II`` of this dose alone (bolus, or infusion then
+    washout), from which the state's derivatives follow: the fixed point of the augmented
+    map is the augmented fixed point.
+
+    Newton-like iteration ``y <- y + (I - M)^-1 (P(y) - y)`` with ``M = dx(II)/dx(0)`` (by
+    central differences, ``2n`` extra solves) applied to every sensitivity column: the
+    augmented map's Jacobian is block lower triangular with ``M`` on the diagonal, so for a
+    linear model the iteration is exact after ``order + 1`` steps, whatever the ratio of
+    half-life to interval; a nonlinear model converges linearly at the rate of the error in
+    ``M``. Raises :class:`PKSolveError` (subject and row) when it does not converge."""
+    n, size = sens.n, sens.size
+    ii = dose.ss_interval
+    npar = par.size
+    p = np.empty(npar + n)
+    p[:npar] = par
+
+    def run(y, a, b, rates):
+        p[npar:] = rates
+        sol = solve(sens.model.problem(y, (a, b), p), saveat=np.array([b]), rtol=rtol, atol=atol)
+        if sol.status != ReturnCode.SUCCESS:
+            raise PKSolveError(
+                f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
+                f"[0, {b:g}] failed with {sol.status.name}: {sol.message}"
+            )
+        return sol.u[-1].copy()
+
+    def P(y):
+        y = y.copy()
+        rates = np.zeros(n)
+        if dose.duration == 0:
+            sens.add_bolus(y, dose.state, dose.amount, par)
+            return run(y, 0.0, ii, rates)
+        rates[dose.state] = dose.rate
+        y = run(y, 0.0, dose.duration, rates)
+        return run(y, dose.duration, ii, np.zeros(n))
+
+    # the sensitivity columns of each order, as (n, columns) blocks of y
+    blocks, o = [], n
+    for k in range(1, sens.order + 1):
+        c = len(sens._tuples[k])
+        blocks.append((o, c))
+        o += n * c
+    y = np.zeros(size)
+    Minv = None
+    for _ in range(maxiter):
+        py = P(y)
+        r = py - y
+        scale = rtol * np.abs(py) + atol
+        if np.all(np.abs(r) <= 10.0 * scale):
+            return py
+        if Minv is None:
+            M = np.empty((n, n))
+            for j in range(n):
+                dx = 1e-6 * max(1.0, abs(py[j]))
+                e = np.zeros(size)
+                e[j] = dx
+                M[:, j] = (P(py + e)[:n] - P(py - e)[:n]) / (2 * dx)
+            try:
+                Minv = np.linalg.inv(np.eye(n) - M)
+            except np.linalg.LinAlgError:
+                raise PKSolveError(
+                    f"subject ID {subject.id}, row {dose.row}: no steady state (the interval "
+                    "map has an eigenvalue 1: nothing is eliminated)"
+                ) from None
+        step = np.empty(size)
+        step[:n] = Minv @ r[:n]
+        for start, c in blocks:
+            blk = r[start : start + n * c].reshape(n, c)
+            step[start : start + n * c] = (Minv @ blk).ravel()
+        y = y + step
+    raise PKSolveError(
+        f"subject ID {subject.id}, row {dose.row}: the steady state did not converge in "
+        f"{maxiter} iterations (largest change {np.max(np.abs(r)):.3g})"
+    )

@@ -44,9 +44,35 @@ class Sensitivities:
     bioavailability : optional list of ``n`` SymPy expressions in ``phi``: the fraction of a
         dose into each state that arrives (boluses: the jump, with its derivatives;
         infusions: the rate is scaled)
+    lag : optional list of ``n`` SymPy expressions in ``phi``: the lag time of each state's
+        doses (0: none); see :meth:`lagged_jump`
+    directions : None (derivatives along ``phi``) or ``(q, p)``: derivatives along ``q``
+        random effects and ``p`` typical values instead, those whose index tuples have at
+        most one typical value (all FOCE-I and Laplace need), with the derivatives of
+        ``phi`` along them as parameters of the system (``param_layout``). This is the form
+        for individual parameters that change in time (time-varying covariates): the
+        parameters change from segment to segment while the augmented state stays
+        continuous, because it holds derivatives along quantities that do not change.
+    identity : direction mode: ``{i: l}`` for individual parameters equal to the typical
+        value ``l`` (network weights): their derivatives are constants, not parameters
+
+    Parameters of the augmented system: ``phi`` (``m``), in direction mode the derivatives
+    ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then one rate per state.
     """
 
-    def __init__(self, states, phi, rhs, observe, t=None, order: int = 2, bioavailability=None):
+    def __init__(
+        self,
+        states,
+        phi,
+        rhs,
+        observe,
+        t=None,
+        order: int = 2,
+        bioavailability=None,
+        lag=None,
+        directions=None,
+        identity=None,
+    ):
         import sympy as sp
 
         from ..ode._symbolic import SymbolicModel
@@ -57,19 +83,62 @@ class Sensitivities:
         self.n, self.m, self.order = n, m, order
         self.pairs = pair_index(m)
         self.npair = m * (m + 1) // 2
-        tuples = {
-            o: list(itertools.combinations_with_replacement(range(m), o))
-            for o in range(1, order + 1)
-        }
+        self.directions = directions
+        if directions is None:
+            nd = m
+            tuples = {
+                o: list(itertools.combinations_with_replacement(range(m), o))
+                for o in range(1, order + 1)
+            }
+        else:
+            q, pth = directions
+            nd = q + pth
+            # sorted tuples put the typical values (indices >= q) last; at most one of them
+            tuples = {
+                o: [
+                    tup
+                    for tup in itertools.combinations_with_replacement(range(nd), o)
+                    if sum(k >= q for k in tup) <= 1
+                ]
+                for o in range(1, order + 1)
+            }
+        self.nd = nd
         X = [{(): states[a]} for a in range(n)]
         for o in range(1, order + 1):
             for a in range(n):
                 for c, tup in enumerate(tuples[o]):
                     X[a][tup] = sp.Symbol(f"_S{o}_{a}_{c}", real=True)
+        # P[i][I] = d^|I| phi_i / dz_I: symbols in direction mode, constants along phi
+        P = [{(): phi[i]} for i in range(m)]
+        self.param_layout = []
+        pars = []
+        for o in range(1, order + 1):
+            for i in range(m):
+                for c, tup in enumerate(tuples[o]):
+                    if directions is None:
+                        P[i][tup] = sp.Integer(1 if tup == (i,) else 0)
+                    elif identity and i in identity:
+                        # phi_i is the typical value theta_l: direction q + l
+                        P[i][tup] = sp.Integer(1 if tup == (directions[0] + identity[i],) else 0)
+                    else:
+                        P[i][tup] = sp.Symbol(f"_P{o}_{i}_{c}", real=True)
+                        pars.append(P[i][tup])
+                        self.param_layout.append((i, tup))
+        self.n_params = m + len(pars)
         rates = [sp.Symbol(f"_rate_{a}", real=True) for a in range(n)]
 
         def D(e, ll):
-            out = sp.diff(e, phi[ll])
+            out = sp.Integer(0)
+            for i in range(m):
+                d = sp.diff(e, phi[i])
+                if d != 0:
+                    out += d * P[i][(ll,)]
+                if directions is not None:
+                    for tup, sym in P[i].items():
+                        if 0 < len(tup) < order and isinstance(sym, sp.Symbol):
+                            d = sp.diff(e, sym)
+                            if d != 0:
+                                out += d * P[i][tuple(sorted(tup + (ll,)))]
             for a in range(n):
                 for tup, sym in X[a].items():
                     if len(tup) >= order:
@@ -97,28 +166,125 @@ class Sensitivities:
                 for tup in tuples[o]:
                     aug_states.append(X[a][tup])
                     eqs.append(rhs_of[a][tup])
-        self.model = SymbolicModel(aug_states, list(phi) + rates, eqs, t=t)
+        parsyms = list(phi) + pars
+        self.model = SymbolicModel(aug_states, parsyms + rates, eqs, t=t)
         self.size = len(aug_states)
-        # a bolus of amount A into state a adds A * d^o F_a / dphi_I to S[a, I]
+        # a bolus of amount A into state a adds A * D_I F_a to S[a, I]
         where = {sym: i for i, sym in enumerate(aug_states)}
+        all_tuples = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
         self._bolus = []
         for a in range(n):
             if F[a] == 1:
                 self._bolus.append(None)
                 continue
-            tups = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
-            idx = np.array([where[X[a][tup]] for tup in tups], dtype=np.int64)
-            exprs = [F[a].diff(*[phi[k] for k in tup]) if tup else F[a] for tup in tups]
-            fn = sp.lambdify(list(phi), exprs, modules="numpy", cse=True)
+            idx = np.array([where[X[a][tup]] for tup in all_tuples], dtype=np.int64)
+            vals = {(): F[a]}
+            for tup in all_tuples[1:]:
+                vals[tup] = D(vals[tup[:-1]], tup[-1])
+            exprs = [vals[tup] for tup in all_tuples]
+            fn = sp.lambdify(parsyms, exprs, modules="numpy", cse=True)
             self._bolus.append((idx, fn))
 
+        # kept for the dose-time jumps of lagged doses (generated on first use)
+        self._states, self._phi, self._X, self._tuples = list(states), list(phi), X, tuples
+        self._parsyms = parsyms
+        self._f = [sp.sympify(e) for e in rhs]
+        self._F, self._where, self._D, self._aug = F, where, D, aug_states
+        self.lag = None if lag is None else [sp.sympify(e) for e in lag]
+        self._lag_fn = None
+        if self.lag is not None:
+            if t is not None:
+                raise ValueError(
+                    "a lag time needs an autonomous right-hand side (the ODE uses t): the "
+                    "dose-time shift is expanded along the flow of f(x, phi)"
+                )
+            self._lag_fn = sp.lambdify(list(phi), self.lag, modules="numpy")
+        self._jumps = {}
+
         g = {(): sp.sympify(observe)}
-        for o in range(1, order + 1):
-            for tup in tuples[o]:
-                g[tup] = D(g[tup[:-1]], tup[-1])
-        self._obs_tuples = [()] + [tup for o in range(1, order + 1) for tup in tuples[o]]
-        args = aug_states + list(phi)
+        for tup in all_tuples[1:]:
+            g[tup] = D(g[tup[:-1]], tup[-1])
+        self._obs_tuples = all_tuples
+        args = aug_states + parsyms
         self._g = sp.lambdify(args, [g[t_] for t_ in self._obs_tuples], modules="numpy", cse=True)
+
+    def lag_values(self, phi: np.ndarray) -> np.ndarray | None:
+        """The lag time of each state's doses at ``phi`` (``(n,)``), or None without lags."""
+        if self._lag_fn is None:
+            return None
+        return np.asarray(self._lag_fn(*phi[: self.m]), dtype=np.float64).reshape(self.n)
+
+    def lagged_jump(self, y, state, amount, r_before, r_after, phi) -> np.ndarray:
+        """The augmented state just after lagged events into ``state`` at one time (a bolus
+        of ``amount``, infusion rates changing from ``r_before`` to ``r_after``), from the
+        state ``y`` just before; a new array.
+
+        A dose at ``tau = t_d + tlag(phi)`` is non-smooth in time but smooth in ``tlag``:
+        with ``h = tlag - tlag_0`` the state at ``tau_0`` that continues into the true
+        solution after the dose is ``Phi+_{-h}(Phi-_{h}(x^-) + J)`` (flow ``h`` with the
+        rates before, the jump ``J = F amount``, flow back ``h`` with the rates after), for
+        either sign of ``h``. Its Taylor expansion in ``h`` to the system's order (Lie
+        series of ``f``) composed with the phi-derivatives of ``x^-`` gives every entry of
+        the jump exactly; at first order ``dx^+/dtlag = f^-(x^-) - f^+(x^+)``.
+        """
+        fn = self._jumps.get(state)
+        if fn is None:
+            fn = self._jumps[state] = self._make_jump(state)
+        return np.asarray(fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64).reshape(
+            self.size
+        )
+
+    def _make_jump(self, a):
+        import math
+
+        import sympy as sp
+
+        n, K = self.n, self.order
+        states, X, F = self._states, self._X, self._F
+        h = sp.Symbol("_h", real=True)
+        rm = [sp.Symbol(f"_rm_{b}", real=True) for b in range(n)]
+        rp = [sp.Symbol(f"_rp_{b}", real=True) for b in range(n)]
+        amt = sp.Symbol("_amount", real=True)
+        fm = [self._f[b] + rm[b] * F[b] for b in range(n)]
+        fp = [self._f[b] + rp[b] * F[b] for b in range(n)]
+
+        def lie(e, f):
+            return sum((sp.diff(e, states[b]) * f[b] for b in range(n)), sp.Integer(0))
+
+        def series(b, f, sign):
+            term, acc = states[b], states[b]
+            for k in range(1, K + 1):
+                term = lie(term, f)
+                acc += (sign * h) ** k / math.factorial(k) * term
+            return acc
+
+        z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
+        back = {states[b]: z[b] for b in range(n)}
+        ytil = [series(b, fp, -1).xreplace(back) for b in range(n)]
+        # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
+        # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
+        # h^k, truncated at the degree the remaining derivatives can still reach.
+        dh = [self._D(self.lag[a], ll) for ll in range(self.nd)]
+        out = [None] * self.size
+        for b in range(n):
+            coef = [
+                sp.diff(ytil[b], h, j).xreplace({h: 0}) / math.factorial(j) for j in range(K + 1)
+            ]
+            vals = {(): coef}
+            out[self._where[X[b][()]]] = coef[0]
+            for o in range(1, K + 1):
+                for tup in self._tuples[o]:
+                    prev, ll = vals[tup[:-1]], tup[-1]
+                    cs = []
+                    for k in range(K - o + 1):
+                        e = self._D(prev[k], ll)
+                        if dh[ll] != 0:
+                            e += (k + 1) * prev[k + 1] * dh[ll]
+                        cs.append(e)
+                    vals[tup] = cs
+                    out[self._where[X[b][tup]]] = cs[0]
+        args = self._aug + self._parsyms + rm + rp + [amt]
+        return sp.lambdify(args, out, modules="numpy", cse=True)
 
     def add_bolus(self, y: np.ndarray, state: int, amount: float, phi: np.ndarray) -> None:
         """Add a bolus of ``amount`` into ``state`` to the augmented state ``y`` (in place)."""
@@ -132,10 +298,11 @@ class Sensitivities:
     def observe(self, y: np.ndarray, phi: np.ndarray):
         """``(g, g_phi, g_phiphi[, g_phiphiphi])`` at saved augmented states ``y`` (shape
         ``(T, size)``): shapes ``(T,)``, ``(T, m)``, ``(T, m, m)``, ``(T, m, m, m)``
-        (symmetric)."""
+        (symmetric). ``phi``: ``(m,)``, or ``(T, m)`` (one row per observation)."""
+        if self.directions is not None:
+            raise ValueError("observe_directions gives the derivatives of this system")
         T, m = y.shape[0], self.m
-        cols = [y[:, i] for i in range(self.size)] + [np.full(T, v) for v in phi]
-        out = self._g(*cols)
+        out = self._g(*self._columns(y, phi))
         g = np.empty(T)
         g1 = np.empty((T, m))
         g2 = np.empty((T, m, m))
@@ -154,3 +321,68 @@ class Sensitivities:
         if self.order == 3:
             return g, g1, g2, g3
         return g, g1, g2
+
+    def _columns(self, y, par):
+        T = y.shape[0]
+        par = np.asarray(par, dtype=np.float64)
+        if par.ndim == 1:
+            pc = [np.full(T, v) for v in par]
+        else:
+            pc = [par[:, k] for k in range(par.shape[1])]
+        return [y[:, i] for i in range(self.size)] + pc
+
+    def observe_directions(self, y: np.ndarray, par: np.ndarray):
+        """Direction mode: ``(g (T,), g_eta (T, q), g_theta (T, p), g_eta_eta (T, q, q),
+        g_eta_theta (T, q, p), g_eta3 (T, q, q, q) | None, g_eta_eta_theta (T, q, q, p) |
+        None)`` at saved states ``y`` with parameter rows ``par`` (``(T, n_params)`` or
+        ``(n_params,)``)."""
+        q, pth = self.directions
+        T = y.shape[0]
+        out = self._g(*self._columns(y, par))
+        g = np.empty(T)
+        G, Ft = np.empty((T, q)), np.empty((T, pth))
+        Hf, B = np.empty((T, q, q)), np.empty((T, q, pth))
+        Tf = np.empty((T, q, q, q)) if self.order == 3 else None
+        Tt = np.empty((T, q, q, pth)) if self.order == 3 else None
+        for tup, v in zip(self._obs_tuples, out):
+            th = [k - q for k in tup if k >= q]
+            et = [k for k in tup if k < q]
+            if len(tup) == 0:
+                g[:] = v
+            elif len(tup) == 1:
+                if th:
+                    Ft[:, th[0]] = v
+                else:
+                    G[:, et[0]] = v
+            elif len(tup) == 2:
+                if th:
+                    B[:, et[0], th[0]] = v
+                else:
+                    Hf[:, et[0], et[1]] = v
+                    Hf[:, et[1], et[0]] = v
+            elif th:
+                Tt[:, et[0], et[1], th[0]] = v
+                Tt[:, et[1], et[0], th[0]] = v
+            else:
+                for perm in set(itertools.permutations(et)):
+                    Tf[(slice(None), *perm)] = v
+        return g, G, Ft, Hf, B, Tf, Tt
+
+    def direction_params(self, phi, pe, pt, pee, pet, peee=None, peet=None) -> np.ndarray:
+        """Direction mode: the parameter vector (``n_params``, without rates) from the
+        individual parameters and their derivatives (``PKModel.individual`` and
+        ``individual3``)."""
+        q = self.directions[0]
+        out = np.empty(self.n_params)
+        out[: self.m] = phi
+        for c, (i, tup) in enumerate(self.param_layout):
+            th = [k - q for k in tup if k >= q]
+            et = [k for k in tup if k < q]
+            if len(tup) == 1:
+                v = pt[i, th[0]] if th else pe[i, et[0]]
+            elif len(tup) == 2:
+                v = pet[i, et[0], th[0]] if th else pee[i, et[0], et[1]]
+            else:
+                v = peet[i, et[0], et[1], th[0]] if th else peee[i, et[0], et[1], et[2]]
+            out[self.m + c] = v
+        return out

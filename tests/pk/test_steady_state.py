@@ -1,0 +1,100 @@
+"""Steady-state doses (SS=1, II): predictions against closed forms and against a long run
+of repeated doses, and the OFV gradient through the steady state against central
+differences."""
+
+import numpy as np
+import pytest
+
+from scichains import pk
+
+from .models import iv_model, oral_model
+
+
+def write(tmp_path, text):
+    path = tmp_path / "ss.csv"
+    path.write_text(text)
+    return pk.read_events(path)
+
+
+def oral_ss(ka, cl, v, amount, ii, t):
+    """Superposition of infinitely many oral boluses every ``ii``: the steady state
+    ``t`` after a dose (``0 <= t < ii``)."""
+    k = cl / v
+    return (
+        amount
+        * ka
+        / (v * (ka - k))
+        * (np.exp(-k * t) / (1 - np.exp(-k * ii)) - np.exp(-ka * t) / (1 - np.exp(-ka * ii)))
+    )
+
+
+def test_oral_steady_state_matches_superposition(tmp_path):
+    # SS dose at 24 h, II 12: samples before it (state reset: the earlier dose is forgotten),
+    # in the interval after it, and after an extra dose at 36 h
+    data = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II\n1,0,.,100,1,0,0\n1,3,1,0,0,0,0\n1,24,.,300,1,1,12\n"
+        "1,24,1,0,0,0,0\n1,25,1,0,0,0,0\n1,30,1,0,0,0,0\n1,35.5,1,0,0,0,0\n"
+        "1,36,.,300,1,0,0\n1,40,1,0,0,0,0\n",
+    )
+    model = oral_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    ka, cl, v = np.exp(model.theta0)
+    t = data.subjects[0].times
+    pred = obj.predict(model.pack())[0]
+    k = cl / v
+    first = 100 * ka / (v * (ka - k)) * (np.exp(-k * 3) - np.exp(-ka * 3))
+    assert pred[0] == pytest.approx(first, rel=1e-9)
+    after = t[1:5] - 24.0
+    np.testing.assert_allclose(pred[1:5], oral_ss(ka, cl, v, 300, 12, after), rtol=1e-8)
+    extra = 300 * ka / (v * (ka - k)) * (np.exp(-k * 4) - np.exp(-ka * 4))
+    assert pred[5] == pytest.approx(oral_ss(ka, cl, v, 300, 12, 16.0) + extra, rel=1e-8)
+
+
+def test_steady_state_infusion_equals_a_long_run_of_repeats(tmp_path):
+    # a 2 h infusion every 8 h at steady state vs 60 explicit repeats (ADDL): the half-life
+    # (about 4.6 h) makes the 60th interval a steady state to far below the tolerance
+    ss = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II,DUR\n1,480,.,100,1,1,8,2\n"
+        "1,480.5,1,0,0,0,0,0\n1,481,1,0,0,0,0,0\n1,483,1,0,0,0,0,0\n1,487,1,0,0,0,0,0\n",
+    )
+    rep = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,ADDL,II,DUR\n1,0,.,100,1,60,8,2\n"
+        "1,480.5,1,0,0,0,0,0\n1,481,1,0,0,0,0,0\n1,483,1,0,0,0,0,0\n1,487,1,0,0,0,0,0\n",
+    )
+    model = iv_model()
+    a = pk.PopulationObjective(model, ss, rtol=1e-11, atol=1e-13).predict(model.pack())[0]
+    b = pk.PopulationObjective(model, rep, rtol=1e-11, atol=1e-13).predict(model.pack())[0]
+    np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
+@pytest.mark.parametrize("method", ["focei", "laplace"])
+def test_ofv_gradient_through_the_steady_state(tmp_path, method):
+    data = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II\n"
+        "1,0,.,300,1,1,12\n1,0.5,9.0,0,0,0,0\n1,2,12.0,0,0,0,0\n1,6,9.5,0,0,0,0\n"
+        "1,11.9,6.1,0,0,0,0\n"
+        "2,0,.,250,1,1,24\n2,1,7.0,0,0,0,0\n2,4,8.5,0,0,0,0\n2,12,5.0,0,0,0,0\n"
+        "2,23,2.6,0,0,0,0\n"
+        "3,0,.,320,1,1,8\n3,1,13.0,0,0,0,0\n3,3,15.2,0,0,0,0\n3,7,13.5,0,0,0,0\n",
+    )
+    model = oral_model(omega=(0.3, 0.1, 0.05))
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
+    x = model.pack(theta=[0.4, 1.0, 3.5])
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+
+
+def test_steady_state_with_a_lag_is_refused(tmp_path):
+    from .models import lag_model
+
+    data = write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II\n5,0,.,300,1,1,12\n5,1,3,0,0,0,0\n")
+    with pytest.raises(ValueError, match=r"subject ID 5, row 1: a steady-state dose .* lag"):
+        pk.PopulationObjective(lag_model(), data)
