@@ -9,6 +9,8 @@ extension rewrites each docstring before it is parsed:
 - ``name : text`` with no indented continuation, or with text longer than a short type,
   becomes ``name`` with ``text`` as its (indented) description;
 - unindented continuation lines of an item are indented under it;
+- ``a, b : text`` becomes one item per name, each with ``text``;
+- Sphinx roles (``:class:`X```) become inline code;
 - paragraphs after the items of a Parameters/Attributes section (separated by a blank line,
   not themselves items) move out of the section, to just before the section.
 
@@ -46,7 +48,38 @@ def _is_header(lines: list[str], i: int) -> bool:
     )
 
 
+_ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):`~?([^`]+)`")
+_NAMES = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)+)$")
+
+
+def _split_names(lines: list[str]) -> list[str]:
+    """``a, b`` followed by an indented description: one item per name (griffe would give
+    the second name the first one's default)."""
+    out: list[str] = []
+    section = None
+    i = 0
+    while i < len(lines):
+        if _is_header(lines, i):
+            section = lines[i].strip().lower()
+            out += lines[i : i + 2]
+            i += 2
+            continue
+        m = _NAMES.match(lines[i]) if section in _SECTIONS else None
+        if m:
+            j = i + 1
+            while j < len(lines) and lines[j].startswith((" ", "\t")) and lines[j].strip():
+                j += 1
+            for name in re.split(r"\s*,\s*", m.group(1)):
+                out += [name] + lines[i + 1 : j]
+            i = j
+            continue
+        out.append(lines[i])
+        i += 1
+    return out
+
+
 def rewrite(text: str) -> str:
+    text = _ROLE.sub(r"`\1`", text)  # Sphinx roles read as code here
     lines = text.splitlines()
     out: list[str] = []
     i = 0
@@ -86,7 +119,11 @@ def rewrite(text: str) -> str:
                     k = j
                     while k < len(lines) and not _is_header(lines, k):
                         k += 1
-                    out[start:start] = lines[j:k] + [""]
+                    prose = lines[j:k]
+                    while prose and not prose[-1].strip():
+                        prose.pop()
+                    out[start:start] = prose + [""]
+                    out.append("")
                     i = k
                     break
                 out.append(line)
@@ -98,7 +135,7 @@ def rewrite(text: str) -> str:
             else:
                 out.append(line)
             i += 1
-    return "\n".join(out)
+    return "\n".join(_split_names(out))
 
 
 class ScichainsDocstrings(griffe.Extension):
