@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench lint clean-cache
+.PHONY: demo test bench lint docs clean-cache
 
 $(VENV)/.base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ bench: $(VENV)/.base
 	$(PY) benchmarks/matexp.py --compile-times --peers
 	$(PY) benchmarks/neural_ode.py --compile-times --peers
 	$(PY) benchmarks/lenet5.py --peers
+
+## make docs: the documentation site into site/ (MkDocs; the notebooks are rendered, not run)
+$(VENV)/.docs: $(VENV)/.base
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks
