@@ -90,6 +90,7 @@ def tile_width(m: int) -> int:
 def lockstep_kernel(chain: SimpleChain, m: int) -> ChainKernel:
     """The network kernels for ``m`` trajectories in lockstep (a tile's work buffer)."""
     k = chain.kernel(np.float64)
+    chain.spec_for(np.float64)  # tiles of several samples: the general kernels too
     rows = int(k.meta[M_ROWS])
     return k._replace(work=np.zeros(rows * tile_width(m)), samples=np.arange(m, dtype=np.int64))
 

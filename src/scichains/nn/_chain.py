@@ -211,6 +211,14 @@ class SimpleChain:
             self._prepared.add(dt.char)
         return self._spec
 
+    def _spec_single(self, dtype) -> np.ndarray:
+        """``spec`` prepared for one sample at a time (see :func:`._dispatch.prepare`)."""
+        dt = np.dtype(dtype)
+        if "1" + dt.char not in self._prepared:
+            prepare(self._spec, dt, single=True)
+            self._prepared.add("1" + dt.char)
+        return self._spec
+
     def __getstate__(self):
         # kernel addresses are valid in this process only: a copy elsewhere prepares its own
         state = dict(self.__dict__)
@@ -307,10 +315,14 @@ class SimpleChain:
         return np.zeros((nthreads, rows * tile + MAX_LANES * self.num_params), dtype=dtype)
 
     def kernel(self, dtype=np.float64) -> ChainKernel:
-        """The arrays the single-vector compiled kernels need (with a fresh work buffer)."""
+        """The arrays the single-vector compiled kernels need (with a fresh work buffer).
+
+        Prepared for one sample at a time: to run tiles of several samples through it from
+        compiled code (``network_forward`` with ``T > 1``), call ``chain.spec_for(dtype)``
+        as well."""
         dt = float_dtype(dtype, "dtype")
         return ChainKernel(
-            self.spec_for(dt),
+            self._spec_single(dt),
             self._fspec,
             self._meta,
             np.zeros(int(self._meta[K.M_ROWS]), dtype=dt),

@@ -151,18 +151,28 @@ def kernel_address(kind: int, backward: bool, dtype, one: bool = False) -> int:
     return cf.address
 
 
-def prepare(spec: np.ndarray, dtype) -> None:
-    """Write the addresses of the layer kernels for ``dtype`` into ``spec`` (in place)."""
+def prepare(spec: np.ndarray, dtype, single: bool = False) -> None:
+    """Write the addresses of the layer kernels for ``dtype`` into ``spec`` (in place).
+
+    ``single``: for one sample at a time only (``T == 1``, direct gradients: what
+    ``chain_forward``, ``chain_vjp`` and the ODE right-hand sides run): the lean single-sample
+    kernels where a layer kind has them, the general ones for the other kinds. A chain used
+    only this way (a neural ODE) then never compiles the batched dense kernels; the
+    interpreters refuse a tile of several samples until the general kernels are prepared.
+    Otherwise: the general kernels of every layer (the lean ones are added when asked)."""
     dt = np.dtype(dtype)
     f32 = dt == np.float32
     fcol, bcol = (S_FWD32, S_BWD32) if f32 else (S_FWD64, S_BWD64)
     ofcol, obcol = (S_ONE_F32, S_ONE_B32) if f32 else (S_ONE_F64, S_ONE_B64)
     for l in range(spec.shape[0]):
         kind = int(spec[l, S_KIND])
+        if single:
+            spec[l, ofcol] = kernel_address(kind, False, dt, one=True)
+            spec[l, obcol] = kernel_address(kind, True, dt, one=True)
+            if kind in ONE_KERNELS:
+                continue
         spec[l, fcol] = kernel_address(kind, False, dt)
         spec[l, bcol] = kernel_address(kind, True, dt)
-        spec[l, ofcol] = kernel_address(kind, False, dt, one=True)
-        spec[l, obcol] = kernel_address(kind, True, dt, one=True)
 
 
 def clear_addresses(spec: np.ndarray) -> np.ndarray:
@@ -175,9 +185,10 @@ def clear_addresses(spec: np.ndarray) -> np.ndarray:
 @kernel
 def _not_prepared(l):
     raise RuntimeError(
-        "scichains: the chain's kernels are not prepared for this dtype in this process; "
-        "build the kernel arguments with chain.kernel(dtype) (a ChainKernel from another "
-        "process is refused)"
+        "scichains: the chain's kernels are not prepared for this dtype in this process (or "
+        "only for one sample at a time); build the kernel arguments with chain.kernel(dtype), "
+        "and call chain.spec_for(dtype) before running tiles of several samples (a "
+        "ChainKernel from another process is refused)"
     )
 
 
@@ -251,11 +262,9 @@ def tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0):
         kind = spec[l, S_KIND]
         if kind == RESHAPE:
             continue  # its output rows are its input rows
-        if T == 1:
-            one = spec[l, ocol]
-            if one != 0:
-                _call_one_forward(one, l, spec, meta, p, w)
-                continue
+        if T == 1 and spec[l, ocol] != 0:
+            _call_one_forward(spec[l, ocol], l, spec, meta, p, w)
+            continue
         addr = spec[l, col]
         if addr == 0:
             _not_prepared(l)
@@ -291,6 +300,7 @@ def tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train):
     col = S_BWD32 if w.itemsize == 4 else S_BWD64
     fcol = S_FWD32 if w.itemsize == 4 else S_FWD64
     ocol = S_ONE_B32 if w.itemsize == 4 else S_ONE_B64
+    ofcol = S_ONE_F32 if w.itemsize == 4 else S_ONE_F64
     # the two gradient buffers alternate; ``cur`` holds dL/d(output of layer l)
     cur, other = meta[M_GA], meta[M_GB]
     # True when the layer after already multiplied dL/d(output of layer l) by l's derivative
@@ -299,7 +309,14 @@ def tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train):
         kind = spec[l, S_KIND]
         if kind == RESHAPE or (kind == DROPOUT and not train):
             continue
-        if spec[l, fcol] == 0:
+        lean = T == 1 and direct and spec[l, ocol] != 0
+        # prepared: the general kernels, or for one sample a kind whose only kernel is a lean
+        # forward (an activation layer: no backward kernel)
+        if (
+            not lean
+            and spec[l, fcol] == 0
+            and not (T == 1 and spec[l, ofcol] != 0 and spec[l, ocol] == 0)
+        ):
             _not_prepared(l)
         n_out = spec[l, S_NOUT]
         if (kind == DROPOUT or spec[l, S_ACT] != IDENTITY) and not scaled:
@@ -308,7 +325,7 @@ def tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train):
             # whole rows, columns past m included (stale but finite): one flat loop vectorises
             for j in range(n_out * T):
                 gz[j] *= d[j]
-        if T == 1 and direct and spec[l, ocol] != 0:
+        if lean:
             flags = _call_one_backward(spec[l, ocol], l, spec, p, g, w, cur, other)
         else:
             addr = spec[l, col]
