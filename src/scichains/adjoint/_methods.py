@@ -66,7 +66,21 @@ class SensitivityMethod:
         return {}
 
 
-class _RK(SensitivityMethod):
+class _Planned(SensitivityMethod):
+    """A method whose forward pass is one compiled solve plan (``self.plan``) that stores its
+    steps and reads the saved states from them."""
+
+    plan: object
+
+    def forward(self, p, u0):
+        plan = self.plan
+        check_run(plan, run_plan(plan, u0, p), p)
+        if not plan.locate_saves():
+            raise RuntimeError("a save time is not among the stored steps")
+        return plan.save_u
+
+
+class _RK(_Planned):
     """A method on the compiled explicit Runge-Kutta stepper: the solve plan and the loss
     gradient buffer."""
 
@@ -100,13 +114,6 @@ class _RK(SensitivityMethod):
         m, n = self.saveat.size, prob.u0.size
         loss.check(m, n)
         self._dl_du = np.zeros((m, n))
-
-    def forward(self, p, u0):
-        plan = self.plan
-        check_run(plan, run_plan(plan, u0, p), p)
-        if not plan.locate_saves():
-            raise RuntimeError("a save time is not among the stored steps")
-        return plan.save_u
 
     def stats(self) -> dict:
         s = self.plan.stats
@@ -311,7 +318,7 @@ class ForwardMethod(_RK):
         return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
-class RosenbrockMethod(SensitivityMethod):
+class RosenbrockMethod(_Planned):
     """A compiled stiff solver forward, every step stored, and its
     :class:`InterpolatingAdjoint` integrated backward by a Rosenbrock method, compiled
     (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`): the same method for Rodas5P and
@@ -350,13 +357,6 @@ class RosenbrockMethod(SensitivityMethod):
         self.adjoint_stats = np.zeros(3, dtype=np.int64)
         self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
         self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
-
-    def forward(self, p, u0):
-        plan = self.plan
-        check_run(plan, run_plan(plan, u0, p), p)
-        if not plan.locate_saves():
-            raise RuntimeError("a save time is not among the stored steps")
-        return plan.save_u
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
@@ -410,7 +410,7 @@ JACOBIANS_KEPT_UP_TO = 16
 step) up to this many states, and recomputes it (``n`` vjp calls a step) above."""
 
 
-class RosenbrockDiscreteMethod(SensitivityMethod):
+class RosenbrockDiscreteMethod(_Planned):
     """:class:`DiscreteAdjoint` with a Rosenbrock solver (Rodas5P, Rosenbrock23): the forward
     solve lands on the save times and keeps every step's stages (and, up to
     :data:`JACOBIANS_KEPT_UP_TO` states, its Jacobian); the compiled sweep
@@ -441,13 +441,6 @@ class RosenbrockDiscreteMethod(SensitivityMethod):
         self._dl_du = np.zeros((m, n))
         self._fail = np.zeros(1 + 2 * n)
         self.adjoint_stats = np.zeros(2, dtype=np.int64)
-
-    def forward(self, p, u0):
-        plan = self.plan
-        check_run(plan, run_plan(plan, u0, p), p)
-        if not plan.locate_saves():
-            raise RuntimeError("a save time is not among the stored steps")
-        return plan.save_u
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
