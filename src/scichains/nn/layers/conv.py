@@ -744,6 +744,25 @@ def _conv_weight_grad_rows(gW, w, meta, toff, in_row, gz_row, geo, T):
             gW[oc * nterms + t] += acc + vsum(s)
 
 
+@inline_kernel
+def _input_grad_term(Wc, w, h, go, t, nterms, OC, L, start):
+    """One term of :func:`_conv_input_grad_rows` from element ``start`` (a multiple of the
+    lanes) to ``L``: ``w[h + b] += sum_oc Wc[oc, t] w[go + oc * L + b]``, a vector at a time,
+    then the elements past the last full vector."""
+    nl = lanes(w)
+    L1 = L - L % nl
+    for b0 in range(start, L1, nl):
+        s = vload(w, h + b0)
+        for oc in range(OC):
+            s = vfma(vsplat(Wc, oc * nterms + t), vload(w, go + oc * L + b0), s)
+        vstore(w, h + b0, s)
+    for b in range(L1, L):
+        acc = w[h + b]
+        for oc in range(OC):
+            acc += Wc[oc * nterms + t] * w[go + oc * L + b]
+        w[h + b] = acc
+
+
 @kernel
 def _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, scr_row, geo, T):
     """dL/dx of :func:`_conv_forward_rows` (the gradient rows ``gx_row..`` zeroed first):
@@ -895,32 +914,11 @@ def _conv_input_grad_rows(Wc, w, meta, toff, gz_row, gx_row, scr_row, geo, T):
                     vstore(w, h1 + b0, s10)
                     vstore(w, h1 + b0 + nl, s11)
                     vstore(w, h1 + b0 + 2 * nl, s12)
-                for r in range(2):
-                    t = t0 + r * kw
-                    h = ho + meta[toff + t] * T
-                    for b0 in range(L3, L1, nl):
-                        s = vload(w, h + b0)
-                        for oc in range(OC):
-                            s = vfma(vsplat(Wc, oc * nterms + t), vload(w, go + oc * L + b0), s)
-                        vstore(w, h + b0, s)
-                    for b in range(L1, L):
-                        acc = w[h + b]
-                        for oc in range(OC):
-                            acc += Wc[oc * nterms + t] * w[go + oc * L + b]
-                        w[h + b] = acc
+                _input_grad_term(Wc, w, h0, go, t0, nterms, OC, L, L3)
+                _input_grad_term(Wc, w, h1, go, t1, nterms, OC, L, L3)
             for ci in range(CK2, CK):
                 t = ci * kw + j
-                h = ho + meta[toff + t] * T
-                for b0 in range(0, L1, nl):
-                    s = vload(w, h + b0)
-                    for oc in range(OC):
-                        s = vfma(vsplat(Wc, oc * nterms + t), vload(w, go + oc * L + b0), s)
-                    vstore(w, h + b0, s)
-                for b in range(L1, L):
-                    acc = w[h + b]
-                    for oc in range(OC):
-                        acc += Wc[oc * nterms + t] * w[go + oc * L + b]
-                    w[h + b] = acc
+                _input_grad_term(Wc, w, ho + meta[toff + t] * T, go, t, nterms, OC, L, 0)
 
 
 @kernel
