@@ -264,3 +264,23 @@ def test_huge_output_into_short_du_raises_instead_of_crashing():
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ValueError: chain_forward: out has length 2" in r.stdout
     assert "100000 entries" in r.stdout
+
+
+def test_single_sample_kernel_refuses_tiles_until_the_batched_kernels_are_prepared():
+    # chain.kernel() prepares one-sample kernels only: a tile of several samples through it
+    # must be refused, never silently skip a layer, and work once spec_for() has run
+    from scichains.nn._compiled import M_ROWS, network_forward
+
+    chain = sc.SimpleChain(2, sc.Dense(8, "tanh"), sc.Dense(2))
+    k = chain.kernel(np.float64)
+    p = chain.init_params(dtype=np.float64, seed=1)
+    T = 4
+    X = np.random.default_rng(0).standard_normal((T, 2))
+    w = np.zeros(int(k.meta[M_ROWS]) * T)
+    w[: 2 * T] = X.T.ravel()
+    with pytest.raises(RuntimeError, match="spec_for"):
+        network_forward(k, p, w, T, T)
+    chain.spec_for(np.float64)
+    r = network_forward(k, p, w, T, T)
+    out = w[r * T : (r + 2) * T].reshape(2, T).T
+    np.testing.assert_allclose(out, chain(X, p), rtol=1e-12)
