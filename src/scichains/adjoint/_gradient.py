@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import threading
 
 import numpy as np
@@ -30,12 +31,18 @@ def _check_finite(value, dp=None, du0=None) -> None:
     """``ODESolveError`` (status NONFINITE) when the loss or its gradient is not finite: a
     solve can succeed on a solution that grows too large for the loss (it overflows to inf,
     its gradient to NaN), which an optimiser must not be handed as a value."""
+    if (
+        math.isfinite(value)
+        and (dp is None or np.isfinite(dp).all())
+        and (du0 is None or np.isfinite(du0).all())
+    ):
+        return
     what = None
     if not np.isfinite(value):
         what = f"the loss is {value}"
-    elif dp is not None and not np.all(np.isfinite(dp)):
+    elif dp is not None and not np.isfinite(dp).all():
         what = f"dL/dp[{int(np.argmax(~np.isfinite(dp)))}] is {dp[~np.isfinite(dp)][0]}"
-    elif du0 is not None and not np.all(np.isfinite(du0)):
+    elif du0 is not None and not np.isfinite(du0).all():
         what = f"dL/du0[{int(np.argmax(~np.isfinite(du0)))}] is {du0[~np.isfinite(du0)][0]}"
     if what is not None:
         raise_failure(
@@ -208,7 +215,7 @@ class Objective:
                 if u0.ndim == 2 and u0.shape[1:] == prob.u0.shape:
                     hint = " (for several trajectories use scichains.adjoint.MultiObjective)"
                 raise ValueError(f"u0 must have shape {prob.u0.shape}, got {u0.shape}{hint}")
-            if not np.all(np.isfinite(u0)):
+            if not np.isfinite(u0).all():
                 raise ValueError("u0 contains NaN or infinite values")
         return p, u0
 

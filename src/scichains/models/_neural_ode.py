@@ -61,7 +61,7 @@ register_cfunc(_vjp_jit, _neural_vjp, True)
 
 def _finite_per_trajectory(a: np.ndarray, what: str) -> None:
     """``ValueError`` naming the first trajectory (leading index) of ``a`` with NaN/inf."""
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         i = int(np.argwhere(~np.isfinite(a))[0][0])
         raise ValueError(f"{what} contains NaN or infinite values (first in trajectory {i})")
 
@@ -353,7 +353,7 @@ class NeuralODE:
         data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
-        if not np.all(np.isfinite(data)):
+        if not np.isfinite(data).all():
             raise ValueError("data contains NaN or infinite values")
         obj, sq, owned = self._claim()
         try:

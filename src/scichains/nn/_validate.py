@@ -94,6 +94,8 @@ def as_real(x, what: str, dtype=np.float64) -> np.ndarray:
     """``x`` as a C-contiguous array of ``dtype``; ``TypeError`` naming ``what`` unless it holds
     real numbers (complex values would lose their imaginary part with only a warning, objects
     and strings would fail deep inside numpy)."""
+    if type(x) is np.ndarray and x.dtype == dtype and x.flags.c_contiguous:
+        return x  # the common case, without the calls below
     a = np.asarray(x)
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{what} must hold real numbers, got dtype {a.dtype}")

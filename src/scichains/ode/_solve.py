@@ -46,7 +46,7 @@ def _times(name, x, t0, t1):
     x = np.atleast_1d(as_real(x, name))
     if x.ndim != 1:
         raise ValueError(f"{name} must be a vector of times")
-    if not np.all(np.isfinite(x)):
+    if not np.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or infinite values")
     lo, hi = min(t0, t1), max(t0, t1)
     if np.any((x < lo) | (x > hi)):
