@@ -5,12 +5,13 @@ import pickle
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import pytest
 
 from scichains import pk
 
-from .models import oral_model, theoph_subset
+from .models import nn_model, oral_model, theoph_subset
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,24 @@ def test_a_model_pickles_by_description_and_gives_the_same_bits():
     )
     # the error model's generated functions are made again, not pickled
     assert model.error._funcs is not None and pickle.loads(pickle.dumps(model.error))._funcs is None
+
+
+@numba.njit
+def _one_compartment(du, u, p, t):
+    du[0] = -p[0] * u[0]
+    du[1] = p[0] * u[0] - p[1] / p[2] * u[1]
+
+
+def test_traced_and_network_models_pickle_by_their_equations():
+    traced = oral_model(odes=_one_compartment)
+    blob = pickle.dumps(traced)
+    assert b"numba" not in blob and b"_one_compartment" not in blob  # its SymPy equations
+    assert pickle.loads(blob).odes == traced.odes
+    model = nn_model()
+    back = pickle.loads(pickle.dumps(model))
+    assert back.parameter_names() == model.parameter_names()
+    assert np.array_equal(back.theta0, model.theta0) and back.odes == model.odes
+    assert [n.name for n in back.networks] == [n.name for n in model.networks]
 
 
 def test_threads_give_the_in_process_bits_and_warm_starts():
