@@ -167,3 +167,30 @@ def test_objective_and_gradient_on_one_and_two_workers(client):
     assert np.array_equal(strict.etas, before)
     with pytest.raises(ValueError, match="x must have shape"):
         strict.value(x0[:-1])
+
+
+def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(client, tmp_path):
+    """(Last in the module: a worker of the shared cluster dies and is restarted.)"""
+    import os
+
+    marker = str(tmp_path / "died-once")
+
+    class DiesOnce(pk.Additive):
+        def variance(self, f, sd):
+            if not os.path.exists(marker):  # a worker building its error terms dies once
+                open(marker, "w").close()
+                os._exit(1)
+            return sd[0] ** 2
+
+    open(marker, "w").close()  # (not here)
+    model = oral_model(error=DiesOnce(0.7))
+    data = theoph_subset(12)
+    x = model.pack()
+    local = pk.PopulationObjective(model, data)
+    want = local.value_and_grad(x)
+    os.remove(marker)
+    obj = pk.PopulationObjective(model, data, executor=client, batch_size=4)
+    _same(obj.value_and_grad(x), want)
+    assert os.path.exists(marker)  # a worker died
+    assert np.array_equal(obj.etas, local.etas)
+    _same(obj.value_and_grad(x + 0.02), local.value_and_grad(x + 0.02))
