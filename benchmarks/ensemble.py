@@ -10,6 +10,10 @@
    random effects on ka, CL, V) on the same two clusters and in process, compared bit for bit.
 4. The per-task costs behind the projection in the README (a no-op task's round trip, a no-op
    call to the chunk holders, the per-subject cost, the bytes a task returns).
+5. The FOCE-I objective + gradient (``scichains.pk.PopulationObjective``: each subject's EBE by
+   Newton's method, its OFV term and exact outer gradient) of ``--pk-subjects`` subjects
+   simulated from nlmixr2's Theophylline model, from the same warm starts each round, in
+   process and on the two clusters, compared bit for bit.
 
 Every ratio is taken from rounds of the same run (medians). Run: ``python benchmarks/ensemble.py``
 (``--quick`` for a smaller, faster check).
@@ -51,6 +55,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trajectories", type=int, default=20_000)
     ap.add_argument("--subjects", type=int, default=1_000)
+    ap.add_argument("--pk-subjects", type=int, default=200)
     ap.add_argument("--loop", type=int, default=2_000, help="solves timed in the Python loop")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
@@ -58,6 +63,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.trajectories, args.subjects, args.loop, args.rounds = 2_000, 100, 200, 3
+        args.pk_subjects = 100
 
     import numba
 
@@ -221,10 +227,68 @@ def main(argv=None):
         )
         print(f"   a task's result for 1,563 subjects: {bytes_per_task(1563) / 1e3:.1f} kB")
         print(f"   load average: {_load()}")
+
+        _pk_section(args, {k: c for k, (_, c) in clusters.items()})
     finally:
         for cl, c in clusters.values():
             c.close()
             cl.close()
+
+
+def _pk_section(args, clients):
+    """5. FOCE-I objective + gradient in process and on the clusters (see the docstring)."""
+    from _ensemble_models import pk_population
+
+    from scichains import pk
+
+    n = args.pk_subjects
+    t = time.perf_counter()
+    model, data, x = pk_population(n)
+    print(f"\n5. FOCE-I objective + gradient, {n:,} simulated subjects ({data.n_obs:,} samples)")
+    print(f"   model and simulated data: {time.perf_counter() - t:.2f} s")
+    x1 = x + 0.01  # an outer step away from the point that gave the warm starts
+    local = pk.PopulationObjective(model, data)
+    t = time.perf_counter()
+    local.value_and_grad(x)  # the augmented system built (or loaded), the EBEs at x
+    print(f"   in process, first evaluation (builds the system): {time.perf_counter() - t:.2f} s")
+    etas0 = local.etas.copy()
+
+    def evaluate(obj):
+        obj.etas = etas0.copy()  # the same warm starts every round
+        t = time.perf_counter()
+        value = obj.value_and_grad(x1)
+        return time.perf_counter() - t, value
+
+    remote, first = {}, {}
+    for k, c in clients.items():
+        t = time.perf_counter()
+        remote[k] = pk.PopulationObjective(model, data, executor=c)
+        evaluate(remote[k])  # the workers build the model and their chunks' objectives
+        first[k] = time.perf_counter() - t
+    times = {"here": [], **{k: [] for k in remote}}
+    same = {k: True for k in remote}
+    for _ in range(args.rounds):  # interleaved
+        dt, (v_ref, g_ref) = evaluate(local)
+        times["here"].append(dt)
+        for k, obj in remote.items():
+            dt, (v, g) = evaluate(obj)
+            times[k].append(dt)
+            same[k] &= v == v_ref and np.array_equal(g, g_ref)
+            same[k] &= np.array_equal(obj.etas, local.etas)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(
+        f"   in process {med['here']:8.3f} s ({med['here'] / n * 1e3:.2f} ms per subject; "
+        f"rounds {_fmt(times['here'])})"
+    )
+    for k in remote:
+        print(f"   {k} worker(s) {med[k]:7.3f} s (rounds {_fmt(times[k])})")
+    if 1 in med and 2 in med:
+        print(f"   ratio 1 worker / 2 workers: {med[1] / med[2]:.2f}x")
+    print(f"   ratio in process / 2 workers: {med['here'] / med.get(2, np.nan):.2f}x")
+    print(f"   OFV, gradient and EBEs identical to in process: {same}")
+    for k in remote:
+        print(f"   {k} worker(s): creation + first evaluation (workers build) {first[k]:.2f} s")
+    print(f"   load average: {_load()}")
 
 
 def _noop(x):

@@ -162,7 +162,16 @@ _NO_DASK = textwrap.dedent(
     from scichains.parallel._workers import _decay
     from scichains.ode import ODEProblem
     ens = EnsembleProblem(ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5]), u0s=np.ones((3, 1)))
-    for call in (require_dask, lambda: solve_ensemble(ens, saveat=[1.0], executor="dask")):
+    import sympy as sp
+    from scichains import pk
+    c, cl, tcl, e = sp.symbols("c cl tcl eta")
+    model = pk.PKModel(states=[c], odes=[-cl * c], individual={cl: sp.exp(tcl + e)},
+                       theta={tcl: 0.0}, eta=[e], omega=[0.1], observe=c, error=pk.Additive(1.0))
+    for call in (
+        require_dask,
+        lambda: solve_ensemble(ens, saveat=[1.0], executor="dask"),
+        lambda: pk.PopulationObjective(model, pk.EventData([], ()), executor="dask"),
+    ):
         try:
             call()
         except ImportError as e:
@@ -180,7 +189,7 @@ def test_the_package_imports_and_runs_without_dask():
         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.count("pip install scichains[dask]") == 2, r.stdout
+    assert r.stdout.count("pip install scichains[dask]") == 3, r.stdout
 
 
 def _killing_output(marker):

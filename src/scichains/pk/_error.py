@@ -41,6 +41,13 @@ class ErrorModel:
     def variance(self, f, sd):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def __getstate__(self):
+        # the generated functions (a closure over lambdify's output) are made again where
+        # the model is unpickled (``functions`` builds them on first use)
+        state = self.__dict__.copy()
+        state["_funcs"] = None
+        return state
+
     def __repr__(self) -> str:
         args = ", ".join(f"{n}={v:g}" for n, v in zip(self.names, self.initial))
         return f"{type(self).__name__}({args})"

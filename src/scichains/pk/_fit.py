@@ -57,6 +57,8 @@ def fit(
     gtol: float = 1e-4,
     maxiter: int = 500,
     l2: dict | None = None,
+    executor=None,
+    batch_size: int | None = None,
     **objective_kwargs,
 ) -> FitResult:
     """Estimate typical values, omega and the residual error of ``model`` on ``data``.
@@ -74,7 +76,14 @@ def fit(
         prior on those typical values (a :class:`Network`'s name: all its weights),
         ``sum lambda theta^2`` added to the minimised objective (a Gaussian prior with
         variance ``1 / (2 lambda)`` in OFV units); ``FitResult.ofv`` is the OFV without it
-    objective_kwargs : ``rtol``, ``atol``, ``inner_tol`` of :class:`PopulationObjective`
+    executor : None (this process), a ``dask.distributed.Client`` (``"dask"``: the running
+        one) or any object with ``submit``/``map``: the subjects' inner problems, OFV terms
+        and gradients are computed on its workers, the subjects sent there once (see
+        :class:`PopulationObjective`); the estimates, OFV and EBEs are the same bit for bit
+        as in this process. ``TypeError`` for another kind of object
+    batch_size : subjects per chunk sent to a worker (default: one chunk per worker)
+    objective_kwargs : ``rtol``, ``atol``, ``inner_tol``, ``block`` of
+        :class:`PopulationObjective`
 
     BFGS (SciPy) on the exact gradient of the OFV (see :mod:`scichains.pk._objective`). A
     trial point where an ODE solve or an EBE fails counts as ``inf`` (the line search backs
@@ -84,7 +93,9 @@ def fit(
 
     if method not in ("focei", "laplace"):
         raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
-    obj = PopulationObjective(model, data, method=method, **objective_kwargs)
+    obj = PopulationObjective(
+        model, data, method=method, executor=executor, batch_size=batch_size, **objective_kwargs
+    )
     x = model.pack() if x0 is None else np.asarray(x0, dtype=np.float64).copy()
     lam = _l2_weights(model, l2)
     best = {"f": math.inf, "pen": 0.0, "x": x.copy(), "etas": obj.etas.copy()}

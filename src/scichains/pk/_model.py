@@ -86,6 +86,11 @@ class PKModel:
             raise TypeError("individual must be a non-empty dict {symbol: expression}")
         if callable(odes):
             odes, t = _traced(odes, self.states, list(individual), t)
+        eta, covariates, networks = list(eta), list(covariates), list(networks)
+        self._arguments = _arguments(
+            self.states, odes, individual, theta, eta, omega, observe, error, covariates, t,
+            bioavailability, lag, networks,
+        )  # fmt: skip
         self.odes = [sp.sympify(e) for e in odes]
         self.networks = list(networks)
         if self.networks:
@@ -223,6 +228,14 @@ class PKModel:
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
         self.r = len(error.names)
         self.size = p + self.n_omega + self.r
+
+    def __reduce__(self):
+        """Pickled by description: the arguments it was made with (SymPy expressions,
+        numbers, the error model, the networks; a traced compiled right-hand side as its
+        SymPy equations). Unpickling builds the model again from them, so nothing compiled
+        travels: the generated code is made again (the same text: numba loads the compiled
+        system from its cache) and the results are the same bit for bit."""
+        return (_rebuild, (self._arguments,))
 
     # ---------------------------------------------------------------- individual block
     def individual(self, theta, eta, cov):
@@ -389,6 +402,36 @@ class PKModel:
                     )
         names += [f"log_{n}" for n in self.error.names]
         return names
+
+
+def _arguments(
+    states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets
+) -> dict:
+    """The constructor's arguments (copies of the containers), as :meth:`PKModel.__reduce__`
+    sends them."""
+
+    def copied(d):
+        return dict(d) if isinstance(d, dict) else d
+
+    return {
+        "states": list(states),
+        "odes": list(odes),
+        "individual": dict(individual),
+        "theta": copied(theta),
+        "eta": list(eta),
+        "omega": np.array(omega) if isinstance(omega, np.ndarray) else omega,
+        "observe": observe,
+        "error": error,
+        "covariates": list(covariates),
+        "t": t,
+        "bioavailability": copied(bio),
+        "lag": copied(lag),
+        "networks": list(nets),
+    }
+
+
+def _rebuild(arguments: dict) -> PKModel:
+    return PKModel(**arguments)
 
 
 def _traced(f, states, phi, t):

@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from ..parallel import _executor as ex
 from ._predict import PKSolveError, Regimen, predict_subject
 
 
@@ -59,13 +60,30 @@ class PopulationObjective:
         ``"directions"``: the system along the random effects and typical values (small
         when there are many individual parameters, e.g. a network's weights; always used
         for subjects whose covariates change); ``"auto"`` (default): the smaller
+    executor : None (default: this process), a ``dask.distributed.Client`` (``"dask"``: the
+        running one) or any object with ``submit``/``map``: the subjects are split into
+        chunks of whole blocks (``batch_size`` subjects each, rounded up to a multiple of
+        ``block``; default: one chunk per worker thread), sent to the workers once, here,
+        with the model's description (:meth:`PKModel.__reduce__`: the workers build it
+        again, nothing compiled travels); each evaluation sends ``x`` and each chunk's rows of
+        the EBE warm starts, and the workers return the chunk's block sums of the OFV and its
+        gradient (with :meth:`per_subject`: the subjects' terms) and the new EBEs. A worker
+        that dies has its chunks placed again and the evaluation repeated (same results).
+        ``TypeError`` for another kind of object; ``ImportError`` naming
+        ``pip install scichains[dask]`` for ``"dask"`` without Dask
+    batch_size : subjects per chunk (positive integer or None)
+    block : subjects per partial sum (default 4): the OFV and gradient are summed in subject
+        order within each block and the block sums in block order, so the results are the
+        same bit for bit in this process and on any number of workers and chunk sizes
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
     NONMEM does); the value does not depend on the start once the inner problem has
-    converged (to a Newton step below ``inner_tol (1 + max|eta|)``). Threads: the warm starts
-    are shared state, so an evaluation while another thread evaluates the same objective
-    raises ``RuntimeError``; make one objective per thread (``predict`` may be shared).
+    converged (to a Newton step below ``inner_tol (1 + max|eta|)``). With an executor the
+    warm starts are kept here too (the workers keep no state between evaluations), so they
+    and the results are those of the run in this process. Threads: the warm starts are
+    shared state, so an evaluation while another thread evaluates the same objective raises
+    ``RuntimeError``; make one objective per thread (``predict`` may be shared).
     """
 
     def __init__(
@@ -78,6 +96,9 @@ class PopulationObjective:
         inner_tol=1e-10,
         inner_maxiter=100,
         sensitivities="auto",
+        executor=None,
+        batch_size: int | None = None,
+        block: int = 4,
     ):
         if method not in ("focei", "laplace"):
             raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
@@ -150,6 +171,30 @@ class PopulationObjective:
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs
         self._busy = threading.Lock()
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+            raise ValueError(f"block must be a positive integer, got {block!r}")
+        self.block = int(block)
+        self.executor = ex.check_executor(executor)
+        batch_size = ex.check_batch_size(batch_size)
+        self._chunks = None
+        self.bounds = [(0, len(data.subjects))]
+        if self.executor is not None:
+            from ._remote import chunks_for
+
+            settings = {
+                "method": method,
+                "rtol": self.rtol,
+                "atol": self.atol,
+                "inner_tol": self.inner_tol,
+                "inner_maxiter": self.inner_maxiter,
+                "sensitivities": self.sensitivities,
+                "block": self.block,
+            }
+            n = len(data.subjects)
+            size = batch_size or -(-n // ex.n_workers(self.executor))
+            self.bounds = ex.batch_bounds(n, size, align=self.block)
+            payloads = chunks_for(model, data, settings, self.bounds)
+            self._chunks = ex.ScatteredChunks(self.executor, payloads)
 
     # ---------------------------------------------------------------- per subject
     def _predict(self, i, theta, eta, third=False):
@@ -257,11 +302,11 @@ class PopulationObjective:
         ev.Tf, ev.Tt = Tf, Tt
         return ev
 
-    def _inner(self, i, theta, oinv, log_sd):
-        """Newton's method on ``L_i`` (exact Hessian when positive definite, else the
-        Gauss-Newton/Fisher one), with a backtracking line search."""
+    def _inner(self, i, theta, oinv, log_sd, eta0):
+        """Newton's method on ``L_i`` from ``eta0`` (exact Hessian when positive definite,
+        else the Gauss-Newton/Fisher one), with a backtracking line search."""
         q = self.model.q
-        eta = self.etas[i].copy()
+        eta = np.array(eta0, dtype=np.float64)
         try:
             ev = self._evaluate(i, theta, eta, oinv, log_sd)
             if not np.isfinite(ev.L):
@@ -387,6 +432,38 @@ class PopulationObjective:
             self._busy.release()
 
     def _run_locked(self, x, grad, per_subject):
+        self._unpack(x)  # bad x raises here, not on a worker
+        x = np.array(x, dtype=np.float64)
+        if self._chunks is None:
+            parts = [self._part(x, self.etas, grad, per_subject)]
+        else:  # each chunk gets x and its rows of the warm starts: its data are there
+            args = [(x, self.etas[lo:hi], grad, per_subject) for lo, hi in self.bounds]
+            parts = self._chunks.run_each(_chunk_task, args)
+        size = self.model.size
+        new_etas = np.concatenate([q[2] for q in parts]) if parts else self.etas.copy()
+        if per_subject:
+            ofv = np.concatenate([q[0] for q in parts]) if parts else np.zeros(0)
+            gout = None
+            if grad:
+                gout = np.concatenate([q[1] for q in parts]) if parts else np.zeros((0, size))
+            self.etas = new_etas
+            return ofv, gout
+        # block sums added in block order: the same bits for any executor and chunk size
+        total = 0.0
+        g = np.zeros(size) if grad else None
+        for values, g_blocks, _ in parts:
+            for j in range(values.size):
+                total += values[j]
+                if grad:
+                    g += g_blocks[j]
+        self.etas = new_etas
+        return float(total), g
+
+    def _part(self, x, etas, grad, per_subject):
+        """All subjects of this objective (on a worker: one chunk's) from the warm starts
+        ``etas`` (``(N, q)``, not changed): ``(OFV terms, gradient terms or None, new
+        EBEs)``, the terms per subject with ``per_subject``, else summed over each block of
+        ``self.block`` consecutive subjects (in subject order)."""
         model = self.model
         theta, om, dom, log_sd = self._unpack(x)
         oinv = np.linalg.inv(om)
@@ -395,13 +472,13 @@ class PopulationObjective:
         N = len(self.data.subjects)
         ofv = np.zeros(N)
         gout = np.zeros((N, model.size)) if grad else None
-        new_etas = self.etas.copy()
+        new_etas = np.array(etas, dtype=np.float64)
         for i in range(N):
             s = self.data.subjects[i]
             if s.n_obs == 0:
                 new_etas[i] = 0.0  # contributes log det Omega + log det Omega^-1 = 0
                 continue
-            eta, ev = self._inner(i, theta, oinv, log_sd)
+            eta, ev = self._inner(i, theta, oinv, log_sd, etas[i])
             new_etas[i] = eta
             if self.method == "laplace":
                 A = 0.5 * ev.H
@@ -416,11 +493,17 @@ class PopulationObjective:
                 gout[i] = self._gradient_laplace(ev3, eta, oinv, dom)
             elif grad:
                 gout[i] = self._gradient(ev, eta, A, oinv, dom)
-        self.etas = new_etas
         if per_subject:
-            return ofv, gout
-        total = float(np.sum(ofv))
-        return (total, np.sum(gout, axis=0)) if grad else (total, None)
+            return ofv, gout, new_etas
+        starts = range(0, N, self.block)
+        values = np.zeros(len(starts))
+        g_blocks = np.zeros((len(starts), model.size)) if grad else None
+        for j, lo in enumerate(starts):
+            for i in range(lo, min(N, lo + self.block)):
+                values[j] += ofv[i]
+                if grad:
+                    g_blocks[j] += gout[i]
+        return values, g_blocks, new_etas
 
     def _gradient(self, ev, eta, A, oinv, dom):
         model = self.model
@@ -485,3 +568,8 @@ class PopulationObjective:
         part = ell_s.sum(axis=0) + ell_ffs.T @ c + ell_fs.T @ trHf
         g[p + no :] = part - v @ (G.T @ ell_fs)
         return g
+
+
+def _chunk_task(chunk, x, etas, grad, per_subject):
+    """One call on a worker: :meth:`PopulationObjective._part` of the chunk's objective."""
+    return chunk.objective()._part(x, etas, grad, per_subject)
