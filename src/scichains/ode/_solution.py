@@ -167,7 +167,10 @@ class Solution:
     u : array of shape ``(m, n)``
         The states at those times (right limits at jump times).
     status : ReturnCode
+        Why the solve ended (``SUCCESS``, or the failure).
     message : str
+        The status in words, or a more precise account of the failure (naming the
+        exception a user function raised, or the Jacobian entry that was not finite).
     exception : the exception a user function raised (status ``RHS_ERROR``), else None
     stats : dict
         ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps; None with CVODE
@@ -186,9 +189,10 @@ class Solution:
     ``tstops`` and doses (unless ``dense=True``): ``sol(t)`` interpolates between those.
     ``t`` outside the solved interval raises ``ValueError``.
 
-    A solution is made by ``solve``, not by users. The constructor takes the attributes above
-    (``status`` as an int or :class:`ReturnCode`, ``message`` None for the status's own
-    message) and the stored steps that ``sol(t)`` interpolates, listed under Parameters.
+    A solution is made by ``solve``, not by users. The constructor takes the attributes
+    ``t``, ``u``, ``status`` (an int or :class:`ReturnCode`), ``stats``, ``t_reached``,
+    ``message`` (None for the status's own message) and ``exception``, and the stored steps
+    that ``sol(t)`` interpolates, listed under Parameters.
 
     Parameters
     ----------

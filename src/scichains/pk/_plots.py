@@ -52,8 +52,9 @@ class VPC:
     observed : the observed percentiles, shape ``(n_bins, len(percentiles))``
     simulated_median : the median over the replicates of each simulated percentile, same
         shape
-    simulated_low, simulated_high : the ``ci`` interval over the replicates of each simulated
-        percentile, same shape
+    simulated_low : the lower end of the ``ci`` interval over the replicates of each
+        simulated percentile, same shape
+    simulated_high : the upper end of that interval, same shape
     times : the observation times of every subject (data order), shape ``(n_obs,)``
     dv : the observations at ``times``, shape ``(n_obs,)``
     """
