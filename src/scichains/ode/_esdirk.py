@@ -46,8 +46,8 @@ class ESDIRK:
     gamma : float
         The diagonal of the Butcher matrix below its first row.
     a : numpy.ndarray
-        Shape ``(s, s)``: the strictly lower part of the Butcher matrix; its last row is
-        ``b`` (stiffly accurate).
+        Shape ``(s, s)``: the strictly lower part of the Butcher matrix (whose last row,
+        with ``gamma`` on the diagonal, is ``b``: stiffly accurate).
     alpha : numpy.ndarray
         Shape ``(s, s)``, strictly lower: the stage predictor, the first guess
         ``k_i ~ sum_{j<i} alpha_ij k_j`` of each implicit stage's derivative.
