@@ -1025,7 +1025,8 @@ plt.show()""",
             "This normalisation is the identifiability aid; with it, different initial weights "
             "give the same typical values. The weights are typical values (fixed effects) "
             "written into the individual-parameter block in SymPy, so the FOCE-I gradient stays "
-            "exact, with an L2 prior on them (`l2=`)."
+            "exact, with an L2 prior on them (`l2=`). The first fit's time includes "
+            "generating and compiling the hybrid's sensitivity system."
         ),
         """from scichains import pk
 
