@@ -1,7 +1,8 @@
 """Write the notebooks from the cells below: ``python notebooks/_build.py`` writes them without
 outputs; ``python notebooks/_build.py --execute`` also runs each one at full size (nbclient,
-``NUMBA_NUM_THREADS=1``) and stores it with its outputs (figures as PNG) so that it reads on a
-code host without running. ``--execute NAME ...`` runs only those.
+``NUMBA_NUM_THREADS=1`` unless :data:`THREADS` says otherwise) and stores it with its outputs
+(figures as PNG) so that it reads on a code host without running. ``--execute NAME ...`` runs
+only those.
 
 The notebooks use the public API only (no imports from ``examples/``, no ``sys.path``): the data
 they need are simulated in the notebook or come from ``scichains.datasets``, so they run from
@@ -427,6 +428,670 @@ ax[2].set_title("loss")
 plt.show()""",
     ],
     # ------------------------------------------------------------------------------------
+    "stiff_models.ipynb": [
+        Md(
+            "# Stiff models: Rodas5P, ESDIRK, CVODE, and gradients through them\n\n"
+            "Robertson's chemical kinetics (three species, rate constants 0.04, 3e7 and 1e4: "
+            "time scales from 1e-8 to 1e5) is the classic stiff test problem. We solve it with "
+            "the compiled stiff methods and with SUNDIALS' CVODE, show what an explicit method "
+            "does on it, then fit the three rate constants to noisy data with exact gradients "
+            "(the discrete adjoint through the Rosenbrock steps) and check those gradients "
+            "against central differences."
+        ),
+        QUICK,
+        """import time
+
+import numba
+import scipy.optimize
+
+from scichains import adjoint, ode
+
+
+@numba.njit
+def robertson(du, u, p, t):  # p: log rate constants (positive rates for any p)
+    k1, k2, k3 = np.exp(p[0]), np.exp(p[1]), np.exp(p[2])
+    du[0] = -k1 * u[0] + k3 * u[1] * u[2]
+    du[1] = k1 * u[0] - k2 * u[1] ** 2 - k3 * u[1] * u[2]
+    du[2] = k2 * u[1] ** 2
+
+
+k_true = np.log([0.04, 3e7, 1e4])
+u0 = np.array([1.0, 0.0, 0.0])
+ts = np.logspace(-5, 5, 40)  # save times, seconds
+prob = ode.ODEProblem(robertson, u0, (0.0, 1e5), k_true)
+ref = ode.solve(prob, ode.Rodas5P(), saveat=ts, rtol=1e-12, atol=1e-16).u  # reference""",
+        Md(
+            "## Solvers\n\n"
+            "Each stiff method at `rtol=1e-8, atol=1e-12`: time per solve (after the first, "
+            "which compiles), steps, Jacobians and LU factorisations, and the largest error "
+            "against the tight reference, scaled by the tolerances "
+            "(`|u - ref| / (atol + rtol |ref|)`: the tolerances bound each step's local error, "
+            "so the global error over 40 save points is a few to a hundred times larger, "
+            "least for the higher-order methods). "
+            "The Rosenbrock methods build an exact Jacobian at every step (here from the "
+            "automatic vjp of the compiled right-hand side); the ESDIRK methods reuse one "
+            "until their Newton iterations slow down; CVODE is SUNDIALS' variable-order BDF, "
+            "called with compiled callbacks."
+        ),
+        """solvers = {
+    "Rodas5P": ode.Rodas5P(),
+    "Rosenbrock23": ode.Rosenbrock23(),
+    "Kvaerno5": ode.Kvaerno5(),
+    "KenCarp4": ode.KenCarp4(),
+    "CVODE_BDF": ode.CVODE_BDF(),
+}
+print(f"{'solver':13s} {'ms':>7s} {'steps':>6s} {'Jacobians':>9s} {'LUs':>5s} {'error/tol':>9s}")
+for name, solver in solvers.items():
+    ode.solve(prob, solver, saveat=ts, rtol=1e-8, atol=1e-12)  # compile (first call)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        sol = ode.solve(prob, solver, saveat=ts, rtol=1e-8, atol=1e-12)
+    ms = (time.perf_counter() - t0) / 5 * 1e3
+    st = sol.stats
+    err = np.max(np.abs(sol.u - ref) / (1e-12 + 1e-8 * np.abs(ref)))
+    jac = st.get("njac", st.get("njev", 0))
+    lus = str(st["nlu"]) if "nlu" in st else "-"
+    print(f"{name:13s} {ms:7.2f} {st['naccept']:6d} {jac:9d} {lus:>5s} {err:9.2g}")""",
+        Md(
+            "An explicit method has to keep its step below the fastest time scale for the "
+            "whole interval: Tsit5 stops at `max_steps` long before t = 1e5."
+        ),
+        """sol = ode.solve(prob, ode.Tsit5(), saveat=ts, rtol=1e-8, atol=1e-12, max_steps=20_000)
+print(sol.status.name, f"after {sol.stats['naccept']} steps, at t = {sol.t_reached:.3g} s")""",
+        """sol = ode.solve(prob, ode.Rodas5P(), saveat=ts, rtol=1e-8, atol=1e-12)
+fig, ax = plt.subplots(figsize=(7, 4))
+for j, (label, scale) in enumerate((("A", 1), ("B x 1e4", 1e4), ("C", 1))):
+    ax.semilogx(ts, scale * sol.u[:, j], label=label)
+ax.set_xlabel("t (s)")
+ax.set_ylabel("concentration")
+ax.legend()
+ax.set_title("Robertson, Rodas5P")
+plt.show()""",
+        Md(
+            "## Fitting the rate constants\n\n"
+            "Data: the reference with 2% log-normal noise. The loss is `LogNormalLoss` (squared "
+            "residuals of the logarithms: the three species span nine orders of magnitude). "
+            "`adjoint.Objective` is built once and evaluated at new parameters; with Rodas5P "
+            "its gradient is the discrete adjoint, exact for the discretised solution. "
+            "`check_gradient` compares it with central differences: they agree to the "
+            "accuracy central differences of an adaptive solve can reach (which needs the "
+            "tighter tolerance: at rtol 1e-8 the step-size choices themselves shift with the "
+            "parameters by about 1e-5, relative)."
+        ),
+        """rng = np.random.default_rng(1)
+data = ref * np.exp(0.02 * rng.standard_normal(ref.shape))
+p0 = k_true + np.array([0.5, -0.7, 0.6])  # a start 1.6-2x off in each constant
+for rtol in (1e-8, 1e-10):
+    obj = adjoint.Objective(
+        prob, adjoint.LogNormalLoss(data), ts, solver=ode.Rodas5P(), rtol=rtol, atol=rtol * 1e-4
+    )
+    print(f"rtol {rtol:g}:", adjoint.check_gradient(obj.value_and_grad, p0))""",
+        """obj = adjoint.Objective(
+    prob, adjoint.LogNormalLoss(data), ts, solver=ode.Rodas5P(), rtol=1e-10, atol=1e-14
+)
+trace = []
+t0 = time.perf_counter()
+res = scipy.optimize.minimize(
+    adjoint.ScipyFun(lambda q: obj.value_and_grad(q)[:2]),
+    p0,
+    jac=True,
+    method="L-BFGS-B",
+    callback=lambda q: trace.append(obj.value(q)),
+)
+print(f"{res.message} in {res.nit} iterations, {time.perf_counter() - t0:.2f} s")
+for name, k0, k in zip(("k1", "k2", "k3"), np.exp(k_true), np.exp(res.x)):
+    print(f"{name}: true {k0:.4g}, fitted {k:.4g}")""",
+        Md(
+            "## The other solvers' gradients\n\n"
+            "The ESDIRK methods and CVODE have no discrete adjoint here: their gradients come "
+            "from the interpolating adjoint (the adjoint ODE integrated backward by Rodas5P "
+            "over the stored forward solution): the gradient of the exact solution up to the "
+            "tolerances, rather than the exact gradient of the discretised one. Compared with "
+            "central differences of each solver's own solves at rtol 1e-10, KenCarp4's agrees "
+            "to about 1e-6; CVODE's differs by a few parts in 1e-4 (its variable-order BDF "
+            "steps make both its solution and its central differences less smooth in p); "
+            "that is still far below what an optimiser notices."
+        ),
+        """for name in ("KenCarp4", "CVODE_BDF"):
+    o = adjoint.Objective(
+        prob, adjoint.LogNormalLoss(data), ts, solver=solvers[name], rtol=1e-10, atol=1e-14
+    )
+    print(f"{name:10s}", adjoint.check_gradient(o.value_and_grad, p0))""",
+        """fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.semilogy(trace, "o-")
+ax.set_xlabel("L-BFGS-B iteration")
+ax.set_ylabel("loss")
+ax.set_title("fit of the three rate constants")
+plt.show()""",
+    ],
+    # ------------------------------------------------------------------------------------
+    "ensembles.ipynb": [
+        Md(
+            "# Ensembles: thousands of solves, in process and on Dask\n\n"
+            "Lotka-Volterra from a few thousand initial states: `ode.solve_ensemble` runs them in "
+            "one compiled loop on numba's threads, with no Python per trajectory; the same call "
+            "with `executor=` a `dask.distributed.Client` splits them into batches on the "
+            "workers and gives the same numbers bit for bit. Then the gradient of a loss summed "
+            "over the ensemble (`adjoint.EnsembleObjective`) on the same executor, and a "
+            "multi-start fit with `parallel.sweep`."
+        ),
+        QUICK,
+        """import time
+
+import numba
+
+from scichains import adjoint, ode, parallel
+
+
+@numba.njit
+def lotka_volterra(du, u, p, t):
+    du[0] = p[0] * u[0] - p[1] * u[0] * u[1]
+    du[1] = p[2] * u[0] * u[1] - p[3] * u[1]
+
+
+m = 1_000 if QUICK else 20_000
+rng = np.random.default_rng(0)
+u0s = 1.0 + rng.random((m, 2))  # initial states in [1, 2]^2
+ts = np.linspace(0.0, 10.0, 50)
+prob = ode.ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 10.0), [1.5, 1.0, 1.0, 3.0])
+eprob = ode.EnsembleProblem(prob, u0s=u0s)
+ens = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=ts)  # compiles on first use
+print(ens.u.shape, "saved states;", int(ens.success.sum()), "of", m, "succeeded")""",
+        Md(
+            "## In this process: threads, against a Python loop\n\n"
+            "Wall-clock times on this machine (they vary with the machine and its load; "
+            "`benchmarks/ensemble.py` measures them with repeated, interleaved rounds)."
+        ),
+        """def seconds(f, rounds=3):
+    best = np.inf
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+nthreads = numba.config.NUMBA_NUM_THREADS
+one = seconds(lambda: ode.solve_ensemble(eprob, ode.Tsit5(), saveat=ts, threads=1))
+every = seconds(lambda: ode.solve_ensemble(eprob, ode.Tsit5(), saveat=ts, threads=nthreads))
+k = 200  # a Python loop over solve, timed on k trajectories
+
+
+def python_loop():
+    for i in range(k):
+        one_prob = ode.ODEProblem(lotka_volterra, u0s[i], (0.0, 10.0), prob.p)
+        ode.solve(one_prob, ode.Tsit5(), saveat=ts)
+
+
+loop = seconds(python_loop, rounds=1) * m / k
+print(f"1 thread {one:.3f} s; {nthreads} threads {every:.3f} s; a Python loop ~{loop:.2f} s")
+print(f"per trajectory: {1e6 * one / m:.1f} us on one thread")""",
+        """sol = ode.solve(ode.ODEProblem(lotka_volterra, u0s[7], (0.0, 10.0), prob.p), saveat=ts)
+print("trajectory 7 equals solve bit for bit:", np.array_equal(sol.u, ens.u[7]))
+fig, ax = plt.subplots(figsize=(6, 4))
+for i in range(0, m, m // 20):
+    ax.plot(ens.u[i, :, 0], ens.u[i, :, 1], lw=0.8)
+ax.set_xlabel("prey")
+ax.set_ylabel("predator")
+ax.set_title(f"20 of the {m} trajectories")
+plt.show()""",
+        Md(
+            "## On Dask\n\n"
+            "A `LocalCluster` stands in for a real cluster here (two worker processes of one "
+            "thread each; see the how-to *Run on a SLURM cluster* for `dask_jobqueue`). "
+            "`parallel.warm_up` loads the compiled kernels on every worker first, so that no "
+            "task pays for compilation. Batches are sized from a short pilot solve so that "
+            "each task runs for about half a second; the results come back in order."
+        ),
+        """from dask.distributed import Client, LocalCluster
+
+cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+client = Client(cluster)
+parallel.warm_up(client)
+ens_dask = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=ts, executor=client)
+print("identical to the in-process run:", np.array_equal(ens_dask.u, ens.u))""",
+        Md(
+            "## Gradients over the ensemble\n\n"
+            "The loss summed over every trajectory, `L(p) = sum_i |u_i(ts) - data_i|^2`, and "
+            "its gradient with respect to the shared parameters: in process, and with the data "
+            "sent to the workers once (each call then sends only `p`). Partial sums are taken "
+            "over fixed blocks of trajectories, so the result does not depend on where they ran."
+        ),
+        """data = ens.u + 0.01 * rng.standard_normal(ens.u.shape)
+p_start = np.array([1.3, 0.9, 1.1, 2.7])
+local = adjoint.EnsembleObjective(eprob, adjoint.SquaredError(data), ts)
+remote = adjoint.EnsembleObjective(eprob, adjoint.SquaredError(data), ts, executor=client)
+L1, g1, _ = local.value_and_grad(p_start)
+L2, g2, _ = remote.value_and_grad(p_start)
+print(f"L = {L1:.6g}; same on Dask: {L1 == L2 and np.array_equal(g1, g2)}")
+print("dL/dp =", g1)""",
+        Md(
+            "## Multi-start fits with `parallel.sweep`\n\n"
+            "Independent fits (here: the four parameters of one noisy trajectory from five "
+            "random starts) run as futures; `sweep` returns them all, best first, so a start "
+            "that ends in a local minimum shows up at the bottom of the list. The fit "
+            "function is sent to the workers, so it must be picklable (defined in the "
+            "notebook it is pickled by value, with the globals it uses: keep those small)."
+        ),
+        """target, start_state = data[0].copy(), u0s[0].copy()  # what each fit needs, nothing more
+
+
+def fit_from(start):
+    import scipy.optimize
+
+    from scichains import adjoint, ode
+
+    one = ode.ODEProblem(lotka_volterra, start_state, (0.0, 10.0), start)
+    obj = adjoint.Objective(one, adjoint.SquaredError(target), ts, rtol=1e-8, atol=1e-10)
+    return scipy.optimize.minimize(
+        adjoint.ScipyFun(lambda q: obj.value_and_grad(q)[:2]),
+        start,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.1, 5.0)] * 4,
+    )
+
+
+starts = [np.array([1.5, 1.0, 1.0, 3.0]) * rng.uniform(0.6, 1.4, 4) for _ in range(5)]
+results = parallel.sweep(fit_from, starts, executor=client)
+for r in results:
+    print(f"start {np.round(r.config, 2)} -> loss {r.result.fun:.4g}, p {np.round(r.result.x, 3)}")
+client.close()
+cluster.close()""",
+    ],
+    # ------------------------------------------------------------------------------------
+    "blog_benchmarks.ipynb": [
+        Md(
+            "# The SimpleChains.jl blog's two benchmarks, and how to reproduce them\n\n"
+            "SimpleChains.jl's announcement measured two small networks on the CPU: an MLP that "
+            "learns the exponential of 2x2 matrices (10,000 samples, full batch, Adam) and "
+            "LeNet5 on MNIST. `benchmarks/matexp.py` and `benchmarks/lenet5.py` are the full "
+            "versions (with the machine's measured peak, PyTorch/JAX peers, compile times; "
+            "figures and machines on the Benchmarks page). This notebook runs a short version "
+            "of each with the public API, so that you can see what is timed, and times a plain "
+            "NumPy implementation of the same MLP step beside it as a reference on your machine."
+        ),
+        QUICK,
+        """import platform
+import time
+
+import numba
+from llvmlite import binding
+from scipy.linalg import expm
+
+import scichains as sc
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+print(cpu_model(), f"(LLVM target {binding.get_host_cpu_name()}),", end=" ")
+print(numba.config.NUMBA_NUM_THREADS, "numba threads")""",
+        Md(
+            "## The matrix exponential\n\n"
+            "X: 10,000 random 2x2 matrices (standard normal) flattened to 4 features; Y: their "
+            "matrix exponentials. The model: 4 -> Dense(32, tanh) -> Dense(16, tanh) -> Dense(4), "
+            "squared loss, Adam(1e-3), float32. `sc.train_unbatched` runs the steps in one "
+            "compiled loop; the parameters are one flat vector `p` updated in place."
+        ),
+        """rng = np.random.default_rng(1)
+n = 10_000
+A = rng.standard_normal((n, 2, 2)).astype(np.float32)
+X = A.reshape(n, 4)
+Y = np.stack([expm(a.astype(np.float64)) for a in A]).reshape(n, 4).astype(np.float32)
+
+chain = sc.SimpleChain(4, sc.Dense(32, "tanh"), sc.Dense(16, "tanh"), sc.Dense(4))
+cwl = chain.add_loss(sc.SquaredLoss(Y))
+p = chain.init_params(seed=0)
+opt = sc.Adam(1e-3)
+sc.train_unbatched(p, cwl, X, opt, 10)  # compile (or load the cache) and warm up
+steps = 500 if QUICK else 10_000
+t0 = time.perf_counter()
+losses = sc.train_unbatched(p, cwl, X, opt, steps)
+seconds = time.perf_counter() - t0
+# multiply-adds per sample and step: forward, weight gradients, input gradients (not layer 1)
+macs = 3 * (4 * 32 + 32 * 16 + 16 * 4) - 4 * 32
+gflops = 2 * macs * n * steps / seconds / 1e9
+print(
+    f"{steps} steps in {seconds:.2f} s: {1e4 * seconds / steps:.2f} s per 10,000 steps, "
+    f"{gflops:.1f} GFLOP/s; loss {losses[0]:.3f} -> {losses[-1]:.4f}"
+)""",
+        Md(
+            "The same training step written with NumPy (matrix products through BLAS, "
+            "float32, the same initial weights and Adam), timed on this machine for comparison. "
+            "It is a reference implementation, not a tuned peer: the full benchmark compares "
+            "against PyTorch and JAX when they are installed (`--peers`)."
+        ),
+        """def numpy_training(p0, X, Y, steps, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    layers = [(v["W"].copy(), v["b"].copy()) for v in chain.params(p0)]
+    m = [(np.zeros_like(W), np.zeros_like(b)) for W, b in layers]
+    s = [(np.zeros_like(W), np.zeros_like(b)) for W, b in layers]
+    Xt, Yt = X.T.copy(), Y.T.copy()  # features along rows: (4, n)
+    N = X.shape[0]
+    out = []
+    for k in range(1, steps + 1):
+        acts = [Xt]
+        for i, (W, b) in enumerate(layers):
+            z = W @ acts[-1] + b[:, None]
+            acts.append(np.tanh(z) if i < 2 else z)
+        r = acts[-1] - Yt
+        out.append(float(np.sum(r * r)) / N)
+        g = 2.0 * r / N
+        for i in range(2, -1, -1):
+            W, b = layers[i]
+            gW, gb = g @ acts[i].T, g.sum(axis=1)
+            if i > 0:
+                g = (W.T @ g) * (1.0 - acts[i] ** 2)
+            for j, (par, grad) in enumerate(((W, gW), (b, gb))):
+                m[i][j][...] = b1 * m[i][j] + (1 - b1) * grad
+                s[i][j][...] = b2 * s[i][j] + (1 - b2) * grad * grad
+                mh = m[i][j] / (1 - b1**k)
+                sh = s[i][j] / (1 - b2**k)
+                par -= lr * mh / (np.sqrt(sh) + eps)
+    return np.array(out)
+
+
+p0 = chain.init_params(seed=0)
+ref_steps = 50 if QUICK else 500
+t0 = time.perf_counter()
+ref_losses = numpy_training(p0, X, Y, ref_steps)
+np_seconds = time.perf_counter() - t0
+check = sc.train_unbatched(p0.copy(), cwl, X, sc.Adam(1e-3), ref_steps)
+print(
+    f"NumPy: {1e4 * np_seconds / ref_steps:.2f} s per 10,000 steps "
+    f"({np_seconds / ref_steps / (seconds / steps):.1f}x scichains' time per step)"
+)
+print(
+    f"same losses: step 1 {ref_losses[0]:.5f} vs {check[0]:.5f}, "
+    f"step {ref_steps} {ref_losses[-1]:.5f} vs {check[-1]:.5f}"
+)""",
+        Md(
+            "## LeNet5 on Fashion-MNIST\n\n"
+            "The blog used MNIST; Fashion-MNIST has the same format and shapes (and is harder). "
+            "`scichains.datasets.load_fashion_mnist` finds the files of Debian's "
+            "`dataset-fashion-mnist` package, or downloads and verifies them. One epoch of "
+            "mini-batches of 64 (a subset of the images in the short run), then the test "
+            "accuracy."
+        ),
+        """from scichains import datasets
+
+try:
+    Xtr, ytr = datasets.load_fashion_mnist("train", progress=False)
+    Xte, yte = datasets.load_fashion_mnist("test", progress=False)
+except (FileNotFoundError, OSError) as e:  # offline, without the data
+    print("Fashion-MNIST is not available here:", e)
+    Xtr = None
+if Xtr is not None:
+    if QUICK:
+        Xtr, ytr, Xte, yte = Xtr[:2_000], ytr[:2_000], Xte[:1_000], yte[:1_000]
+    lenet = sc.SimpleChain(
+        (1, 28, 28),
+        sc.Conv(6, (5, 5), "relu"),
+        sc.MaxPool((2, 2)),
+        sc.Conv(16, (5, 5), "relu"),
+        sc.MaxPool((2, 2)),
+        sc.Flatten(),
+        sc.Dense(120, "relu"),
+        sc.Dense(84, "relu"),
+        sc.Dense(10),
+    )
+    lwl = lenet.add_loss(sc.LogitCrossEntropyLoss(ytr))
+    q = lenet.init_params(seed=0)
+    lopt = sc.Adam(3e-4)
+    epochs = 1 if QUICK else 3
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        sc.train_batched(q, lwl, Xtr, lopt, 1, batch_size=64, seed=epoch)
+        dt = time.perf_counter() - t0
+        acc, _ = sc.accuracy_and_loss(lwl, Xte, yte, q)
+        print(f"epoch {epoch + 1}: {dt:.2f} s ({Xtr.shape[0]} images), test accuracy {acc:.4f}")""",
+        """fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.semilogy(losses, label="scichains")
+ax.semilogy(ref_losses, "--", label="NumPy reference")
+ax.set_xlabel("Adam step")
+ax.set_ylabel("training loss")
+ax.set_title("matrix exponential MLP")
+ax.legend()
+plt.show()""",
+        Md(
+            "## Reproducing the published figures\n\n"
+            "From a clone of the repository (the README's `make demo` runs the first line):\n\n"
+            "```sh\n"
+            ".venv/bin/python benchmarks/matexp.py                 # scichains alone, ~1 min\n"
+            ".venv/bin/pip install torch==2.13.0 jax               # the peers (CPU builds)\n"
+            ".venv/bin/python benchmarks/matexp.py --peers --compile-times\n"
+            ".venv/bin/python benchmarks/lenet5.py --peers         # 10 epochs, PyTorch eager\n"
+            "```\n\n"
+            "Each script prints the CPU model and vector features, measures the machine's FP32 "
+            "peak (a compiled loop of independent FMAs on all threads) and reports against it, "
+            "and runs the peers in the same session, so that ratios come from one machine "
+            "at one time. Run them on an otherwise idle machine: a second busy process on a "
+            "2-core VM slows any library's two-thread run many times over."
+        ),
+    ],
+    # ------------------------------------------------------------------------------------
+    "hybrid_pkpd.ipynb": [
+        Md(
+            "# Hybrid PK/PD models: a network inside the mechanism\n\n"
+            "Two hybrids. First a PK/PD model whose drug-effect function is unknown: a network "
+            "of the concentration takes its place inside the ODE, and is fitted together with "
+            "the physical parameters by adjoint gradients (a universal differential equation). "
+            "Then a population model on real data: the Theophylline absorption shaped by a small "
+            "network of time, fitted by FOCE-I and compared with the classical model by OFV, AIC "
+            "and a visual predictive check."
+        ),
+        QUICK,
+        Md(
+            "## 1. A learned drug effect\n\n"
+            "Truth (the model of DeepPumas' public workshop): depot -> central with first-order "
+            "absorption and elimination; a response R with zero-order production stimulated by "
+            "the drug, `R' = Kin (1 + EFF(cp)) - Kout R`, `EFF = Smax cp^n / (SC50^n + cp^n)`. "
+            "Doses of 1.0 at t = 0 and 5; cp and R observed every 0.5 with 2% proportional noise. "
+            "The hybrid keeps the PK and the turnover equation and replaces EFF by a network "
+            "1 -> 6 -> 6 -> 1 (tanh) of cp."
+        ),
+        """import time
+
+import scipy.optimize
+import sympy as sp
+
+import scichains as sc
+from scichains import adjoint, ode
+
+TRUE = dict(Ka=0.5, CL=1.0, Vc=1.0, Smax=2.9, n=1.5, SC50=0.05, Kout=2.2, Kin=0.8)
+ts = np.arange(0.0, 15.0 + 1e-9, 0.5)
+depot, central, resp = sp.symbols("depot central R")
+
+
+def doses(amount):
+    return [(t, 0, amount) for t in (0.0, 5.0)]
+
+
+ka, cl, vc, smax, n, sc50, kout, kin = sp.symbols("Ka CL Vc Smax n SC50 Kout Kin")
+cp = sp.Max(central, 0)
+truth = ode.SymbolicModel(
+    [depot, central, resp],
+    [ka, cl, vc, smax, n, sc50, kout, kin],
+    [
+        -ka * depot,
+        ka * depot / vc - cl / vc * central,
+        kin * (1 + smax * cp**n / (sc50**n + cp**n)) - kout * resp,
+    ],
+)
+
+
+def simulate_truth(amount, t):
+    prob = truth.problem([0.0, 0.0, TRUE["Kin"] / TRUE["Kout"]], (0.0, 15.0), truth.pack(**TRUE))
+    return ode.solve(prob, saveat=t, jumps=doses(amount), rtol=1e-10, atol=1e-12, throw=True).u
+
+
+rng = np.random.default_rng(11)
+clean = simulate_truth(1.0, ts)
+data = clean * (1.0 + 0.02 * rng.standard_normal(clean.shape))  # the depot is not observed""",
+        """lka, lcl, lvc, lkin, lkout = sp.symbols("lKa lCL lVc lKin lKout")  # log parameters
+Ka, CL, Vc, Kin, Kout = (sp.exp(s) for s in (lka, lcl, lvc, lkin, lkout))
+chain = sc.SimpleChain(1, sc.Dense(6, "tanh"), sc.Dense(6, "tanh"), sc.Dense(1))
+U = ode.NetworkTerm(chain, [cp], name="EFF")
+hybrid = ode.SymbolicModel(
+    [depot, central, resp],
+    [lka, lcl, lvc, lkin, lkout],
+    [-Ka * depot, Ka * depot / Vc - CL / Vc * central, Kin * (1 + U[0]) - Kout * resp],
+    network=U,
+)
+# start a factor 1.5-2 from the truth, absorption slower than elimination as in the truth
+guess = dict(lKa=np.log(0.8), lCL=np.log(1.5), lVc=np.log(0.7), lKin=np.log(1.2), lKout=np.log(1.5))
+p = hybrid.pack(network=0.5 * chain.init_params(seed=0, dtype=np.float64), **guess)
+weights = np.zeros_like(data)
+weights[:, 1:] = 1.0 / np.maximum(np.abs(data[:, 1:]), 1e-3) ** 2  # relative errors
+prob = hybrid.problem([0.0, 0.0, 1.0], (0.0, 15.0), p)
+obj = adjoint.Objective(
+    prob, adjoint.SquaredError(data, weights), ts, jumps=doses(1.0), rtol=1e-7, atol=1e-9
+)
+
+
+def value_and_grad(q):
+    # R(0) = Kin / Kout depends on the parameters: the chain rule through u0
+    u0 = np.array([0.0, 0.0, np.exp(q[3] - q[4])])
+    value, g, du0 = obj.value_and_grad(q, u0)
+    g = g.copy()
+    g[3] += du0[2] * u0[2]
+    g[4] -= du0[2] * u0[2]
+    return value, g
+
+
+losses = []
+t0 = time.perf_counter()
+opt = sc.Adam(0.02)
+for _ in range(50 if QUICK else 300):
+    value, g = value_and_grad(p)
+    losses.append(value)
+    opt.step(p, g)
+fun = adjoint.ScipyFun(value_and_grad)
+res = scipy.optimize.minimize(
+    fun, p, jac=True, method="L-BFGS-B", options={"maxiter": 50 if QUICK else 5000},
+    callback=lambda q: losses.append(fun.last_value),
+)  # fmt: skip
+p = res.x
+print(f"loss {losses[0]:.3g} -> {res.fun:.4f} in {time.perf_counter() - t0:.1f} s")
+for name, value in zip(("Ka", "CL", "Vc", "Kin", "Kout"), np.exp(p[:5])):
+    print(f"{name:5s} {value:7.4f}  (true {TRUE[name]})")""",
+        Md(
+            "How well does the hybrid predict a dose it never saw (0.1 instead of 1.0), and what "
+            "effect function did the network learn? The data only cover concentrations up to "
+            "their maximum: beyond it the network extrapolates."
+        ),
+        """t_fine = np.linspace(0.0, 15.0, 301)
+fig, ax = plt.subplots(1, 3, figsize=(16, 4))
+for amount, style in ((1.0, "-"), (0.1, "--")):
+    sol = ode.solve(
+        hybrid.problem([0.0, 0.0, float(np.exp(p[3] - p[4]))], (0.0, 15.0), p),
+        saveat=t_fine, jumps=doses(amount), rtol=1e-9, atol=1e-11, throw=True,
+    )  # fmt: skip
+    true = simulate_truth(amount, t_fine)
+    gap = np.abs(sol.u[:, 2] - true[:, 2]).max() / np.abs(true[:, 2]).max()
+    print(f"dose {amount}: max |R - R_true| / max R_true = {gap:.2%}")
+    ax[0].plot(t_fine, true[:, 2], "k" + style, lw=1, label=f"truth, dose {amount}")
+    ax[0].plot(t_fine, sol.u[:, 2], style, label=f"hybrid, dose {amount}")
+ax[0].plot(ts, data[:, 2], "o", ms=3, label="R data (dose 1.0)")
+ax[0].set_title("response R")
+ax[0].legend(fontsize=8)
+cps = np.linspace(0.0, 1.0, 201)
+learned = chain(cps[:, None], p[hybrid.n_phys :])[:, 0]
+emax = TRUE["Smax"] * cps ** TRUE["n"] / (TRUE["SC50"] ** TRUE["n"] + cps ** TRUE["n"])
+ax[1].plot(cps, emax, "k", label="true Emax")
+ax[1].plot(cps, learned, label="network")
+ax[1].axvspan(0, data[:, 1].max(), alpha=0.15, label="observed cp")
+ax[1].set_xlabel("cp")
+ax[1].set_title("drug effect EFF(cp)")
+ax[1].legend(fontsize=8)
+ax[2].semilogy(losses)
+ax[2].set_title("loss (Adam, then L-BFGS-B)")
+plt.show()""",
+        Md(
+            "## 2. A population hybrid on real data: Theophylline\n\n"
+            "The classical one-compartment model absorbs at the rate `ka depot`. The hybrid "
+            "absorbs at `ka g(t) depot` with a network of time shared by all subjects, "
+            "`z(t) = sum_j w2_j tanh(w1_j t / 10 + b1_j)`, squashed into (0, 4) and normalised "
+            "so that `g(0) = 1` whatever the weights: `ka` keeps its meaning (the absorption "
+            "rate constant at the dose), the network only shapes how it changes afterwards. "
+            "This normalisation is the identifiability aid; with it, different initial weights "
+            "give the same typical values. The weights are typical values (fixed effects) "
+            "written into the individual-parameter block in SymPy, so the FOCE-I gradient stays "
+            "exact, with an L2 prior on them (`l2=`). The first fit's time includes "
+            "generating and compiling the hybrid's sensitivity system."
+        ),
+        """from scichains import pk
+
+theoph = pk.theophylline()
+depot2, center, ka2, cl2, v2, t = sp.symbols("depot center ka cl v t")
+tka, tcl, tv, eka, ecl, ev = sp.symbols("tka tcl tv eta_ka eta_cl eta_v")
+individual = {ka2: sp.exp(tka + eka), cl2: sp.exp(tcl + ecl), v2: sp.exp(tv + ev)}
+common = dict(
+    eta=[eka, ecl, ev], omega=[0.6, 0.3, 0.1], observe=center / v2, error=pk.Additive(0.7)
+)
+classical = pk.PKModel(
+    states=[depot2, center],
+    odes=[-ka2 * depot2, ka2 * depot2 - cl2 / v2 * center],
+    individual=individual,
+    theta={tka: 0.45, tcl: 1.0, tv: 3.45},
+    **common,
+)
+
+hidden = 1 if QUICK else 2
+w1, b1, w2 = (sp.symbols(f"{s}_0:{hidden}") for s in ("w1", "b1", "w2"))
+weights = [*w1, *b1, *w2]
+nw = {w: sp.Symbol(f"nn_{w}") for w in weights}  # the weights as individual parameters
+
+
+def z(tt):
+    return sum(nw[w2[j]] * sp.tanh(nw[w1[j]] * tt + nw[b1[j]]) for j in range(hidden))
+
+
+g = 4 / (1 + 3 * sp.exp(-(z(t / 10) - z(0))))  # g in (0, 4), g(0) = 1
+hybrid_pk = pk.PKModel(
+    states=[depot2, center],
+    odes=[-ka2 * g * depot2, ka2 * g * depot2 - cl2 / v2 * center],
+    individual={**individual, **{nw[w]: w for w in weights}},
+    theta={tka: 0.45, tcl: 1.0, tv: 3.45, **{w: 0.0 for w in weights}},
+    t=t,
+    **common,
+)""",
+        """fit0 = pk.fit(classical, theoph)
+fits = []
+for seed in (0,) if QUICK else (0, 1):
+    x0 = hybrid_pk.pack()
+    x0[3 : 3 + len(weights)] = 0.3 * np.random.default_rng(seed).standard_normal(len(weights))
+    l2 = {w: 0.5 for w in weights}
+    fits.append(pk.fit(hybrid_pk, theoph, x0=x0, l2=l2, maxiter=8 if QUICK else 500))
+    f = fits[-1]
+    print(f"seed {seed}: OFV {f.ofv:.3f} ({f.message}, {f.seconds:.1f} s)")
+best = min(fits, key=lambda f: f.ofv + f.penalty)
+for name, m, f in (("classical", classical, fit0), ("hybrid", hybrid_pk, best)):
+    ka_, cl_, v_ = np.exp([f.theta["tka"], f.theta["tcl"], f.theta["tv"]])
+    print(
+        f"{name:9s}: OFV {f.ofv:8.3f}, AIC {f.ofv + 2 * m.size:8.3f} ({m.size} parameters); "
+        f"ka {ka_:.3f} 1/h, CL {cl_:.3f} L/h, V {v_:.2f} L; add.sd {f.sd['add']:.3f} mg/L"
+    )
+if len(fits) > 1:
+    tv_ = np.array([np.exp([f.theta["tka"], f.theta["tcl"], f.theta["tv"]]) for f in fits])
+    print("largest relative difference between seeds (ka, CL, V):", np.abs(tv_[1] / tv_[0] - 1))""",
+        """fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+for ax, (name, m, f) in zip(axes, (("classical", classical, fit0), ("hybrid", hybrid_pk, best))):
+    pk.vpc(m, theoph, f, n_sim=30 if QUICK else 300, seed=0).plot(ax=ax)
+    ax.set_title(f"{name}: OFV {f.ofv:.1f}, AIC {f.ofv + 2 * m.size:.1f}")
+    ax.set_xlabel("time (h)")
+axes[0].set_ylabel("theophylline (mg/L)")
+plt.show()""",
+    ],
+    # ------------------------------------------------------------------------------------
     "theophylline_population.ipynb": [
         Md(
             "# Theophylline: population PK by FOCE-I\n\n"
@@ -483,6 +1148,10 @@ plt.show()""",
 }
 
 
+THREADS = {"ensembles.ipynb": "2"}
+"""numba threads a notebook is executed with (default 1)."""
+
+
 def build(names=None) -> list[Path]:
     paths = []
     for name, cells in NOTEBOOKS.items():
@@ -507,7 +1176,7 @@ def execute(path: Path) -> float:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    env = {"NUMBA_NUM_THREADS": "1", "SCICHAINS_QUICK": "0"}
+    env = {"NUMBA_NUM_THREADS": THREADS.get(path.name, "1"), "SCICHAINS_QUICK": "0"}
     old = {k: os.environ.get(k) for k in (*env, "MPLBACKEND")}
     os.environ.update(env)
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend: PNG outputs

@@ -12,10 +12,14 @@ from nbclient import NotebookClient
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {
+    "blog_benchmarks",
+    "ensembles",
+    "hybrid_pkpd",
     "lotka_volterra_discovery",
     "multi_trajectory",
     "neural_ode_spiral",
     "sir_discovery",
+    "stiff_models",
     "theophylline_population",
 }
 

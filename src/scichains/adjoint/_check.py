@@ -58,10 +58,33 @@ def check_vjp(
     """Compare the problem's vjp at ``(u, p, t)`` with central differences of its right-hand
     side (float64, steps ``eps * max(1, |x|)``), for the cotangent ``v``.
 
-    Defaults: ``u = prob.u0``, ``p = prob.p``, ``t = t0``, ``v`` a fixed random vector (so
-    that every entry of the Jacobian counts). Returns a :class:`DerivativeCheck`; a wrong vjp
-    shows as ``ok = False`` with the worst entry named (``du[i]`` or ``dp[j]``). The vjp runs
-    from Python here (its exceptions are raised as they are)."""
+    Returns a :class:`DerivativeCheck`; a wrong vjp shows as ``ok = False`` with the worst
+    entry named (``du[i]`` or ``dp[j]``). The vjp runs from Python here (its exceptions are
+    raised as they are).
+
+    Parameters
+    ----------
+    prob : ODEProblem
+        A problem with a vjp; anything else raises ``TypeError``, a problem without a vjp
+        ``ValueError``.
+    u : array_like, optional
+        The state, shape ``(n,)`` (default ``prob.u0``).
+    p : array_like, optional
+        The parameters, shape ``prob.p.shape`` (default ``prob.p``).
+    t : float, optional
+        The time (default ``t0``, the start of ``prob.tspan``).
+    v : array_like, optional
+        The cotangent, shape ``(n,)``; default a fixed random vector (standard normal, seed
+        0), so that every entry of the Jacobian counts.
+    eps : float
+        Relative step of the central differences: ``eps * max(1, |x|)`` for each entry ``x``
+        of ``u`` and ``p`` (default ``1e-6``).
+    rtol : float
+        ``ok`` is True when the vjp is finite and ``rel_error <= rtol`` (default ``1e-6``).
+
+    ``u``, ``p``, ``v`` are converted to float64: non-real values raise ``TypeError``, another
+    shape ``ValueError``.
+    """
     if not isinstance(prob, ODEProblem):
         raise TypeError(f"check_vjp needs an ODEProblem, got {type(prob).__name__}")
     if prob.vjp is None:
@@ -105,9 +128,25 @@ def check_vjp(
 def check_gradient(fun, x, eps: float = 1e-6, rtol: float = 1e-5) -> DerivativeCheck:
     """Compare the gradient that ``fun(x)`` returns with central differences of its value.
 
-    ``fun(x)`` returns ``(value, gradient)`` (as ``Objective.value_and_grad``, whose third
-    output, dL/du0, is ignored, or ``nn.loss_and_grad``); ``x`` is a float64 vector. Returns a
-    :class:`DerivativeCheck` naming the worst entry (``dx[j]``)."""
+    Returns a :class:`DerivativeCheck` naming the worst entry (``dx[j]``). ``fun`` is called
+    ``1 + 2 len(x)`` times, each time on a copy of ``x``.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x)`` returns a tuple ``(value, gradient, ...)`` (as ``Objective.value_and_grad``,
+        whose third output, dL/du0, is ignored, or the function of ``nn.loss_and_grad``); the
+        gradient must have ``x``'s shape (else ``ValueError``); another return type raises
+        ``TypeError``.
+    x : array_like
+        The point, a vector of real numbers (converted to float64); not a vector:
+        ``ValueError``.
+    eps : float
+        Relative step of the central differences, ``eps * max(1, |x_j|)`` (default ``1e-6``).
+    rtol : float
+        ``ok`` is True when the gradient is finite and ``rel_error <= rtol`` (default
+        ``1e-5``).
+    """
     x = as_real(x, "x").copy()
     if x.ndim != 1:
         raise ValueError(f"x must be a vector, got shape {x.shape}")

@@ -51,6 +51,16 @@ class InterpolatingAdjoint(_Continuous):
     adjoint over it. Memory: one segment's steps instead of all of them, for about twice the
     forward work. The segments restart the step-size controller at each checkpoint, so the
     solution differs from the uncheckpointed one within the tolerances.
+
+    Parameters
+    ----------
+    rtol : float, optional
+        Relative tolerance of the backward (adjoint) solve; default None: the forward solve's.
+    atol : float, optional
+        Absolute tolerance of the backward (adjoint) solve; default None: the forward solve's.
+    checkpointing : bool
+        Keep only the checkpoints in the forward pass and re-solve each segment backward, as
+        above (default False).
     """
 
     mode = 0
@@ -60,8 +70,17 @@ class QuadratureAdjoint(_Continuous):
     """As :class:`InterpolatingAdjoint`, but only the adjoint state ``lam`` (``n`` numbers) is
     under error control: the parameter gradient, the integral of ``lam^T df/dp``, is a
     quadrature with the method's weights on the adjoint's own steps. Fewer steps when there
-    are many parameters; the quadrature error is not estimated. ``checkpointing`` as for
-    :class:`InterpolatingAdjoint`."""
+    are many parameters; the quadrature error is not estimated.
+
+    Parameters
+    ----------
+    rtol : float, optional
+        Relative tolerance of the backward (adjoint) solve; default None: the forward solve's.
+    atol : float, optional
+        Absolute tolerance of the backward (adjoint) solve; default None: the forward solve's.
+    checkpointing : bool
+        As for :class:`InterpolatingAdjoint` (default False).
+    """
 
     mode = 1
 
@@ -72,7 +91,19 @@ class BacksolveAdjoint(_Continuous):
     ``checkpointing=true`` for it). ``checkpointing=True`` here also keeps only the
     checkpoints in the forward pass, as for :class:`InterpolatingAdjoint`. Memory-light;
     unstable for dissipative or stiff problems, whose backward integration blows up: prefer
-    :class:`InterpolatingAdjoint` there."""
+    :class:`InterpolatingAdjoint` there.
+
+    Parameters
+    ----------
+    rtol : float, optional
+        Relative tolerance of the backward solve (of ``u`` and the adjoint); default None: the
+        forward solve's.
+    atol : float, optional
+        Absolute tolerance of the backward solve; default None: the forward solve's.
+    checkpointing : bool
+        Keep only the checkpoints in the forward pass, as for :class:`InterpolatingAdjoint`
+        (default False).
+    """
 
     mode = 2
 

@@ -24,7 +24,28 @@ class IDXError(ValueError):
 
 
 def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
-    """Parse the bytes of an (uncompressed) IDX file into an array in native byte order."""
+    """Parse the bytes of an (uncompressed) IDX file into an array in native byte order.
+
+    Parameters
+    ----------
+    raw : bytes
+        The whole file: the magic number (two zero bytes, a type code, the number of
+        dimensions), the big-endian dimensions, then the data.
+    name : str
+        How error messages name the data (default ``"<bytes>"``; :func:`read_idx` passes the
+        file name).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the shape in the header, dtype uint8, int8, int16, int32, float32 or
+        float64 as the type code says.
+
+    Raises
+    ------
+    IDXError
+        A bad magic number, zero dimensions, a truncated header or data, or trailing bytes.
+    """
     if len(raw) < 4:
         raise IDXError(f"{name}: {len(raw)} bytes, too short for an IDX header")
     zero, typ, ndim = raw[0] << 8 | raw[1], raw[2], raw[3]
@@ -51,7 +72,12 @@ def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read an IDX file, gzip-compressed (by content, whatever its name) or raw."""
+    """Read an IDX file, gzip-compressed (by content, whatever its name) or raw.
+
+    ``path``: the file (str or ``os.PathLike``). Returns the array as :func:`parse_idx` does;
+    an invalid file or corrupt gzip data raises :class:`IDXError`, a missing file
+    ``FileNotFoundError``.
+    """
     with open(path, "rb") as f:
         raw = f.read()
     name = os.fspath(path)
@@ -64,7 +90,19 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool = False) -> None:
-    """Write ``array`` as an IDX file (used by the tests; handy for custom data sets)."""
+    """Write ``array`` as an IDX file (used by the tests; handy for custom data sets).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write (overwritten if it exists; its name does not choose the
+        compression).
+    array : array_like
+        The data, of dtype uint8, int8, int16, int32, float32 or float64 (in either byte
+        order); another dtype raises ``TypeError``. Stored big-endian.
+    compress : bool
+        Gzip the file (default False); :func:`read_idx` reads both.
+    """
     array = np.asarray(array)
     codes = {v.newbyteorder("="): k for k, v in _TYPES.items()}
     code = codes.get(array.dtype.newbyteorder("="))

@@ -162,6 +162,33 @@ def load_mnist(split: str = "train", path=None, download: bool = True, progress:
     Looks in ``path`` if given, else in ``$SCICHAINS_DATA`` (``/mnist`` or directly) and the
     per-user cache; when missing, downloads from the public mirrors into the cache and checks
     the published SHA-256 sums.
+
+    Parameters
+    ----------
+    split : str
+        ``"train"`` (default, 60,000 images) or ``"test"`` (10,000); anything else raises
+        ``ValueError``.
+    path : str or os.PathLike, optional
+        A directory holding the split's two IDX files (``train-images-idx3-ubyte`` and
+        ``train-labels-idx1-ubyte``, or ``t10k-...`` for ``"test"``; each gzip-compressed
+        with a ``.gz`` name, or raw); only this directory is searched and nothing is
+        downloaded.
+    download : bool
+        Download missing files (default True); with False a missing file raises
+        ``FileNotFoundError``.
+    progress : bool
+        Draw a download progress bar on stderr (default True).
+
+    Raises
+    ------
+    FileNotFoundError
+        A file was neither found nor downloaded (the message lists the directories searched
+        and why each mirror failed).
+    scichains.datasets.IDXError
+        A file is not a valid IDX file (a subclass of ``ValueError``).
+    ValueError
+        An unknown ``split``, images and labels that do not match, or labels outside
+        ``0..9``.
     """
     return _load("mnist", split, path, download, progress)
 
@@ -170,5 +197,36 @@ def load_fashion_mnist(
     split: str = "train", path=None, download: bool = True, progress: bool = True
 ):
     """Fashion-MNIST, like :func:`load_mnist`; also found in /usr/share/datasets/fashion-mnist
-    (Debian's ``dataset-fashion-mnist``)."""
+    (Debian's ``dataset-fashion-mnist``).
+
+    Returns ``(images, labels)``: float32 ``(N, 28, 28)`` in [0, 1], int64 ``(N,)`` (classes
+    0..9).
+
+    Parameters
+    ----------
+    split : str
+        ``"train"`` (default, 60,000 images) or ``"test"`` (10,000); anything else raises
+        ``ValueError``.
+    path : str or os.PathLike, optional
+        A directory holding the split's two IDX files (``train-images-idx3-ubyte`` and
+        ``train-labels-idx1-ubyte``, or ``t10k-...`` for ``"test"``; each gzip-compressed
+        with a ``.gz`` name, or raw); only this directory is searched and nothing is
+        downloaded.
+    download : bool
+        Download missing files (default True); with False a missing file raises
+        ``FileNotFoundError``.
+    progress : bool
+        Draw a download progress bar on stderr (default True).
+
+    Raises
+    ------
+    FileNotFoundError
+        A file was neither found nor downloaded (the message lists the directories searched
+        and why each mirror failed).
+    scichains.datasets.IDXError
+        A file is not a valid IDX file (a subclass of ``ValueError``).
+    ValueError
+        An unknown ``split``, images and labels that do not match, or labels outside
+        ``0..9``.
+    """
     return _load("fashion-mnist", split, path, download, progress)

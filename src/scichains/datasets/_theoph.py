@@ -11,8 +11,21 @@ import numpy as np
 
 @dataclass
 class Subject:
-    """One subject: ``times`` (h) and ``conc`` (mg/L) of the observations, the oral ``dose``
-    (mg/kg, given at time 0) and the body weight ``weight`` (kg)."""
+    """One subject of the Theophylline data, as :func:`load_theophylline` returns it.
+
+    Attributes
+    ----------
+    id : int
+        The subject number (1..12).
+    weight : float
+        Body weight (kg).
+    dose : float
+        The oral dose (mg/kg), given at time 0.
+    times : numpy.ndarray
+        Observation times (h), float64, shape ``(k,)``.
+    conc : numpy.ndarray
+        Observed concentrations (mg/L), float64, shape ``(k,)``.
+    """
 
     id: int
     weight: float

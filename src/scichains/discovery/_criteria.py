@@ -14,7 +14,10 @@ def aic(rss: float, m: int, k: int) -> float:
 
 
 def aicc(rss: float, m: int, k: int) -> float:
-    """Corrected AIC of a least-squares fit with ``k`` coefficients to ``m`` points."""
+    """Corrected AIC of a least-squares fit with ``k`` coefficients to ``m`` points with
+    residual sum of squares ``rss`` (up to a constant): ``m log(rss/m) + 2k + 2k(k+1)/(m-k-1)``,
+    infinite when ``m <= k + 1``. ``rss`` is floored at ``1e-300`` (an exact fit stays
+    finite)."""
     rss = max(rss, 1e-300)
     pen = 2 * k + (2 * k * (k + 1) / (m - k - 1) if m - k - 1 > 0 else np.inf)
     return m * np.log(rss / m) + pen

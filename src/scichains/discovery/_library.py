@@ -65,9 +65,22 @@ class PolynomialLibrary(Library):
     """Monomials of the inputs up to ``degree`` (with the constant), optionally ``sin`` and
     ``cos`` of each input.
 
-    ``lib(X)`` with ``X`` of shape ``(m, d)`` returns ``Theta`` of shape ``(m, n_features)``;
-    ``lib.names(["x", "y"])`` the features' names (``"x*y"``, ``"x^2"``, ``"sin(x)"``);
-    ``lib.expressions([x, y])`` the same as SymPy expressions.
+    ``lib(X)`` with ``X`` of shape ``(m, d)`` returns ``Theta`` of shape ``(m, n_features)``
+    (float64; ``X`` not 2-D raises ``ValueError``); ``lib.names(["x", "y"])`` the features'
+    names (``"x*y"``, ``"x^2"``, ``"sin(x)"``); ``lib.expressions([x, y])`` the same as SymPy
+    expressions. The features come in the order: the constant, the monomials of degree 1, 2,
+    ... (each degree in ``itertools.combinations_with_replacement`` order of the inputs), then
+    ``sin`` of each input, then ``cos`` of each input.
+
+    Parameters
+    ----------
+    degree : int
+        The highest total degree of the monomials (default 3); less than 1 raises
+        ``ValueError``.
+    include_constant : bool
+        Include the constant feature ``1`` (default True).
+    sin : bool
+        Add ``sin(x_i)`` and ``cos(x_i)`` of each input (default False).
     """
 
     def __init__(self, degree: int = 3, include_constant: bool = True, sin: bool = False):

@@ -347,7 +347,27 @@ def ude_samples(
     atol: float = 1e-10,
 ):
     """The trained UDE's states at ``saveat`` (``(len(saveat), n)``) and its network's outputs
-    there (``(len(saveat), n_out)``): the samples to regress the learned terms on."""
+    there (``(len(saveat), n_out)``): the samples to regress the learned terms on.
+
+    Parameters
+    ----------
+    model : a :class:`scichains.ode.SymbolicModel` with a ``NetworkTerm`` (else
+        ``TypeError``)
+    p : its parameter vector, shape ``(model.num_params,)``: the physical parameters, then the
+        network's (another shape raises ``ValueError``)
+    u0 : the initial state at ``t0``, shape ``(n,)`` (another shape raises ``ValueError``)
+    saveat : the sample times, shape ``(len(saveat),)``, sorted in the direction of
+        integration; the solve runs from ``t0`` to ``saveat[-1]``
+    t0 : the initial time (default ``saveat[0]``)
+    rtol, atol : tolerances of the solve (Tsit5; defaults ``1e-8`` and ``1e-10``). A failed
+        solve raises :class:`scichains.ode.ODESolveError`.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(states, outputs)``, float64, shapes ``(len(saveat), n)`` and
+        ``(len(saveat), n_out)``.
+    """
     if not isinstance(model, SymbolicModel) or model.network is None:
         raise TypeError("ude_samples needs a SymbolicModel with a NetworkTerm")
     saveat = np.asarray(saveat, dtype=np.float64)
@@ -370,7 +390,25 @@ def select_structure(
     """Discover the terms a trained UDE's network stands for: STLSQ candidates from the
     network's outputs along the trained trajectory, each refitted to the data through the
     adjoint and scored (criterion plus margin per term), then stepwise searches from the best.
-    ``kwargs`` go to :class:`StructureSearch`. Returns a :class:`SearchResult`; its ``best``
-    converts to a model with ``best.to_symbolic_model()``."""
+    Returns a :class:`SearchResult`; its ``best`` converts to a model with
+    ``best.to_symbolic_model()``.
+
+    Parameters
+    ----------
+    model : the trained UDE, a :class:`scichains.ode.SymbolicModel` with a ``NetworkTerm``
+        (else ``TypeError``); its network outputs are the unknowns to discover
+    p : its trained parameter vector, shape ``(model.num_params,)`` (another shape raises
+        ``ValueError``): the physical part is where the refits start, the network part gives
+        the candidates
+    library : a :class:`Library` evaluated on the network's inputs (unless ``inputs=`` is
+        given)
+    data : observations, shape ``(len(saveat), n)`` (another shape raises ``ValueError``)
+    saveat : observation times, shape ``(len(saveat),)``; also the times at which the trained
+        trajectory is sampled for the candidates
+    u0 : initial state at ``t0`` (default ``saveat[0]``), shape ``(n,)``
+    **kwargs : the keyword options of :class:`StructureSearch` (``t0``, ``criterion``,
+        ``margin``, ``weights``, ``max_terms``, ``solver``, ...); ``inputs``, ``params`` and
+        ``t`` default to the model's
+    """
     search = StructureSearch.from_ude(model, p, library, data, saveat, u0, **kwargs)
     return search.run_ude(model, p)

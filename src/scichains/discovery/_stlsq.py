@@ -11,7 +11,29 @@ from ._criteria import aicc
 def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) -> np.ndarray:
     """Coefficients ``Xi`` (``n_features x n_targets``) with ``Y ~ Theta Xi``: least squares,
     then repeatedly zero the coefficients smaller than ``threshold`` in magnitude and refit the
-    rest, until the support stops changing. ``ridge`` adds ``ridge * |Xi|^2`` to each fit."""
+    rest, until the support stops changing. ``ridge`` adds ``ridge * |Xi|^2`` to each fit.
+
+    Parameters
+    ----------
+    Theta : array_like
+        The features at ``m`` points, shape ``(m, n_features)``, converted to float64.
+    Y : array_like
+        The targets, shape ``(m,)`` or ``(m, n_targets)``. ``Theta`` and ``Y`` with different
+        rows, or with NaN/inf values, raise ``ValueError``.
+    threshold : float
+        Coefficients smaller than this in magnitude are zeroed.
+    ridge : float
+        Ridge (Tikhonov) weight of each least-squares fit (default 0: plain least squares).
+    max_iter : int
+        The most threshold-and-refit rounds per target (default 20); the final refit on the
+        support follows the last round.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``Xi``, float64, shape ``(n_features, n_targets)`` (``n_targets = 1`` for a vector
+        ``Y``), zero off the selected support.
+    """
     Theta = np.asarray(Theta, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim == 1:
@@ -48,7 +70,31 @@ def _lstsq(A, y, ridge):
 
 class SparseFit:
     """Result of :func:`sparse_regression`: coefficients, the chosen threshold, the criterion
-    along the path, and the equations as text."""
+    along the path, and the equations as text.
+
+    Made by :func:`sparse_regression`; the constructor's arguments are the attributes below,
+    in that order, with ``Xi`` stored as ``coefficients``.
+
+    Attributes
+    ----------
+    coefficients : numpy.ndarray
+        ``Xi``, float64, shape ``(n_features, n_targets)``: the coefficients at the chosen
+        threshold, zero off the selected support.
+    threshold : float
+        The chosen STLSQ threshold (the lowest corrected AIC).
+    path : list of tuple
+        ``(threshold, score, number of nonzero coefficients)`` for every threshold tried,
+        ``score`` being the variance-scaled AICc summed over the targets.
+    feature_names : list of str
+        The library's feature names for ``input_names`` (``"x*y"``), one per row of
+        ``coefficients``.
+    target_names : list of str
+        One name per target (column of ``coefficients``).
+    library : Library or None
+        The library the features came from (needed by :meth:`to_sympy`).
+    input_names : list of str or None
+        The names of the inputs (columns of ``X``).
+    """
 
     def __init__(
         self, Xi, threshold, path, feature_names, target_names, library=None, input_names=None
@@ -81,6 +127,9 @@ class SparseFit:
         ]
 
     def equations(self, precision: int = 4) -> list[str]:
+        """``["y0 = +1.3 x0 -0.8924 x0*x1", ...]``: one line per target, with the nonzero
+        coefficients to ``precision`` significant digits (``"0"`` for a target without
+        terms)."""
         out = []
         for j, name in enumerate(self.target_names):
             terms = [
@@ -112,6 +161,30 @@ def sparse_regression(
     values log-spaced over the range of the least-squares coefficients) and keep the one with
     the lowest corrected AIC, summed over the targets (each target scaled by its variance, so
     that no target dominates). Returns a :class:`SparseFit`.
+
+    Parameters
+    ----------
+    X : array_like
+        The inputs, shape ``(m, d)``, converted to float64.
+    Y : array_like
+        The targets, shape ``(m,)`` or ``(m, n_targets)``. Other rows than ``X``, or NaN/inf
+        values in ``Y`` or ``library(X)``, raise ``ValueError`` (or its subclass
+        ``numpy.linalg.LinAlgError``, from the least-squares fit that sets the default
+        ``thresholds``).
+    library : Library
+        Maps ``X`` to the features ``Theta`` (shape ``(m, n_features)``) and names them, e.g.
+        :class:`PolynomialLibrary`.
+    thresholds : array_like, optional
+        The STLSQ thresholds to try (default: 40 values log-spaced between the smallest and
+        the largest magnitude of the least-squares coefficients, the smallest at least
+        ``1e-8`` times the largest).
+    input_names : sequence of str, optional
+        One name per input (column of ``X``) for the feature names and :meth:`SparseFit.to_sympy`
+        (default ``x0, x1, ...``).
+    target_names : sequence of str, optional
+        One name per target (default ``y0, y1, ...``).
+    ridge : float
+        Ridge weight of each least-squares fit (default 0), as in :func:`stlsq`.
     """
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
@@ -152,7 +225,25 @@ def sparse_regression(
 def stlsq_path(Theta, Y, thresholds, ridge: float = 0.0) -> list[tuple[float, np.ndarray]]:
     """STLSQ over ``thresholds`` (ascending), keeping one ``(threshold, Xi)`` per distinct
     support: the candidate models for a selection criterion of the caller's choosing (for
-    example the fit of each re-simulated model to the data)."""
+    example the fit of each re-simulated model to the data).
+
+    Parameters
+    ----------
+    Theta : array_like
+        The features, shape ``(m, n_features)``.
+    Y : array_like
+        The targets, shape ``(m,)`` or ``(m, n_targets)`` (errors as in :func:`stlsq`).
+    thresholds : array_like
+        The thresholds to try, in any order (they are sorted).
+    ridge : float
+        Ridge weight of each least-squares fit (default 0), as in :func:`stlsq`.
+
+    Returns
+    -------
+    list of tuple
+        ``(threshold, Xi)`` for the smallest threshold of each distinct support, in ascending
+        threshold order; ``Xi`` of shape ``(n_features, n_targets)``.
+    """
     Theta = np.asarray(Theta, dtype=np.float64)
     seen = set()
     out = []

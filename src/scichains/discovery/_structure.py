@@ -30,6 +30,11 @@ class Structure:
     score : the search's selection score (criterion plus margin per term)
     label : how the structure was found (STLSQ labels of the candidate it came from)
     moves : ``(action, feature, unknown)`` steps of the stepwise search that led here
+
+    Made by :func:`select_structure`. The constructor takes, before the attributes listed here,
+    ``engine``: the search's internal model of the known right-hand side, the library and the
+    data, which names the features and builds the SymPy expressions, the
+    :class:`~scichains.ode.SymbolicModel` and the simulations of this structure.
     """
 
     def __init__(

@@ -62,7 +62,7 @@ class Population:
         here; each evaluation sends ``theta`` and each chunk's own ``etas``, and gets back
         block sums of the objective and gradient. On a large cluster give ``batch_size`` so
         that a task computes for 100 ms or more (Dask spends ~1 ms per task on scheduling):
-        e.g. 1,000 subjects at 100 us each (the README's projection)
+        e.g. 1,000 subjects at 100 us each (the projection in docs/guide/ensembles.md)
     block : subjects per partial sum (default 16): the block sums are added in block order,
         so the results are identical bit for bit for any executor, number of workers and
         ``batch_size``

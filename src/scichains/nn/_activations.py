@@ -21,7 +21,21 @@ class ActivationFunction:
     """A named elementwise function ``y = f(z)`` understood by the compiled kernels.
 
     Instances are the public objects ``scichains.nn.tanh``, ``scichains.nn.relu``, ...; anywhere
-    an activation is expected, its name (``"tanh"``) works as well.
+    an activation is expected, its name (``"tanh"``) works as well. They are made once, here:
+    the compiled kernels know only the codes of these built-in activations, so constructing a
+    new instance does not add an activation.
+
+    Parameters
+    ----------
+    name : str
+        The public name (``"tanh"``), as accepted wherever an activation is expected.
+    code : int
+        The integer that selects the compiled loop for this activation in every kernel.
+    formula : str
+        The formula in words (``"max(z, 0)"``), for documentation only.
+
+    Calling an instance on an array applies the exact float64 reference formula (a float64
+    array of the same shape); the kernels compute in the parameters' dtype.
     """
 
     __slots__ = ("name", "code", "formula")

@@ -18,6 +18,17 @@ _FORMAT = "scichains.nn/1"
 def save(path: str | os.PathLike, chain: SimpleChain, p: np.ndarray) -> None:
     """Write ``p`` (shape ``(num_params,)``) and ``chain.describe()`` to an ``.npz`` file.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write (overwritten if it exists); as with ``numpy.savez``, a file name
+        without the ``.npz`` suffix gets it appended.
+    chain : SimpleChain
+        The chain whose parameters ``p`` are; anything else raises ``TypeError``.
+    p : numpy.ndarray
+        The parameters, shape ``(num_params,)``, float32 or float64 (stored in that dtype);
+        checked as everywhere (``TypeError``/``ValueError``).
+
     Raises ``ValueError`` before writing when :func:`load` could not rebuild the chain: a layer
     class not registered with :func:`register_layer`, or whose ``config()`` does not describe
     it fully (an activation known only by object, not by name, for one).
@@ -89,7 +100,21 @@ def chain_from_description(desc: dict) -> SimpleChain:
 def load(path: str | os.PathLike, chain: SimpleChain | None = None):
     """Read a file written by :func:`save`; returns ``(chain, p)``.
 
-    When ``chain`` is given, the file must describe the same chain, else ``ValueError``.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.npz`` file written by :func:`save` (read without pickle). A file without the
+        saved parameters and chain description, or of another format version, raises
+        ``ValueError``; a missing file ``FileNotFoundError`` (from ``numpy.load``).
+    chain : SimpleChain, optional
+        When given, the file must describe the same chain, else ``ValueError``; it is then the
+        chain returned. By default the chain is rebuilt from the file.
+
+    Returns
+    -------
+    tuple
+        ``(chain, p)``: the chain and a new parameter array of shape ``(num_params,)`` in the
+        dtype it was saved in.
     """
     with np.load(path, allow_pickle=False) as f:
         if "params" not in f or "chain" not in f:

@@ -390,7 +390,30 @@ def valgrad(
 
 
 def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
-    """The loss (mean over samples plus penalty, dropout off) at ``p`` on ``X``."""
+    """The loss (mean over samples plus penalty, dropout off) at ``p`` on ``X``.
+
+    Parameters
+    ----------
+    cwl : ChainWithLoss
+        The chain with its loss (``chain.add_loss(...)``).
+    X : array_like
+        The inputs, shape ``(N, *chain.input_shape)``, real numbers (converted to ``p``'s
+        dtype); a non-real dtype raises ``TypeError``, a wrong shape, ``N = 0`` or NaN/inf
+        values ``ValueError``.
+    p : numpy.ndarray
+        The parameters, shape ``(num_params,)``, float32 or float64, C-contiguous (else
+        ``TypeError`` for type/dtype, ``ValueError`` for shape/layout); the loss is computed
+        in its dtype.
+    targets : array_like, optional
+        Targets replacing those attached to the loss (e.g. a test set's), of the same kind:
+        ``(N, n_out)`` real values for a regression loss, ``(N,)`` integer labels for
+        ``LogitCrossEntropyLoss``; validated as the loss's own (``TypeError``/``ValueError``).
+
+    Returns
+    -------
+    float
+        The loss, computed on one thread.
+    """
     p = check_params(cwl.chain, p)
     Xc, Y, labels = cwl.prepare(X, p, targets)
     chain = cwl.chain
@@ -419,6 +442,28 @@ def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | Non
     The data is validated and converted once here. ``fun`` computes in ``dtype`` (float64 by
     default, what scipy's line searches expect) and returns a fresh float64 gradient. Dropout
     is off, so ``fun`` is deterministic. ``fun`` may be called from several threads at once.
+
+    Parameters
+    ----------
+    cwl : ChainWithLoss
+        The chain with its loss and targets (``chain.add_loss(...)``).
+    X : array_like
+        The inputs, shape ``(N, *chain.input_shape)``, real numbers converted once to
+        ``dtype``; a non-real dtype raises ``TypeError``, a wrong shape, ``N = 0`` or NaN/inf
+        values ``ValueError`` (here, not at the first call of ``fun``).
+    dtype : numpy dtype
+        ``numpy.float64`` (default) or ``numpy.float32``: the precision of the computation.
+    threads : int, optional
+        Number of threads (default: every core numba may use); not a positive integer, or more
+        than numba's thread count, raises ``ValueError``.
+
+    Returns
+    -------
+    callable
+        ``fun(p)``: ``p`` is any array of ``num_params`` numbers (converted to ``dtype``, never
+        modified); it returns the loss (float, mean over samples plus penalty) and its
+        gradient (a new float64 array of shape ``(num_params,)``). A ``p`` of another length
+        raises ``ValueError``.
     """
     dt = np.dtype(dtype)
     p0 = np.zeros(cwl.chain.num_params, dtype=dt)
@@ -443,6 +488,27 @@ def accuracy_and_loss(cwl: ChainWithLoss, X, labels, p, *, threads: int | None =
 
     For a ``LogitCrossEntropyLoss`` the loss uses ``labels``; for regression losses it uses their
     one-hot encoding.
+
+    Parameters
+    ----------
+    cwl : ChainWithLoss
+        The chain with its loss; the targets attached to the loss are not used.
+    X : array_like
+        The inputs, shape ``(N, *chain.input_shape)`` (validated as for ``chain(X, p)``).
+    labels : array_like
+        Integer class indices, shape ``(N,)``, each in ``0..n_out-1``; another shape or a
+        label out of range raises ``ValueError``.
+    p : numpy.ndarray
+        The parameters, shape ``(num_params,)``, float32 or float64.
+    threads : int, optional
+        Threads for the forward pass (default: every core numba may use); the loss is then
+        evaluated on one thread.
+
+    Returns
+    -------
+    tuple of float
+        ``(accuracy, loss)``: the fraction of samples whose largest output is at index
+        ``labels[i]``, and the loss (mean over samples plus penalty, dropout off).
     """
     labels = np.asarray(labels)
     out = cwl.chain(X, p, threads=threads)

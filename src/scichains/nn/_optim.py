@@ -17,6 +17,31 @@ OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
 
 
 class Optimizer:
+    """Base class of the optimizers :class:`SGD`, :class:`Adam` and :class:`AdamW`.
+
+    An optimizer holds the hyperparameters and the state of one training run on one flat
+    parameter vector ``p`` (shape ``(num_params,)``, float32 or float64): the moment estimates
+    and the number of updates applied so far. The state persists across training calls, so a
+    second ``train_*`` call resumes where the first stopped; it is created on first use and
+    created afresh (moments zero, step count 0) when ``p`` has another length or dtype.
+
+    The update rule runs in compiled code, selected by the subclass's ``kind``: the training
+    functions accept instances of the three subclasses above (anything else raises
+    ``TypeError``), and a new rule cannot be added by subclassing in Python.
+
+    Attributes
+    ----------
+    state : numpy.ndarray or None
+        Shape ``(2, num_params)``, ``p``'s dtype: the moments (SGD: the momentum buffer in
+        row 0; Adam/AdamW: the first and second moments in rows 0 and 1); None before first
+        use and after :meth:`reset`.
+    t : numpy.ndarray
+        Shape ``(1,)``, int64: the step count (also read through :attr:`steps`).
+
+    An optimizer that is already in a training call (in any thread) is refused by another one
+    with a ``RuntimeError``: make one optimizer per concurrent training run.
+    """
+
     kind = -1
 
     def __init__(self):
@@ -56,7 +81,25 @@ def _check_lr(lr):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba), with PyTorch's defaults and update formula."""
+    """Adam (Kingma & Ba), with PyTorch's defaults and update formula.
+
+    Each step updates the moment averages ``m = beta1 m + (1 - beta1) g`` and
+    ``v = beta2 v + (1 - beta2) g**2`` and applies
+    ``p -= lr * m_hat / (sqrt(v_hat) + eps)`` with the bias-corrected
+    ``m_hat = m / (1 - beta1**t)`` and ``v_hat = v / (1 - beta2**t)``; the arithmetic is in
+    ``p``'s dtype.
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate (default ``1e-3``); must be positive and finite, else ``ValueError``.
+    betas : tuple of two floats
+        ``(beta1, beta2)``, the decay rates of the first and second moment averages (default
+        ``(0.9, 0.999)``); each must lie in ``[0, 1)``, else ``ValueError``.
+    eps : float
+        Added to ``sqrt(v_hat)`` in the denominator, for numerical stability (default ``1e-8``;
+        not checked).
+    """
 
     kind = OPT_ADAM
 
@@ -76,7 +119,23 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before each update)."""
+    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before each update).
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate (default ``1e-3``); must be positive and finite, else ``ValueError``.
+    betas : tuple of two floats
+        ``(beta1, beta2)``, the decay rates of the first and second moment averages (default
+        ``(0.9, 0.999)``); each must lie in ``[0, 1)``, else ``ValueError``.
+    eps : float
+        Added to ``sqrt(v_hat)`` in the denominator, for numerical stability (default ``1e-8``;
+        not checked).
+    weight_decay : float
+        Decay per unit learning rate (default ``1e-2``, PyTorch's default; not checked).
+
+    The Adam step that follows the decay is that of :class:`Adam`.
+    """
 
     kind = OPT_ADAMW
 
@@ -91,7 +150,19 @@ class AdamW(Adam):
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, with optional (heavy-ball) momentum as in PyTorch."""
+    """Stochastic gradient descent, with optional (heavy-ball) momentum as in PyTorch.
+
+    Each step sets ``buf = momentum * buf + g`` and ``p -= lr * buf`` (no dampening, no Nesterov
+    term); with ``momentum=0`` this is ``p -= lr * g``.
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate (no default); must be positive and finite, else ``ValueError``.
+    momentum : float
+        Momentum factor in ``[0, 1)`` (default ``0.0``, plain gradient descent); other values
+        raise ``ValueError``.
+    """
 
     kind = OPT_SGD
 

@@ -292,13 +292,56 @@ def train_unbatched(
 ) -> np.ndarray:
     """Train on the full batch for ``iters`` optimizer steps, updating ``p`` in place.
 
-    ``callback(iteration, loss, p)`` is called every ``callback_every`` steps (``iteration``
-    counts from 1, ``loss`` is that of the step's parameters before the update). A non-finite
-    loss raises :class:`NonFiniteLossError`, leaving ``p`` at its last value with a finite loss.
-    Returns the loss of every step (float64 array of length ``iters``).
+    Parameters
+    ----------
+    p : numpy.ndarray
+        The flat parameter vector, shape ``(num_params,)``, float32 or float64, C-contiguous
+        and writeable; updated in place, and the computation runs in its dtype. Another type
+        or dtype raises ``TypeError``; another shape, a non-contiguous or a read-only array
+        ``ValueError``.
+    cwl : ChainWithLoss
+        The chain with its loss and targets (``chain.add_loss(...)``); anything else raises
+        ``TypeError``.
+    X : array_like
+        The inputs, shape ``(N, *chain.input_shape)`` (``(N, H, W)`` also works for a
+        one-channel image input ``(1, H, W)``); real numbers, converted once to ``p``'s dtype.
+        A non-real dtype raises ``TypeError``; a wrong shape, ``N = 0`` or NaN/inf values
+        ``ValueError``, as do targets of the loss that do not match ``N``.
+    opt : Optimizer
+        An :class:`SGD`, :class:`Adam` or :class:`AdamW` instance; its state (moments, step
+        count) carries over to later calls. A class instead of an instance, or another type,
+        raises ``TypeError``.
+    iters : int
+        Number of optimizer steps.
+    threads : int, optional
+        Number of threads (default: every core numba may use; at most one per 16 samples is
+        used). A fixed number gives identical results from run to run. Not a positive integer,
+        or more than numba's thread count: ``ValueError``.
+    callback : callable, optional
+        ``callback(iteration, loss, p)``, called every ``callback_every`` steps and after the
+        last one (``iteration`` counts from 1, ``loss`` is that of the step's parameters
+        before the update, ``p`` is the array being trained, not a copy). Exceptions it raises
+        propagate, leaving ``p`` as it is at that point.
+    callback_every : int
+        Steps between callbacks (default 100); less than 1 raises ``ValueError`` when a
+        ``callback`` is given.
+    progress : bool
+        Draw a progress bar with the latest loss and the elapsed time on stderr (updated
+        about 100 times; default False).
 
-    Several threads may train at once with one ``cwl``, each with its own ``p`` and ``opt``
-    (an ``opt`` or ``p`` already in a training call raises ``RuntimeError``).
+    Returns
+    -------
+    numpy.ndarray
+        The loss of every step, float64, shape ``(iters,)``.
+
+    Raises
+    ------
+    NonFiniteLossError
+        A loss was NaN or infinite; ``p`` is left at its last value with a finite loss.
+    RuntimeError
+        ``opt`` or ``p`` is already in a training call (in another thread, or an outer call).
+
+    Several threads may train at once with one ``cwl``, each with its own ``p`` and ``opt``.
     """
     with _training(p, cwl, opt, "train_unbatched") as store:
         tr = _Trainer(p, cwl, X, opt, threads, None, pretile=True, store=store)
@@ -344,11 +387,54 @@ def train_batched(
 ) -> np.ndarray:
     """Train for ``epochs`` passes over reshuffled mini-batches, updating ``p`` in place.
 
-    ``batch_size`` defaults to ``min(N, 64 * threads)``. Each epoch shuffles an index
-    permutation with ``numpy.random.default_rng(seed)`` (the data is never copied); the last
-    batch of an epoch may be smaller. Returns the loss of every step.
+    Each epoch shuffles an index permutation with ``numpy.random.default_rng(seed)`` (the data
+    is never copied); the last batch of an epoch may be smaller.
 
-    Threading: as :func:`train_unbatched`.
+    Parameters
+    ----------
+    p : numpy.ndarray
+        The flat parameter vector, shape ``(num_params,)``, float32 or float64, C-contiguous
+        and writeable; updated in place (errors as in :func:`train_unbatched`).
+    cwl : ChainWithLoss
+        The chain with its loss and targets (``chain.add_loss(...)``); anything else raises
+        ``TypeError``.
+    X : array_like
+        The inputs, shape ``(N, *chain.input_shape)``, real numbers converted once to ``p``'s
+        dtype (errors as in :func:`train_unbatched`).
+    opt : Optimizer
+        An :class:`SGD`, :class:`Adam` or :class:`AdamW` instance; its state carries over to
+        later calls. A class instead of an instance, or another type, raises ``TypeError``.
+    epochs : int
+        Number of passes over the data; each has ``ceil(N / batch_size)`` steps.
+    batch_size : int, optional
+        Samples per step (default ``min(N, 64 * threads)``; larger values are cut to ``N``);
+        less than 1 raises ``ValueError``.
+    seed : int
+        Seed of the shuffling generator (default 0); dropout masks depend on each
+        ``Dropout`` layer's own seed and the optimizer's step count, not on this.
+    threads : int, optional
+        Number of threads (default: every core numba may use); as in :func:`train_unbatched`.
+    callback : callable, optional
+        ``callback(iteration, loss, p)``, called every ``callback_every`` steps (counted over
+        all epochs) and after the last one; as in :func:`train_unbatched`.
+    callback_every : int
+        Steps between callbacks (default 100); less than 1 raises ``ValueError`` when a
+        ``callback`` is given.
+    progress : bool
+        Draw a progress bar on stderr (default False).
+
+    Returns
+    -------
+    numpy.ndarray
+        The loss of every step, float64, shape ``(epochs * ceil(N / batch_size),)``.
+
+    Raises
+    ------
+    NonFiniteLossError
+        A loss was NaN or infinite; ``p`` is left at its last value with a finite loss.
+    RuntimeError
+        ``opt`` or ``p`` is already in a training call (threading as in
+        :func:`train_unbatched`).
     """
     threads_n = resolve_threads(threads)
     N = np.shape(X)[0] if np.ndim(X) else 0

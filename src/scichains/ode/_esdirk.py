@@ -32,16 +32,46 @@ from ._tableaus import _hermite_fsal
 
 @dataclass(frozen=True)
 class ESDIRK:
-    """An ESDIRK method (see the module's docstring).
+    """An ESDIRK method of ``s`` stages (see the module's docstring).
 
-    ``a`` (s, s): the strictly lower part of the Butcher matrix (its diagonal is ``gamma``
-    below the first row); ``alpha`` (s, s): the stage predictor, strictly lower, the first
-    guess ``k_i ~ sum_{j<i} alpha_ij k_j`` of each implicit stage's derivative; ``c``: the
-    nodes; ``btilde``: the error weights (``b`` minus the embedded method's ``b``). ``order``:
-    the order of ``u_new``; ``error_order``: the embedded solution's. ``jacobian``: ``"exact"``
-    (default: ``J`` from the problem's vjp, made automatically for a compiled right-hand side)
-    or ``"finite difference"`` (forward differences, ``n`` calls of ``f`` per Jacobian). Call
-    the method to change it: ``Kvaerno5(jacobian="finite difference")``.
+    Call the method to change its Jacobian: ``Kvaerno5(jacobian="finite difference")`` (an
+    unknown name raises ``ValueError``). When a method is made, its simplified order
+    conditions (up to ``order``, ``error_order`` and ``stage_order``), the row sums and the
+    shapes are checked with ``assert``.
+
+    Parameters
+    ----------
+    name : str
+        The method's name, as shown by ``repr`` and in error messages.
+    gamma : float
+        The diagonal of the Butcher matrix below its first row.
+    a : numpy.ndarray
+        Shape ``(s, s)``: the strictly lower part of the Butcher matrix (whose last row,
+        with ``gamma`` on the diagonal, is ``b``: stiffly accurate).
+    alpha : numpy.ndarray
+        Shape ``(s, s)``, strictly lower: the stage predictor, the first guess
+        ``k_i ~ sum_{j<i} alpha_ij k_j`` of each implicit stage's derivative.
+    c : numpy.ndarray
+        Shape ``(s,)``: the nodes (the row sums of the Butcher matrix).
+    btilde : numpy.ndarray
+        Shape ``(s,)``: the error weights (``b`` minus the embedded method's ``b``).
+    order : int
+        The order of ``u_new``.
+    error_order : int
+        The order of the embedded solution.
+    stage_order : int
+        The stage order asserted, ``A c^(k-1) = c^k / k`` for ``k <= stage_order``
+        (default 2).
+    jacobian : str
+        ``"exact"`` (default: ``J`` from the problem's vjp, made automatically for a compiled
+        right-hand side) or ``"finite difference"`` (forward differences, ``n`` calls of ``f``
+        per Jacobian).
+    interp : numpy.ndarray or None
+        Shape ``(s, 5)``: the dense output's weights on the stages (coefficients of
+        ``theta^1..theta^5``, as for ``ExplicitRK``); default None: the cubic Hermite
+        interpolant of the step.
+    interp_order : int
+        The order of the dense output (default 3).
     """
 
     name: str

@@ -8,7 +8,33 @@ import numpy as np
 
 
 class ReturnCode(enum.IntEnum):
-    """Why a solve ended. Failures are data: ``sol.status``, with ``sol.message``."""
+    """Why a solve ended. Failures are data: ``sol.status``, with ``sol.message``.
+
+    An integer enumeration: ``ReturnCode(5)`` is ``RHS_ERROR`` (an unknown integer raises
+    ``ValueError``), and each member's ``message`` property says what it means in words.
+
+    Attributes
+    ----------
+    SUCCESS : int
+        0: the integration reached the end of the time span.
+    MAX_STEPS : int
+        1: ``max_steps`` steps were taken before the end of the time span.
+    DT_UNDERFLOW : int
+        2: the step size fell below ``dtmin`` (a stiff or singular problem).
+    NONFINITE : int
+        3: the solution or the right-hand side became NaN or infinite.
+    SOLVER_FAILURE : int
+        4: the SUNDIALS solver failed.
+    RHS_ERROR : int
+        5: the right-hand side (or a function it calls) raised an exception.
+    SINGULAR : int
+        6: the stiff solver's iteration matrix stayed singular as the step shrank to
+        ``dtmin``.
+    JACOBIAN_NONFINITE : int
+        7: the Jacobian ``df/du`` held a NaN or infinite entry.
+    NEWTON_FAILURE : int
+        8: the ESDIRK solver's Newton iteration failed to converge 10 times in a row.
+    """
 
     SUCCESS = 0
     MAX_STEPS = 1
@@ -141,18 +167,46 @@ class Solution:
     u : array of shape ``(m, n)``
         The states at those times (right limits at jump times).
     status : ReturnCode
+        Why the solve ended (``SUCCESS``, or the failure).
     message : str
+        The status in words, or a more precise account of the failure (naming the
+        exception a user function raised, or the Jacobian entry that was not finite).
     exception : the exception a user function raised (status ``RHS_ERROR``), else None
     stats : dict
         ``nf`` (right-hand-side calls), ``naccept`` and ``nreject`` (steps; None with CVODE
         run to the save times in its normal mode, whose step counts scikit-sundae does not
         report).
+    t_reached : float
+        The time the integration reached: ``t1`` on success, the time of the failure
+        otherwise (with ``saveat``, ``sol.t`` then holds only the save times reached).
+    success : bool
+        ``status == ReturnCode.SUCCESS``.
 
     Calling ``sol(t)`` interpolates the stored steps: with the method's own continuous
     extension where it has one (Tsit5, DP5: fourth order; BS3: cubic Hermite), else (Vern7,
     RK4, Euler, CVODE) with cubic Hermite polynomials on the stored states and derivatives
     (third order). Exact at the steps. CVODE with ``saveat`` stores only the save times,
     ``tstops`` and doses (unless ``dense=True``): ``sol(t)`` interpolates between those.
+    ``t`` outside the solved interval raises ``ValueError``.
+
+    A solution is made by ``solve``, not by users. The constructor takes the attributes
+    ``t``, ``u``, ``status`` (an int or :class:`ReturnCode`), ``stats``, ``t_reached``,
+    ``message`` (None for the status's own message) and ``exception``, and the stored steps
+    that ``sol(t)`` interpolates, listed under Parameters.
+
+    Parameters
+    ----------
+    step_t : numpy.ndarray
+        Shape ``(k,)``: the times of the ``k`` stored steps (with a repeated time at a jump:
+        the left, then the right limit), in the direction of integration.
+    step_u : numpy.ndarray
+        Shape ``(k, n)``: the states at ``step_t``.
+    step_f : numpy.ndarray
+        Shape ``(k, n)``: the right-hand side at ``step_t`` (for the Hermite interpolation).
+    dense : tuple, optional
+        ``(stages, interp)``: each stored step's stages, shape ``(k, s, n)``, and the
+        method's continuous extension ``interp`` (shape ``(s, 5)``), when it has one; None:
+        cubic Hermite interpolation.
     """
 
     def __init__(

@@ -506,6 +506,9 @@ def solve(
 
     Parameters
     ----------
+    prob : the problem (right-hand side, ``u0``, ``tspan``, ``p``); anything else raises
+        ``TypeError``. A plain Python right-hand side runs with the CVODE solvers only
+        (the others raise ``TypeError``)
     solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
         the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock methods with the
         exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward differences)

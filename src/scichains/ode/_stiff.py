@@ -30,21 +30,53 @@ JACOBIANS = ("exact", "finite difference")
 
 @dataclass(frozen=True)
 class Rosenbrock:
-    """A Rosenbrock method (see the module's docstring for the form of its coefficients).
+    """A Rosenbrock method of ``s`` stages (see the module's docstring for the form of its
+    coefficients).
 
-    ``order``: the order of ``u_new``; ``ctrl_order``: the power of ``h`` in the local error
-    estimate (the PI controller's ``k``). ``fsal``: the last stage is evaluated at
-    ``(t + h, u_new)``, so its ``f`` is the next step's first. ``jacobian``: ``"exact"`` (the
-    default: ``J`` from the problem's vjp, made automatically for a compiled right-hand side
-    as for the adjoints, see :meth:`ODEProblem.ensure_vjp`) or ``"finite difference"``
-    (forward differences, ``n`` more calls of ``f`` per step). Call the method to change it:
-    ``Rodas5P(jacobian="finite difference")``.
+    Call the method to change its Jacobian: ``Rodas5P(jacobian="finite difference")`` (an
+    unknown name raises ``ValueError``). The coefficients are not checked when a method is
+    made.
 
     ``df/dt`` (non-autonomous problems) is a one-sided second-order difference in ``t``
     (step ``eps^(1/3) max(|t|, |h|)``, towards the end of the time span, so ``f`` is never
     called before ``t0``): two more calls of ``f`` per step, relative error about ``1e-10``,
     seen only by the ``h d_i f_t`` terms. An autonomous problem is detected at each step
     (``f`` unchanged bit for bit at the shifted time) and costs one call.
+
+    Parameters
+    ----------
+    name : str
+        The method's name, as shown by ``repr`` and in error messages.
+    gamma : float
+        The diagonal ``gamma`` of ``W = I / (h gamma) - J``.
+    a : numpy.ndarray
+        Shape ``(s, s)``, strictly lower: the ``a_ij`` of the stage arguments.
+    C : numpy.ndarray
+        Shape ``(s, s)``, strictly lower: the ``C_ij`` of the stage right-hand sides.
+    c : numpy.ndarray
+        Shape ``(s,)``: the nodes.
+    d : numpy.ndarray
+        Shape ``(s,)``: the weights ``d_i`` of the ``h d_i f_t`` terms.
+    m : numpy.ndarray
+        Shape ``(s,)``: the weights of ``u_new = u + sum_i m_i U_i``.
+    btilde : numpy.ndarray
+        Shape ``(s,)``: the error estimate is ``sum_i btilde_i U_i``.
+    order : int
+        The order of ``u_new``.
+    ctrl_order : int
+        The power of ``h`` in the local error estimate (the PI controller's ``k``).
+    interp : numpy.ndarray
+        Shape ``(s, 5)``: the dense output weights ``w_i(theta)`` on the ``U_i``, coefficients
+        of ``theta^1..theta^5``.
+    interp_order : int
+        The order of the dense output.
+    fsal : bool
+        The last stage is evaluated at ``(t + h, u_new)``, so its ``f`` is the next step's
+        first (default False).
+    jacobian : str
+        ``"exact"`` (the default: ``J`` from the problem's vjp, made automatically for a
+        compiled right-hand side as for the adjoints, see :meth:`ODEProblem.ensure_vjp`) or
+        ``"finite difference"`` (forward differences, ``n`` more calls of ``f`` per step).
     """
 
     name: str

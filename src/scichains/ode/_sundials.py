@@ -88,14 +88,54 @@ class CVODESolver:
 
 
 class CVODE_BDF(CVODESolver):  # noqa: N801 - the name users of DifferentialEquations.jl know
-    """Variable-order (1-5) BDF of SUNDIALS' CVODE with Newton iterations: stiff problems."""
+    """Variable-order (1-5) BDF of SUNDIALS' CVODE with Newton iterations: stiff problems.
+
+    Parameters
+    ----------
+    jacobian : "auto" (default): the exact Jacobian from the problem's vjp when it has one
+        (a plain compiled right-hand side gets one automatically), else CVODE's difference
+        quotients; True: require the exact one (``solve`` raises when the problem has none
+        and none can be made); False: always difference quotients (they only steer the Newton
+        iteration, not the accuracy). Other values raise ``ValueError``.
+    linsolver : CVODE's linear solver by scikit-sundae's name: "dense" (default; the only one
+        with which a compiled problem without a network runs CVODE without Python
+        callbacks), "lapackdense", or the iterative "gmres", "bicgstab", "tfqmr". "band" and
+        "sparse" need options that ``solve`` does not pass; these and unknown names raise
+        ``ValueError`` at ``solve``.
+    max_order : the largest order of the multistep method, 1..5 (default: 5, CVODE's
+        maximum); outside that range ``solve`` raises ``ValueError``
+    dense : with ``saveat``, keep every internal step (one-step mode, a Python call per
+        step) so that ``sol(t)`` interpolates the steps, not only the save times; default
+        False: CVODE runs from one save time to the next in its normal mode. Without
+        ``saveat`` every step is kept anyway. Not a bool: ``TypeError``.
+    """
 
     method = "BDF"
     name = "CVODE_BDF"
 
 
 class CVODE_Adams(CVODESolver):  # noqa: N801
-    """Variable-order (1-12) Adams-Moulton of SUNDIALS' CVODE: smooth non-stiff problems."""
+    """Variable-order (1-12) Adams-Moulton of SUNDIALS' CVODE: smooth non-stiff problems.
+
+    Parameters
+    ----------
+    jacobian : "auto" (default): the exact Jacobian from the problem's vjp when it has one
+        (a plain compiled right-hand side gets one automatically), else CVODE's difference
+        quotients; True: require the exact one (``solve`` raises when the problem has none
+        and none can be made); False: always difference quotients (they only steer the Newton
+        iteration, not the accuracy). Other values raise ``ValueError``.
+    linsolver : CVODE's linear solver by scikit-sundae's name: "dense" (default; the only one
+        with which a compiled problem without a network runs CVODE without Python
+        callbacks), "lapackdense", or the iterative "gmres", "bicgstab", "tfqmr". "band" and
+        "sparse" need options that ``solve`` does not pass; these and unknown names raise
+        ``ValueError`` at ``solve``.
+    max_order : the largest order of the multistep method, 1..12 (default: 12, CVODE's
+        maximum); outside that range ``solve`` raises ``ValueError``
+    dense : with ``saveat``, keep every internal step (one-step mode, a Python call per
+        step) so that ``sol(t)`` interpolates the steps, not only the save times; default
+        False: CVODE runs from one save time to the next in its normal mode. Without
+        ``saveat`` every step is kept anyway. Not a bool: ``TypeError``.
+    """
 
     method = "Adams"
     name = "CVODE_Adams"

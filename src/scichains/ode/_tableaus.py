@@ -13,18 +13,39 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ExplicitRK:
-    """An explicit Runge-Kutta method.
+    """An explicit Runge-Kutta method of ``s`` stages.
 
-    ``A`` (s, s) strictly lower triangular, ``b`` (s,), ``c`` (s,); ``btilde`` (s,) gives the
-    error estimate ``h * sum(btilde_i k_i)`` (the difference between the propagated solution
-    and the embedded one) for adaptive methods, ``None`` for fixed-step ones. ``order`` is the
-    order of the propagated solution; ``error_order`` that of the embedded one (step-size
-    control uses ``error_order + 1``). ``fsal``: the last stage is f at the new point.
+    ``scichains.ode`` provides ``Tsit5``, ``DP5``, ``BS3``, ``Vern7``, ``RK4`` and ``Euler``;
+    the coefficients of a method are not checked when it is made.
 
-    ``interp`` (s, 5), optional: a continuous extension linear in the stages,
-    ``u(t + theta h) = u + h sum_i b_i(theta) k_i`` with ``b_i(theta) = sum_d interp[i, d]
-    theta^(d + 1)``, of order ``interp_order``; ``b_i(1) = b_i``. Methods with one save at
-    ``saveat`` by interpolation (the steps do not land there) and their dense output uses it.
+    Parameters
+    ----------
+    name : str
+        The method's name, as shown by ``repr`` and in error messages.
+    A : numpy.ndarray
+        Shape ``(s, s)``, strictly lower triangular: the Butcher matrix.
+    b : numpy.ndarray
+        Shape ``(s,)``: the weights of the propagated solution.
+    c : numpy.ndarray
+        Shape ``(s,)``: the nodes.
+    order : int
+        The order of the propagated solution.
+    btilde : numpy.ndarray or None
+        Shape ``(s,)``: the error estimate is ``h * sum(btilde_i k_i)`` (the difference
+        between the propagated solution and the embedded one) for adaptive methods; ``None``
+        (default) for fixed-step ones.
+    error_order : int
+        The order of the embedded solution (step-size control uses ``error_order + 1``);
+        default 0 (fixed step).
+    fsal : bool
+        The last stage is ``f`` at the new point (first same as last); default False.
+    interp : numpy.ndarray or None
+        Shape ``(s, 5)``, optional: a continuous extension linear in the stages,
+        ``u(t + theta h) = u + h sum_i b_i(theta) k_i`` with ``b_i(theta) = sum_d interp[i, d]
+        theta^(d + 1)``, and ``b_i(1) = b_i``. Methods that have one save at ``saveat`` by
+        interpolation (the steps do not land there) and their dense output uses it.
+    interp_order : int
+        The order of ``interp`` (default 0: none).
     """
 
     name: str

@@ -12,16 +12,26 @@ from ._objective import PopulationObjective
 @dataclass
 class Covariance:
     """The covariance step at the estimates ``x`` (all matrices ``(size, size)``, on the
-    scale of ``x``: see :meth:`PKModel.pack`).
+    scale of ``x``: see :meth:`PKModel.pack`), as :func:`covariance` returns it.
 
-    ``R``: half the Hessian of the OFV (the Hessian of minus the log-likelihood), by central
-    differences of the exact gradient; ``S``: the sum over subjects of the outer products of
-    their scores (``-1/2`` times each subject's exact OFV gradient); ``cov``: the chosen
-    estimate (``"sandwich"``: ``R^-1 S R^-1``, NONMEM's default and nlmixr2's ``"r,s"``;
-    ``"r"``: ``R^-1``; ``"s"``: ``S^-1``); ``se``: its square-root diagonal; ``names``: the
-    entries of ``x``; ``se_theta``, ``rse_theta`` (percent of ``|theta|``), ``se_omega``
-    (``(q, q)``, of the omega entries, delta method), ``se_sd`` (of the error model's
-    standard deviations, delta method).
+    Attributes
+    ----------
+    kind : ``"sandwich"`` (``cov = R^-1 S R^-1``, NONMEM's default and nlmixr2's ``"r,s"``),
+        ``"r"`` (``R^-1``) or ``"s"`` (``S^-1``): the estimate in ``cov``
+    x : the estimated vector, shape ``(size,)`` (a copy)
+    names : the names of the entries of ``x`` (:meth:`PKModel.parameter_names`)
+    R : half the Hessian of the OFV (the Hessian of minus the log-likelihood), by central
+        differences of the exact gradient
+    S : the sum over subjects of the outer products of their scores (``-1/2`` times each
+        subject's exact OFV gradient)
+    cov : the chosen estimate of the covariance of ``x`` (see ``kind``)
+    se : its square-root diagonal, shape ``(size,)``
+    se_theta : the standard errors of the typical values, shape ``(p,)``
+    rse_theta : ``se_theta`` in percent of ``|theta|``, shape ``(p,)`` (infinite where
+        ``theta = 0``)
+    se_omega : the standard errors of the omega entries, shape ``(q, q)`` (delta method)
+    se_sd : the standard errors of the error model's standard deviations, one per standard
+        deviation (delta method)
     """
 
     kind: str
@@ -40,8 +50,23 @@ class Covariance:
 def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **objective_kwargs):
     """The covariance step at a :class:`FitResult` ``fit`` (or an estimated vector ``x``).
 
-    Raises ``ValueError`` for an unknown ``kind`` and ``np.linalg.LinAlgError`` when ``R``
-    (or ``S``) is singular: the model is then not identifiable from the data at ``x``.
+    Parameters
+    ----------
+    model : the fitted :class:`PKModel`
+    data : the :class:`EventData` it was fitted to
+    fit : a :class:`FitResult` (its EBEs start the inner problems), or an estimated vector
+        ``x`` of shape ``(size,)`` laid out as :meth:`PKModel.pack` makes it
+    kind : ``"sandwich"`` (default), ``"r"`` or ``"s"``: the estimate returned as ``cov``
+        (see :class:`Covariance`)
+    h : the step, on the scale of ``x``, of the central differences of the exact gradient
+        that give ``R`` (default ``1e-4``; ``2 size`` gradient evaluations)
+    **objective_kwargs : options of :class:`PopulationObjective` (``rtol``, ``atol``,
+        ``inner_tol``, ``inner_maxiter``, ``sensitivities``); the objective is FOCE-I's
+        whatever method the fit used
+
+    Returns a :class:`Covariance`. Raises ``ValueError`` for an unknown ``kind`` and
+    ``np.linalg.LinAlgError`` when ``R`` (or ``S``) is singular: the model is then not
+    identifiable from the data at ``x``.
     """
     if kind not in ("sandwich", "r", "s"):
         raise ValueError(f"kind must be 'sandwich', 'r' or 's', got {kind!r}")
@@ -93,7 +118,12 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
 
 def shrinkage(fit) -> np.ndarray:
     """Eta shrinkage in percent, ``100 (1 - sd(eta_k) / sqrt(omega_kk))``, one per random
-    effect (``sd`` over subjects with the ``N - 1`` denominator)."""
+    effect (``sd`` over subjects with the ``N - 1`` denominator).
+
+    ``fit``: a :class:`FitResult` (its ``etas``, shape ``(N, q)``, and ``omega``, shape
+    ``(q, q)``, are used). Returns a float64 array of shape ``(q,)``; NaN with a single
+    subject.
+    """
     etas = np.asarray(fit.etas)
     return 100.0 * (1.0 - np.std(etas, axis=0, ddof=1) / np.sqrt(np.diag(fit.omega)))
 
@@ -110,6 +140,17 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     ``decorrelate=True`` applies the symmetric ``C^-1/2`` within each subject instead. With
     the exponential error model every column is on the log scale.
     ``pandas.DataFrame(residuals(...))`` makes it a table.
+
+    Parameters
+    ----------
+    model : the fitted :class:`PKModel`
+    data : the :class:`EventData` it was fitted to; subjects without observations add no rows
+    fit : the :class:`FitResult` (its estimates ``x`` and EBEs ``etas`` are used as they are,
+        not re-estimated)
+    decorrelate : whiten ``WRES`` and ``CWRES`` with the symmetric ``C^-1/2`` within each
+        subject instead of dividing by ``sqrt(diag C)`` (default False)
+    **objective_kwargs : options of :class:`PopulationObjective` for the predictions and
+        their sensitivities (``rtol``, ``atol``, ``sensitivities``)
     """
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
     x = np.asarray(fit.x, dtype=np.float64)

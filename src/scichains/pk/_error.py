@@ -103,7 +103,16 @@ class ErrorModel:
 
 
 class Additive(ErrorModel):
-    """``y = f + eps``, ``Var eps = add^2`` (same units as the observations)."""
+    """``y = f + eps``, ``Var eps = add^2`` (same units as the observations).
+
+    Parameters
+    ----------
+    *initial : float
+        One value: the starting value of the standard deviation ``add``, in the units of the
+        observations (``Additive(0.5)``). Positive and finite (estimated on the log scale);
+        another count of values, or a value that is not positive and finite, raises
+        ``ValueError``.
+    """
 
     names = ("add",)
 
@@ -112,7 +121,15 @@ class Additive(ErrorModel):
 
 
 class Proportional(ErrorModel):
-    """``y = f (1 + eps)``, ``Var = (prop f)^2`` (``prop``: a fraction, 0.1 = 10%)."""
+    """``y = f (1 + eps)``, ``Var = (prop f)^2`` (``prop``: a fraction, 0.1 = 10%).
+
+    Parameters
+    ----------
+    *initial : float
+        One value: the starting value of ``prop``, a fraction without units
+        (``Proportional(0.1)``). Positive and finite (estimated on the log scale); another
+        count of values, or a value that is not positive and finite, raises ``ValueError``.
+    """
 
     names = ("prop",)
 
@@ -122,7 +139,16 @@ class Proportional(ErrorModel):
 
 class Combined(ErrorModel):
     """``Var = add^2 + (prop f)^2`` (variances summed: NONMEM's ``Y = F + F*EPS(1) + EPS(2)``
-    with two SIGMAs, nlmixr2's ``add() + prop()``)."""
+    with two SIGMAs, nlmixr2's ``add() + prop()``).
+
+    Parameters
+    ----------
+    *initial : float
+        Two values: the starting values of ``add`` (units of the observations) and of
+        ``prop`` (a fraction), in that order (``Combined(0.5, 0.1)``). Positive and finite
+        (estimated on the log scale); another count of values, or a value that is not
+        positive and finite, raises ``ValueError``.
+    """
 
     names = ("add", "prop")
 
@@ -131,7 +157,16 @@ class Combined(ErrorModel):
 
 
 class Exponential(ErrorModel):
-    """``log y = log f + eps``, ``Var eps = sd^2`` (log-transform both sides; ``y > 0``)."""
+    """``log y = log f + eps``, ``Var eps = sd^2`` (log-transform both sides; ``y > 0``).
+
+    Parameters
+    ----------
+    *initial : float
+        One value: the starting value of ``sd``, the standard deviation on the log scale
+        (about the coefficient of variation for small values; ``Exponential(0.2)``).
+        Positive and finite (estimated on the log scale); another count of values, or a
+        value that is not positive and finite, raises ``ValueError``.
+    """
 
     names = ("sd",)
     log_transform = True

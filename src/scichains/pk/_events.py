@@ -67,13 +67,24 @@ class Dose:
 
 @dataclass
 class Subject:
-    """One subject's events: ``doses`` (time order), observation ``times`` and ``dv`` (arrays of
-    equal length, non-decreasing times; replicates at one time allowed), ``rows`` (their
-    source rows) and ``covariates`` (name -> value at the subject's first record;
-    ``covariate_changes`` lists the names whose value changes within the subject;
-    ``covariate_history``: ``(time, row, {name: value})`` at each record where a value
-    changes, the values in effect from that time on (last observation carried forward; a
-    missing value carries the previous one forward))."""
+    """One subject's events, as :func:`read_events` makes them.
+
+    Attributes
+    ----------
+    id : the subject's ``ID`` as read: an int for a whole number (``1``, ``1.0``), else a
+        float or the text
+    doses : the :class:`Dose` records, in time order (``ADDL`` repeats included)
+    times : observation times, float64, shape ``(n_obs,)``, non-decreasing (replicates at
+        one time allowed)
+    dv : the observations at ``times``, float64, shape ``(n_obs,)``
+    rows : the source rows (1-based) of the observations, int64, shape ``(n_obs,)``
+    covariates : ``{name: value}`` at the subject's first record (NaN where missing there)
+    covariate_changes : the names whose value changes within the subject
+    covariate_history : ``(time, row, {name: value})`` at each record where a value changes,
+        the values in effect from that time on (last observation carried forward; a missing
+        value carries the previous one forward)
+    n_obs : the number of observations
+    """
 
     id: object
     doses: list[Dose]
@@ -91,7 +102,16 @@ class Subject:
 
 @dataclass
 class EventData:
-    """Subjects in order of first appearance, and the covariate column names (upper case)."""
+    """An event table read into subjects (:func:`read_events`, :func:`theophylline`).
+
+    Attributes
+    ----------
+    subjects : list of :class:`Subject`, in order of first appearance in the table
+    covariates : the covariate column names (upper case), a tuple of str
+    n_obs : the number of observations over all subjects
+
+    ``len(data)`` is the number of subjects.
+    """
 
     subjects: list[Subject]
     covariates: tuple

@@ -39,10 +39,25 @@ def gof_plot(table: dict, fig=None):
 
 @dataclass
 class VPC:
-    """A visual predictive check: per time bin (``edges``, ``centers``), the observed
-    percentiles ``observed`` (``(n_bins, len(percentiles))``) and, for each percentile, the
-    median and the ``ci`` interval over the simulated replicates (``simulated_median``,
-    ``simulated_low``, ``simulated_high``, same shape). ``plot(ax=None)`` draws it."""
+    """A visual predictive check, as :func:`vpc` returns it: per time bin, the observed
+    percentiles and, for each percentile, the median and the ``ci`` interval over the simulated
+    replicates. ``plot(ax=None)`` draws it. Bins without observations hold NaN.
+
+    Attributes
+    ----------
+    percentiles : the percentiles compared (e.g. ``(5, 50, 95)``)
+    ci : the coverage of the simulated intervals (e.g. 0.95)
+    edges : the bin edges in time, shape ``(n_bins + 1,)``
+    centers : the median observation time in each bin, shape ``(n_bins,)``
+    observed : the observed percentiles, shape ``(n_bins, len(percentiles))``
+    simulated_median : the median over the replicates of each simulated percentile, same
+        shape
+    simulated_low : the lower end of the ``ci`` interval over the replicates of each
+        simulated percentile, same shape
+    simulated_high : the upper end of that interval, same shape
+    times : the observation times of every subject (data order), shape ``(n_obs,)``
+    dv : the observations at ``times``, shape ``(n_obs,)``
+    """
 
     percentiles: tuple
     ci: float
@@ -83,7 +98,19 @@ class VPC:
 def simulate(model, data, x, n: int, seed=0, **objective_kwargs) -> np.ndarray:
     """``n`` replicates of the observations of ``data`` simulated from ``model`` at ``x``
     (random effects from omega, residuals from the error model): an array of shape
-    ``(n, data.n_obs)``, subjects in data order. ``seed``: for ``numpy.random.default_rng``."""
+    ``(n, data.n_obs)``, subjects in data order.
+
+    Parameters
+    ----------
+    model : the :class:`PKModel`
+    data : the :class:`EventData` whose doses, covariates and observation times are simulated
+    x : the estimated vector, shape ``(size,)`` as :meth:`PKModel.pack` lays it out (e.g.
+        ``fit.x``); another shape raises ``ValueError``
+    n : the number of replicates
+    seed : the seed of ``numpy.random.default_rng`` (default 0)
+    **objective_kwargs : options of :class:`PopulationObjective` used for the predictions
+        (``rtol``, ``atol``)
+    """
     obj = PopulationObjective(model, data, **objective_kwargs)
     _, om, _ = model.unpack(x)
     log_sd = np.asarray(x, dtype=np.float64)[model.p + model.n_omega :]
@@ -117,7 +144,24 @@ def vpc(
     """A visual predictive check of ``fit``: ``n_sim`` replicates of the data simulated with
     the estimates (:func:`simulate`), binned in time (``bins``: a number of bins with about
     equal counts of observations, or the edges), the observed ``percentiles`` per bin
-    against the simulated ones' medians and ``ci`` intervals. ``.plot()`` draws it."""
+    against the simulated ones' medians and ``ci`` intervals. ``.plot()`` draws it.
+
+    Parameters
+    ----------
+    model : the fitted :class:`PKModel`
+    data : the :class:`EventData` it was fitted to
+    fit : a :class:`FitResult`, or an estimated vector ``x`` of shape ``(size,)``
+    n_sim : the number of simulated replicates (default 200)
+    bins : a number of bins (default 8) with about equal counts of observations (edges at
+        quantiles of the observation times; tied quantiles merge bins), or the bin edges,
+        ascending; observations outside the edges count in the first or last bin
+    percentiles : the percentiles to compare, in ``[0, 100]`` (default ``(5, 50, 95)``)
+    ci : the coverage of the simulated intervals, in ``(0, 1)`` (default 0.95)
+    seed : the seed of the simulation (default 0)
+    **objective_kwargs : options of :class:`PopulationObjective` for the simulations
+
+    Returns a :class:`VPC`.
+    """
     x = np.asarray(getattr(fit, "x", fit), dtype=np.float64)
     times = np.concatenate([s.times for s in data.subjects])
     dv = np.concatenate([s.dv for s in data.subjects])

@@ -12,7 +12,16 @@ from .base import Layer, LayerCode, _flat_size
 
 
 class Activation(Layer):
-    """Apply an activation elementwise; the shape is unchanged and there are no parameters."""
+    """Apply an activation elementwise; the shape is unchanged and there are no parameters.
+
+    Parameters
+    ----------
+    fn : str or ActivationFunction
+        The activation (default ``"identity"``): a name such as ``"tanh"`` (case-insensitive;
+        aliases ``"silu"``, ``"linear"``, ``"gaussian"``) or an object such as
+        ``scichains.nn.tanh``. An unknown name raises ``ValueError`` (listing the known
+        names), another type ``TypeError``; ``None`` means ``"identity"``.
+    """
 
     name = "Activation"
 
