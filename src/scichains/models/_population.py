@@ -37,7 +37,8 @@ class SubjectData:
     """One subject: observation times ``t``, observations ``y`` (shape ``(len(t), n)``) with
     ``weights`` (0 where a state is not observed), doses ``jumps`` and the initial state
     ``u0``: an array, or a callable ``u0(p) -> (u0, du0/dp)`` when it depends on the
-    parameters (``du0/dp`` of shape ``(n, len(p))``)."""
+    parameters (``du0/dp`` of shape ``(n, len(p))``); ``tspan``: the time span to solve over
+    (default ``(0, t[-1])``)."""
 
     t: np.ndarray
     y: np.ndarray
@@ -66,7 +67,8 @@ class Population:
     block : subjects per partial sum (default 16): the block sums are added in block order,
         so the results are identical bit for bit for any executor, number of workers and
         ``batch_size``
-    solver, rtol, atol, sensealg : as for :class:`scichains.adjoint.Objective`
+    objective_kwargs : ``solver``, ``rtol``, ``atol``, ``sensealg``, as for
+        :class:`scichains.adjoint.Objective` (shared by every subject)
 
     ``pop.value_and_grad(z)`` returns ``(J, dJ/dz)``; ``pop.fun`` is the same for
     ``scipy.optimize.minimize(jac=True)`` (a failed solve at a trial point gives ``inf``; see

@@ -55,6 +55,9 @@ class PopulationObjective:
     data : EventData (checked against the model: compartments, covariates)
     method : ``"focei"`` or ``"laplace"`` (both with exact gradients)
     rtol, atol : ODE tolerances (on states and sensitivities)
+    inner_tol, inner_maxiter : the inner (EBE) Newton iteration stops when its step is below
+        ``inner_tol (1 + max|eta|)``; after ``inner_maxiter`` iterations (default 100)
+        without that, the evaluation raises ``InnerFailure`` naming the subject
     sensitivities : ``"phi"``: the system along the individual parameters, composed with
         the individual-parameter block (small when there are few individual parameters);
         ``"directions"``: the system along the random effects and typical values (small
