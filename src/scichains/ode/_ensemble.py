@@ -18,6 +18,7 @@ from ..nn._chain import parallel_lock
 from ..parallel import _executor as ex
 from ..parallel._transport import ProblemSpec, as_rows
 from ._ensemble_kernels import solve_batch
+from ._ensemble_lanes import LANES, lane_rhs_address, solve_lanes
 from ._esdirk import ESDIRK
 from ._kernels import StepControl, Stops, ensure_lean_integrate
 from ._problem import ODEProblem
@@ -227,6 +228,30 @@ class _Settings:
         self.t0, self.t1 = plan.prob.tspan
 
 
+def lanes_apply(prob, settings) -> bool:
+    """Whether the lane-parallel loop (``_ensemble_lanes``) runs this ensemble: a compiled
+    right-hand side ``f(du, u, p, t)`` (not one calling a network), no doses, and the error
+    norm over the whole state. Otherwise the scalar stepper runs each trajectory. Depends on
+    the problem and options only, never on the batch or thread count."""
+    return (
+        _LANES_ENABLED
+        and prob.f_address != 0
+        and not prob.takes_kernel
+        and prob.error_group == 0
+        and settings.stops[4].size == 0
+    )
+
+
+_LANES_ENABLED = True  # tests switch the lane loop off to check the scalar path
+
+
+def _lane_blocks(m, threads):
+    """Blocks of the lane loop: each several times ``LANES`` trajectories long, so the lanes
+    stay full but for a block's last few; at most 16 a thread."""
+    nb = max(m // (4 * LANES), min(threads, -(-m // LANES)))
+    return max(1, min(nb, 16 * threads))
+
+
 def _run_rows(prob, settings, U0, P, m, threads):
     """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
     ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``."""
@@ -237,6 +262,42 @@ def _run_rows(prob, settings, U0, P, m, threads):
     t_reached = np.zeros(m)
     fail = np.zeros((m, 1 + n))
     counts = np.zeros((m, 3), dtype=np.int64)
+    if lanes_apply(prob, settings):
+        control = StepControl(*settings.control, 0)
+        faddr = lane_rhs_address(prob.f)
+        lock = parallel_lock()
+        previous = numba.get_num_threads()
+        try:
+            if lock is not None:
+                lock.acquire()
+            numba.set_num_threads(threads)
+            old_chunk = numba.set_parallel_chunksize(1)
+            try:
+                solve_lanes(
+                    faddr,
+                    U0,
+                    P,
+                    settings.t0,
+                    settings.t1,
+                    settings.tableau,
+                    control,
+                    settings.stops[0],
+                    settings.save,
+                    settings.interp,
+                    _lane_blocks(m, threads),
+                    out,
+                    status,
+                    t_reached,
+                    fail,
+                    counts,
+                )
+            finally:
+                numba.set_parallel_chunksize(old_chunk)
+        finally:
+            numba.set_num_threads(previous)
+            if lock is not None:
+                lock.release()
+        return out, status, t_reached, fail, counts
     # blocks: several per thread, handed out one at a time, so a few slow trajectories do not
     # hold up a thread's whole share (the results do not depend on the split)
     nblocks = max(1, min(m, 16 * threads))

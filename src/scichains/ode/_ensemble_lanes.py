@@ -1,0 +1,501 @@
+"""The lane-parallel ensemble loop: ``LANES`` trajectories of an explicit Runge-Kutta method
+stepped together, one per SIMD lane.
+
+The scalar stepper (:func:`scichains.ode._kernels.integrate`) spends most of a small
+problem's time on the control around the stages (the error norm, a square root and two powers
+for the step factor, branches, the continuous extension at the save times), which no
+rearrangement of one trajectory vectorises. Here ``LANES`` trajectories share one loop: their
+states are stored lanes-contiguous (``U[i, lane]``, stages ``K[stage, i, lane]``) so the stage
+combinations, the solution update, the error estimate and its norm run as vector instructions
+across the lanes. Each lane keeps its own time, step size, error-controller memory, stop and
+save pointers, counters and status: masked lockstep, the same per-trajectory adaptive control
+as ``solve`` (same controller, tolerances, tableau, first-step guess and continuous extension),
+written so that a lane's arithmetic is the scalar stepper's operation for operation. A lane
+whose trajectory ends (done or failed) takes the next trajectory of its block, so lanes stay
+busy. The saves are made on the fly after each accepted step instead of from stored steps.
+
+The right-hand side is called once per stage for all lanes, through a C-callable compiled per
+problem (:func:`lane_rhs_address`) that runs the user's ``f(du, u, p, t)`` on each lane in turn
+on small contiguous buffers (the user's function is inlined there). The kernel takes its
+address, so it is compiled once per machine and cached.
+
+A trajectory's arithmetic does not depend on its lane or block: every lane runs the same
+instructions (a vector instruction does per lane what the scalar one does), so the results are
+identical bit for bit for any thread count or split into blocks and batches.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
+from .._status import call_status4
+from ._control import ACCEPT, E_FLOOR, GIVE_UP, initial_finish, initial_probe, judge_step, pi_gains
+from ._kernels import (
+    DT_UNDERFLOW,
+    MAX_STEPS,
+    NONFINITE,
+    RHS_ERROR,
+    SUCCESS,
+    float64_pointer,
+)
+
+LANES = max(4, 2 * VECTOR_BYTES // 8)
+"""Trajectories stepped together: two float64 vectors' worth (8 with AVX2, 4 with 16-byte
+vectors); at most 64 (the lanes are a bit mask in the right-hand side's calls)."""
+
+LANE_RHS_SIGNATURE = types.int64(
+    types.uintp, types.uintp, types.uintp, types.uintp, types.uintp, types.int64, types.int64,
+    types.int64,
+)
+"""``f(du, u, p, t, scratch, n, len(p), mask) -> failed``, addresses of contiguous float64
+arrays: ``du``, ``u`` of shape ``(n, LANES)``, ``p`` ``(LANES, len(p))``, ``t`` ``(LANES,)``,
+``scratch`` ``(2, n)``. Evaluates the right-hand side for each lane whose bit is set in
+``mask`` (``du[:, lane] = f(u[:, lane], p[lane], t[lane])``); returns the bit mask of the lanes
+whose call raised."""
+LANE_RHS_TYPE = types.FunctionType(LANE_RHS_SIGNATURE)
+lane_rhs_from_address = function_from_address(LANE_RHS_TYPE, "lane_rhs_from_address")
+
+
+@intrinsic
+def data_address(typingctx, arr):
+    """The address of ``arr``'s first element (``uintp``)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, value=args[0])
+        return builder.ptrtoint(a.data, context.get_value_type(types.uintp))
+
+    return types.uintp(arr), codegen
+
+
+_LOCK = threading.Lock()
+_LANE_RHS: dict[int, tuple] = {}
+
+
+def lane_rhs_address(f) -> int:
+    """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` running the compiled
+    right-hand side ``f(du, u, p, t)`` lane by lane, compiled once per function (~0.2 s)."""
+    with _LOCK:
+        known = _LANE_RHS.get(id(f))
+        if known is not None and known[0] is f:
+            return known[1].address
+        user = f
+        L = LANES
+
+        def lanes(du_a, u_a, p_a, t_a, w_a, n, m, mask):
+            DU = numba.carray(float64_pointer(du_a), (n, L))
+            U = numba.carray(float64_pointer(u_a), (n, L))
+            P = numba.carray(float64_pointer(p_a), (L, m))
+            T = numba.carray(float64_pointer(t_a), (L,))
+            W = numba.carray(float64_pointer(w_a), (2, n))
+            ub = W[0]
+            db = W[1]
+            failed = 0
+            for lane in range(L):
+                if (mask >> lane) & 1:
+                    for i in range(n):
+                        ub[i] = U[i, lane]
+                    if call_status4(user, db, ub, P[lane], T[lane]) != 0:
+                        failed |= 1 << lane
+                    for i in range(n):
+                        DU[i, lane] = db[i]
+            return failed
+
+        cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(lanes)
+        _LANE_RHS[id(f)] = (f, cf)
+        return cf.address
+
+
+@numba.njit(**FLAGS)
+def _finish(lane, code, traj, T, nf, naccept, nreject, status, t_reached, counts, active):
+    """End lane ``lane``'s trajectory with ``code`` and free the lane."""
+    i = traj[lane]
+    status[i] = code
+    t_reached[i] = T[lane]
+    counts[i, 0] = nf[lane]
+    counts[i, 1] = naccept[lane]
+    counts[i, 2] = nreject[lane]
+    traj[lane] = -1
+    active[lane] = False
+
+
+@numba.njit(**FLAGS)
+def _record_failure(fail, i, t, X, lane):
+    """``fail[i] = [t, X[:, lane]]``: where the right-hand side raised."""
+    fail[i, 0] = t
+    for c in range(X.shape[0]):
+        fail[i, 1 + c] = X[c, lane]
+
+
+@numba.njit(**FLAGS)
+def lane_block(
+    faddr, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
+    t_reached, fail, counts,
+):
+    """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
+    A, b, c, btilde, ctrl_order, fsal = method
+    rtol, atol, dt0, dtmin, max_steps, group = control
+    f = lane_rhs_from_address(faddr)
+    L = LANES
+    n = out.shape[2]
+    m_p = P.shape[1]
+    s = b.shape[0]
+    nsave = save.shape[0]
+    deg = interp.shape[1]
+    use_interp = interp.shape[0] > 0
+    direction = 1.0 if t1 >= t0 else -1.0
+    adaptive = ctrl_order > 0
+    beta1, beta2 = pi_gains(ctrl_order)
+    span = abs(t1 - t0)
+    # the lanes' state: trajectory (-1: free), time, step (the controller's proposal), the
+    # step tried and its signed form, whether it lands on a stop, the controller's memory
+    traj = np.full(L, -1, dtype=np.int64)
+    active = np.zeros(L, dtype=np.bool_)
+    T = np.zeros(L)
+    H = np.zeros(L)
+    HT = np.zeros(L)
+    HS = np.zeros(L)
+    HN = np.zeros(L)
+    landing = np.zeros(L, dtype=np.bool_)
+    accepted = np.zeros(L, dtype=np.bool_)
+    qold = np.full(L, E_FLOOR)
+    last_nonfinite = np.zeros(L, dtype=np.bool_)
+    stop_i = np.zeros(L, dtype=np.int64)
+    save_q = np.zeros(L, dtype=np.int64)
+    nf = np.zeros(L, dtype=np.int64)
+    naccept = np.zeros(L, dtype=np.int64)
+    nreject = np.zeros(L, dtype=np.int64)
+    steps = np.zeros(L, dtype=np.int64)
+    U = np.zeros((n, L))
+    Unew = np.zeros((n, L))
+    Tmp = np.zeros((n, L))
+    Err = np.zeros((n, L))
+    K = np.zeros((s, n, L))
+    Ts = np.zeros(L)
+    E = np.zeros(L)
+    acc = np.zeros(L)
+    acc2 = np.zeros(L)
+    PL = np.zeros((L, max(m_p, 1)))
+    scratch = np.zeros((2, n))
+    # one lane's vectors, contiguous, for the first-step guess
+    u1 = np.empty(n)
+    f0 = np.empty(n)
+    f1 = np.empty(n)
+    tmp1 = np.empty(n)
+    h0s = np.zeros(L)
+    d1s = np.zeros(L)
+    w = np.empty(s)
+    kaddr = np.empty(s, dtype=np.uintp)
+    for st in range(s):
+        kaddr[st] = data_address(K[st])
+    a_u = data_address(U)
+    a_tmp = data_address(Tmp)
+    a_err = data_address(Err)
+    a_p = data_address(PL)
+    a_t = data_address(T)
+    a_ts = data_address(Ts)
+    a_w = data_address(scratch)
+    nxt = lo
+    while True:
+        # ---- give free lanes the next trajectories, and start them; a lane whose start
+        # fails (the right-hand side raised) is free again at once; then the step each
+        # active lane tries, ending the trajectories that are done or cannot go on
+        while True:
+            while True:
+                new = 0
+                for lane in range(L):
+                    if traj[lane] < 0 and nxt < hi:
+                        i = nxt
+                        nxt += 1
+                        traj[lane] = i
+                        active[lane] = True
+                        urow = i if U0.shape[0] > 1 else 0
+                        prow = i if P.shape[0] > 1 else 0
+                        for q in range(n):
+                            U[q, lane] = U0[urow, q]
+                        for q in range(m_p):
+                            PL[lane, q] = P[prow, q]
+                        T[lane] = t0
+                        qold[lane] = E_FLOOR
+                        last_nonfinite[lane] = False
+                        nf[lane] = 1
+                        naccept[lane] = 0
+                        nreject[lane] = 0
+                        steps[lane] = 0
+                        k = 0
+                        while k < stops.shape[0] and stops[k] == t0:
+                            k += 1
+                        stop_i[lane] = k
+                        # save times at t0 take the initial state
+                        q = 0
+                        while q < nsave and save[q] == t0:
+                            for r in range(n):
+                                out[i, q, r] = U[r, lane]
+                            q += 1
+                        save_q[lane] = q
+                        new |= 1 << lane
+                if new == 0:
+                    break
+                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new)
+                probe = 0
+                for lane in range(L):
+                    if not (new >> lane) & 1:
+                        continue
+                    if (failed >> lane) & 1:
+                        _record_failure(fail, traj[lane], t0, U, lane)
+                        _finish(
+                            lane, RHS_ERROR, traj, T, nf, naccept, nreject, status, t_reached,
+                            counts, active,
+                        )
+                    elif dt0 > 0.0:
+                        H[lane] = abs(dt0)
+                    else:
+                        # Hairer & Wanner's first step, as the scalar stepper makes it
+                        for q in range(n):
+                            u1[q] = U[q, lane]
+                            f0[q] = K[0, q, lane]
+                        h0, d1 = initial_probe(u1, f0, span, direction, rtol, atol, tmp1)
+                        h0s[lane] = h0
+                        d1s[lane] = d1
+                        for q in range(n):
+                            Tmp[q, lane] = tmp1[q]
+                        Ts[lane] = t0 + direction * h0
+                        probe |= 1 << lane
+                if probe != 0:
+                    failed = f(a_err, a_tmp, a_p, a_ts, a_w, n, m_p, probe)
+                    for lane in range(L):
+                        if not (probe >> lane) & 1:
+                            continue
+                        nf[lane] += 1
+                        for q in range(n):
+                            u1[q] = U[q, lane]
+                            f0[q] = K[0, q, lane]
+                            f1[q] = Err[q, lane]
+                        h = initial_finish(
+                            u1, f0, f1, h0s[lane], d1s[lane], rtol, atol, ctrl_order
+                        )
+                        H[lane] = abs(h)
+                        if (failed >> lane) & 1:
+                            _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
+                            _finish(
+                                lane, RHS_ERROR, traj, T, nf, naccept, nreject, status,
+                                t_reached, counts, active,
+                            )
+            freed = False
+            for lane in range(L):
+                if traj[lane] < 0:
+                    continue
+                code = -1
+                if not direction * (t1 - T[lane]) > 0.0:
+                    code = SUCCESS
+                elif steps[lane] >= max_steps:
+                    code = MAX_STEPS
+                else:
+                    target = stops[stop_i[lane]]
+                    dist = direction * (target - T[lane])
+                    if H[lane] >= dist * (1.0 - 1e-12):
+                        h_try = dist
+                        land = True
+                    else:
+                        h_try = H[lane]
+                        land = False
+                    if not land and h_try < dtmin:
+                        code = NONFINITE if last_nonfinite[lane] else DT_UNDERFLOW
+                    HT[lane] = h_try
+                    HS[lane] = direction * h_try
+                    landing[lane] = land
+                if code >= 0:
+                    freed = True
+                    _finish(
+                        lane, code, traj, T, nf, naccept, nreject, status, t_reached, counts,
+                        active,
+                    )
+            if not (freed and nxt < hi):
+                break
+        mask = 0
+        for lane in range(L):
+            if active[lane]:
+                mask |= 1 << lane
+        if mask == 0:
+            break  # every lane free and no trajectory left
+        # ---- the stages, for every lane at once
+        for st in range(1, s):
+            for q in range(n):
+                for lane in range(L):
+                    acc[lane] = 0.0
+                for j in range(st):
+                    a = A[st, j]
+                    for lane in range(L):
+                        acc[lane] += a * K[j, q, lane]
+                for lane in range(L):
+                    Tmp[q, lane] = U[q, lane] + HS[lane] * acc[lane]
+            cs = c[st]
+            for lane in range(L):
+                Ts[lane] = T[lane] + cs * HS[lane]
+            failed = f(kaddr[st], a_tmp, a_p, a_ts, a_w, n, m_p, mask)
+            for lane in range(L):
+                if (mask >> lane) & 1:
+                    nf[lane] += 1
+            if failed != 0:
+                for lane in range(L):
+                    if (failed >> lane) & 1:
+                        _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
+                        _finish(
+                            lane, RHS_ERROR, traj, T, nf, naccept, nreject, status, t_reached,
+                            counts, active,
+                        )
+                mask &= ~failed
+        # ---- the new state and its error estimate
+        for q in range(n):
+            for lane in range(L):
+                acc[lane] = 0.0
+                acc2[lane] = 0.0
+            for j in range(s):
+                bj = b[j]
+                ej = btilde[j]
+                for lane in range(L):
+                    acc[lane] += bj * K[j, q, lane]
+                    acc2[lane] += ej * K[j, q, lane]
+            for lane in range(L):
+                Unew[q, lane] = U[q, lane] + HS[lane] * acc[lane]
+                Err[q, lane] = HS[lane] * acc2[lane]
+        for lane in range(L):
+            E[lane] = 0.0
+        for q in range(n):
+            for lane in range(L):
+                sc = atol + max(abs(U[q, lane]), abs(Unew[q, lane])) * rtol
+                E[lane] += (Err[q, lane] / sc) ** 2
+        for lane in range(L):
+            accepted[lane] = False
+            if not active[lane]:
+                continue
+            steps[lane] += 1
+            if adaptive:
+                e = math.sqrt(max(0.0, E[lane] / n))
+                verdict, h_next, qnew, nonfinite = judge_step(
+                    e, HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
+                )
+                qold[lane] = qnew
+                if verdict != ACCEPT:
+                    H[lane] = h_next
+                    nreject[lane] += 1
+                    if nonfinite:
+                        last_nonfinite[lane] = True
+                    if verdict == GIVE_UP:
+                        _finish(
+                            lane, NONFINITE, traj, T, nf, naccept, nreject, status, t_reached,
+                            counts, active,
+                        )
+                    continue
+                last_nonfinite[lane] = False
+            else:
+                h_next = H[lane]
+                finite = True
+                for q in range(n):
+                    if not np.isfinite(Unew[q, lane]):
+                        finite = False
+                if not finite:
+                    _finish(
+                        lane, NONFINITE, traj, T, nf, naccept, nreject, status, t_reached,
+                        counts, active,
+                    )
+                    continue
+            accepted[lane] = True
+            HN[lane] = h_next
+            naccept[lane] += 1
+            told = T[lane]
+            tnew = stops[stop_i[lane]] if landing[lane] else told + HS[lane]
+            i = traj[lane]
+            q = save_q[lane]
+            if use_interp:
+                # the continuous extension on the step told -> tnew, as interpolate_saves
+                while q < nsave and direction * (save[q] - tnew) <= 0.0:
+                    tq = save[q]
+                    if tq == tnew:
+                        for r in range(n):
+                            out[i, q, r] = Unew[r, lane]
+                    else:
+                        h = tnew - told
+                        th = (tq - told) / h
+                        for st in range(s):
+                            wa = 0.0
+                            tp = 1.0
+                            for d in range(deg):
+                                tp *= th
+                                wa += interp[st, d] * tp
+                            w[st] = wa
+                        for r in range(n):
+                            wa = 0.0
+                            for st in range(s):
+                                wa += w[st] * K[st, r, lane]
+                            out[i, q, r] = U[r, lane] + h * wa
+                    q += 1
+            else:
+                while q < nsave and save[q] == tnew:
+                    for r in range(n):
+                        out[i, q, r] = Unew[r, lane]
+                    q += 1
+            save_q[lane] = q
+            T[lane] = tnew
+            if landing[lane]:
+                stop_i[lane] += 1
+            H[lane] = h_next if not landing[lane] else max(h_next, H[lane])
+        for q in range(n):
+            for lane in range(L):
+                if accepted[lane]:
+                    U[q, lane] = Unew[q, lane]
+        if fsal:
+            for q in range(n):
+                for lane in range(L):
+                    if accepted[lane]:
+                        K[0, q, lane] = K[s - 1, q, lane]
+        else:
+            amask = 0
+            for lane in range(L):
+                if accepted[lane]:
+                    amask |= 1 << lane
+            if amask != 0:
+                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, amask)
+                for lane in range(L):
+                    if (amask >> lane) & 1:
+                        nf[lane] += 1
+                        if (failed >> lane) & 1:
+                            _record_failure(fail, traj[lane], T[lane], U, lane)
+                            _finish(
+                                lane, RHS_ERROR, traj, T, nf, naccept, nreject, status,
+                                t_reached, counts, active,
+                            )
+
+
+@parallel_kernel
+def solve_lanes(
+    faddr, U0, P, t0, t1, method, control, stops, save, interp, nblocks, out, status,
+    t_reached, fail, counts,
+):
+    """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
+    trajectory ``i`` from ``U0[i]`` (or ``U0[0]`` when ``U0`` has one row) with parameters
+    ``P[i]`` (or ``P[0]``), the right-hand side at ``faddr`` (:data:`LANE_RHS_SIGNATURE`).
+
+    ``stops``: the times to land on (no jumps), ending with ``t1``; ``out[i]`` receives the
+    states at ``save`` by the continuous extension ``interp`` when it has rows, else where the
+    steps land on the save times (which are then among ``stops``). Unreached save times are
+    left as they are. ``status``, ``t_reached``, ``fail`` (on RHS_ERROR the time and state of
+    the failed call) and ``counts = [nf, naccept, nreject]`` as :func:`solve_batch` writes
+    them. The ``control``'s error group must be 0.
+    """
+    m = out.shape[0]
+    for blk in numba.prange(nblocks):
+        lo = m * blk // nblocks
+        hi = m * (blk + 1) // nblocks
+        lane_block(
+            faddr, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
+            t_reached, fail, counts,
+        )
