@@ -264,7 +264,7 @@ def _run_rows(prob, settings, U0, P, m, threads):
     counts = np.zeros((m, 3), dtype=np.int64)
     if lanes_apply(prob, settings):
         control = StepControl(*settings.control, 0)
-        faddr = lane_rhs_address(prob.f)
+        faddr = lane_rhs_address(prob.f, n, P.shape[1])
         lock = parallel_lock()
         previous = numba.get_num_threads()
         try:

@@ -26,16 +26,18 @@ identical bit for bit for any thread count or split into blocks and batches.
 
 from __future__ import annotations
 
-import math
 import threading
 
 import numba
 import numpy as np
 from numba import types
+from numba.core import cgutils
+from llvmlite import ir
 from numba.extending import intrinsic
 
 from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
 from .._status import call_status4
+from ..nn._simd import Vec
 from ._control import ACCEPT, E_FLOOR, GIVE_UP, initial_finish, initial_probe, judge_step, pi_gains
 from ._kernels import (
     DT_UNDERFLOW,
@@ -63,6 +65,115 @@ LANE_RHS_TYPE = types.FunctionType(LANE_RHS_SIGNATURE)
 lane_rhs_from_address = function_from_address(LANE_RHS_TYPE, "lane_rhs_from_address")
 
 
+LVEC = Vec(types.float64, LANES)
+"""One float64 per lane, in vector registers (``<LANES x double>``)."""
+_LVEC_IR = ir.VectorType(ir.DoubleType(), LANES)
+
+
+def _lane_pointer(context, builder, arrty, arr, idx):
+    data = context.make_array(arrty)(context, builder, value=arr).data
+    return builder.bitcast(builder.gep(data, [idx]), ir.PointerType(_LVEC_IR))
+
+
+def _is_c_float64(arr):
+    return isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"
+
+
+@intrinsic
+def lload(typingctx, arr, idx):
+    """The ``LANES`` values of the C-contiguous float64 array ``arr`` from flat index ``idx``."""
+    if not _is_c_float64(arr):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.load(_lane_pointer(context, builder, signature.args[0], *args), align=8)
+
+    return LVEC(arr, idx), codegen
+
+
+@intrinsic
+def lstore(typingctx, arr, idx, v):
+    """Store the lane vector ``v`` into ``arr`` from flat index ``idx``."""
+    if not _is_c_float64(arr) or v != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = _lane_pointer(context, builder, signature.args[0], args[0], args[1])
+        builder.store(args[2], ptr, align=8)
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, v), codegen
+
+
+@intrinsic
+def lsplat(typingctx, x):
+    """``x`` (a float) in every lane."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.float64)
+        v = builder.insert_element(
+            ir.Constant(_LVEC_IR, ir.Undefined), value, ir.Constant(ir.IntType(32), 0)
+        )
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        return builder.shuffle_vector(v, ir.Constant(_LVEC_IR, ir.Undefined), mask)
+
+    return LVEC(x), codegen
+
+
+def _lane_binop(op):
+    def typer(typingctx, a, b):
+        if a != LVEC or b != LVEC:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(*args)
+
+        return LVEC(a, b), codegen
+
+    return intrinsic(typer)
+
+
+# the same instructions numba emits for the scalar operations (its fast-math pass then adds
+# the same flags), so that every lane computes what the scalar stepper computes
+ladd = _lane_binop("fadd")
+lmul = _lane_binop("fmul")
+ldiv = _lane_binop("fdiv")
+
+
+@intrinsic
+def lmax(typingctx, a, b):
+    """``max(a, b)`` lane by lane as numba's ``max`` does it: ``b if b > a else a``."""
+    if a != LVEC or b != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        x, y = args
+        return builder.select(builder.fcmp_ordered(">", y, x), y, x)
+
+    return LVEC(a, b), codegen
+
+
+def _lane_unary(name):
+    def typer(typingctx, a):
+        if a != LVEC:
+            return None
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(_LVEC_IR, [_LVEC_IR])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, f"{name}.v{LANES}f64")
+            return builder.call(fn, args)
+
+        return LVEC(a), codegen
+
+    return intrinsic(typer)
+
+
+labs = _lane_unary("llvm.fabs")
+lsqrt = _lane_unary("llvm.sqrt")
+
+
 @intrinsic
 def data_address(typingctx, arr):
     """The address of ``arr``'s first element (``uintp``)."""
@@ -80,37 +191,42 @@ _LOCK = threading.Lock()
 _LANE_RHS: dict[int, tuple] = {}
 
 
-def lane_rhs_address(f) -> int:
+def lane_rhs_address(f, n: int, m: int) -> int:
     """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` running the compiled
-    right-hand side ``f(du, u, p, t)`` lane by lane, compiled once per function (~0.2 s)."""
+    right-hand side ``f(du, u, p, t)`` lane by lane for ``n`` states and ``m`` parameters
+    (constants there: the copies between the lanes and the contiguous vectors unroll),
+    compiled once per function and sizes (~0.2 s)."""
+    key = (id(f), int(n), int(m))
     with _LOCK:
-        known = _LANE_RHS.get(id(f))
+        known = _LANE_RHS.get(key)
         if known is not None and known[0] is f:
             return known[1].address
         user = f
         L = LANES
+        N = int(n)
+        M = int(m)
 
-        def lanes(du_a, u_a, p_a, t_a, w_a, n, m, mask):
-            DU = numba.carray(float64_pointer(du_a), (n, L))
-            U = numba.carray(float64_pointer(u_a), (n, L))
-            P = numba.carray(float64_pointer(p_a), (L, m))
+        def lanes(du_a, u_a, p_a, t_a, w_a, n_, m_, mask):
+            DU = numba.carray(float64_pointer(du_a), (N, L))
+            U = numba.carray(float64_pointer(u_a), (N, L))
+            P = numba.carray(float64_pointer(p_a), (L, M))
             T = numba.carray(float64_pointer(t_a), (L,))
-            W = numba.carray(float64_pointer(w_a), (2, n))
+            W = numba.carray(float64_pointer(w_a), (2, N))
             ub = W[0]
             db = W[1]
             failed = 0
             for lane in range(L):
                 if (mask >> lane) & 1:
-                    for i in range(n):
+                    for i in range(N):
                         ub[i] = U[i, lane]
                     if call_status4(user, db, ub, P[lane], T[lane]) != 0:
                         failed |= 1 << lane
-                    for i in range(n):
+                    for i in range(N):
                         DU[i, lane] = db[i]
             return failed
 
         cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(lanes)
-        _LANE_RHS[id(f)] = (f, cf)
+        _LANE_RHS[key] = (f, cf)
         return cf.address
 
 
@@ -177,13 +293,11 @@ def lane_block(
     U = np.zeros((n, L))
     Unew = np.zeros((n, L))
     Tmp = np.zeros((n, L))
-    Err = np.zeros((n, L))
+    Err = np.zeros((n, L))  # f at the first step's probe
     K = np.zeros((s, n, L))
     Ts = np.zeros(L)
     E = np.zeros(L)
-    acc = np.zeros(L)
-    acc2 = np.zeros(L)
-    PL = np.zeros((L, max(m_p, 1)))
+    PL = np.zeros((L, m_p))
     scratch = np.zeros((2, n))
     # one lane's vectors, contiguous, for the first-step guess
     u1 = np.empty(n)
@@ -326,20 +440,18 @@ def lane_block(
                 mask |= 1 << lane
         if mask == 0:
             break  # every lane free and no trajectory left
-        # ---- the stages, for every lane at once
+        # ---- the stages, for every lane at once (one vector instruction per operation of
+        # the scalar stepper)
+        hsv = lload(HS, 0)
+        tv = lload(T, 0)
+        zero = lsplat(0.0)
         for st in range(1, s):
             for q in range(n):
-                for lane in range(L):
-                    acc[lane] = 0.0
+                av = zero
                 for j in range(st):
-                    a = A[st, j]
-                    for lane in range(L):
-                        acc[lane] += a * K[j, q, lane]
-                for lane in range(L):
-                    Tmp[q, lane] = U[q, lane] + HS[lane] * acc[lane]
-            cs = c[st]
-            for lane in range(L):
-                Ts[lane] = T[lane] + cs * HS[lane]
+                    av = ladd(av, lmul(lsplat(A[st, j]), lload(K, (j * n + q) * L)))
+                lstore(Tmp, q * L, ladd(lload(U, q * L), lmul(hsv, av)))
+            lstore(Ts, 0, ladd(tv, lmul(lsplat(c[st]), hsv)))
             failed = f(kaddr[st], a_tmp, a_p, a_ts, a_w, n, m_p, mask)
             for lane in range(L):
                 if (mask >> lane) & 1:
@@ -353,35 +465,32 @@ def lane_block(
                             counts, active,
                         )
                 mask &= ~failed
-        # ---- the new state and its error estimate
+        # ---- the new state, its error estimate and the estimate's scaled norm
+        ev = zero
+        atolv = lsplat(atol)
+        rtolv = lsplat(rtol)
         for q in range(n):
-            for lane in range(L):
-                acc[lane] = 0.0
-                acc2[lane] = 0.0
+            av = zero
+            bv = zero
             for j in range(s):
-                bj = b[j]
-                ej = btilde[j]
-                for lane in range(L):
-                    acc[lane] += bj * K[j, q, lane]
-                    acc2[lane] += ej * K[j, q, lane]
-            for lane in range(L):
-                Unew[q, lane] = U[q, lane] + HS[lane] * acc[lane]
-                Err[q, lane] = HS[lane] * acc2[lane]
-        for lane in range(L):
-            E[lane] = 0.0
-        for q in range(n):
-            for lane in range(L):
-                sc = atol + max(abs(U[q, lane]), abs(Unew[q, lane])) * rtol
-                E[lane] += (Err[q, lane] / sc) ** 2
+                kv = lload(K, (j * n + q) * L)
+                av = ladd(av, lmul(lsplat(b[j]), kv))
+                bv = ladd(bv, lmul(lsplat(btilde[j]), kv))
+            uv = lload(U, q * L)
+            unv = ladd(uv, lmul(hsv, av))
+            lstore(Unew, q * L, unv)
+            sc = ladd(atolv, lmul(lmax(labs(uv), labs(unv)), rtolv))
+            r = ldiv(lmul(hsv, bv), sc)
+            ev = ladd(ev, lmul(r, r))
+        lstore(E, 0, lsqrt(lmax(zero, ldiv(ev, lsplat(float(n))))))
         for lane in range(L):
             accepted[lane] = False
             if not active[lane]:
                 continue
             steps[lane] += 1
             if adaptive:
-                e = math.sqrt(max(0.0, E[lane] / n))
                 verdict, h_next, qnew, nonfinite = judge_step(
-                    e, HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
+                    E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
                 )
                 qold[lane] = qnew
                 if verdict != ACCEPT:
