@@ -243,6 +243,7 @@ def lanes_apply(prob, settings) -> bool:
 
 
 _LANES_ENABLED = True  # tests switch the lane loop off to check the scalar path
+_EXACT_POW = False  # tests switch the C library's pow on, to compare with solve bit for bit
 
 
 def _lane_blocks(m, threads):
@@ -275,6 +276,7 @@ def _run_rows(prob, settings, U0, P, m, threads):
             try:
                 solve_lanes(
                     faddr,
+                    _EXACT_POW,
                     U0,
                     P,
                     settings.t0,

@@ -26,6 +26,7 @@ identical bit for bit for any thread count or split into blocks and batches.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numba
@@ -38,7 +39,19 @@ from numba.extending import intrinsic
 from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
 from .._status import call_status4
 from ..nn._simd import Vec
-from ._control import ACCEPT, E_FLOOR, GIVE_UP, initial_finish, initial_probe, judge_step, pi_gains
+from ._control import (
+    ACCEPT,
+    E_FLOOR,
+    GAMMA,
+    GIVE_UP,
+    QMAX,
+    QMIN,
+    REJECT,
+    initial_finish,
+    initial_probe,
+    judge_step,
+    pi_gains,
+)
 from ._kernels import (
     DT_UNDERFLOW,
     MAX_STEPS,
@@ -174,6 +187,123 @@ labs = _lane_unary("llvm.fabs")
 lsqrt = _lane_unary("llvm.sqrt")
 
 
+# fdlibm's log and exp (Sun Microsystems, freely distributable): the polynomial coefficients
+# of log(1 + f) on [sqrt(2)/2 - 1, sqrt(2) - 1] and of exp(r) on [-ln2 / 2, ln2 / 2]
+_LG = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+_EP = (
+    1.66666666666666019037e-01,
+    -2.77777777770155933842e-03,
+    6.61375632143793436117e-05,
+    -1.65339022054652515390e-06,
+    4.13813679705723846039e-08,
+)
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+
+
+@intrinsic
+def lpow(typingctx, x, y):
+    """``x ** y`` lane by lane for ``x >= 0`` finite and a scalar ``y`` with ``|y log x| <
+    700`` (the step-size controller's powers: ``0 < y <= 0.7``), as ``exp(y log(x))`` with
+    fdlibm's log and exp written for vectors: within a few units in the last place of the
+    correctly rounded power (the C library's ``pow``, called once per lane, is most of a
+    step's control cost otherwise). ``0 ** y = 0``; other inputs give unspecified values."""
+    if x != LVEC or not isinstance(y, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        xv = args[0]
+        yv = context.cast(builder, args[1], signature.args[1], types.float64)
+        i64 = ir.IntType(64)
+        vi = ir.VectorType(i64, LANES)
+
+        def cf(value):
+            return ir.Constant(_LVEC_IR, [value] * LANES)
+
+        def ci(value):
+            return ir.Constant(vi, [value] * LANES)
+
+        def poly(z, coefs):  # Horner: c0 + z (c1 + z (c2 + ...))
+            acc = cf(coefs[-1])
+            for c in coefs[-2::-1]:
+                acc = builder.fadd(cf(c), builder.fmul(z, acc))
+            return acc
+
+        b = builder
+        # log(x): x = 2^k m, m in [sqrt(2)/2, sqrt(2)), subnormals scaled by 2^54 first
+        tiny = b.fcmp_ordered("<", xv, cf(2.2250738585072014e-308))
+        xs = b.select(tiny, b.fmul(xv, cf(18014398509481984.0)), xv)
+        bits = b.bitcast(xs, vi)
+        k = b.sub(b.lshr(bits, ci(52)), b.select(tiny, ci(1023 + 54), ci(1023)))
+        m = b.bitcast(b.or_(b.and_(bits, ci(0x000FFFFFFFFFFFFF)), ci(0x3FF0000000000000)), _LVEC_IR)
+        big = b.fcmp_ordered(">", m, cf(1.4142135623730951))
+        m = b.select(big, b.fmul(m, cf(0.5)), m)
+        k = b.add(k, b.zext(big, vi))
+        f = b.fsub(m, cf(1.0))
+        dk = b.sitofp(k, _LVEC_IR)
+        sv = b.fdiv(f, b.fadd(cf(2.0), f))
+        z = b.fmul(sv, sv)
+        w = b.fmul(z, z)
+        t1 = b.fmul(w, poly(w, (_LG[1], _LG[3], _LG[5])))
+        t2 = b.fmul(z, poly(w, (_LG[0], _LG[2], _LG[4], _LG[6])))
+        r = b.fadd(t2, t1)
+        hfsq = b.fmul(cf(0.5), b.fmul(f, f))
+        inner = b.fadd(b.fmul(sv, b.fadd(hfsq, r)), b.fmul(dk, cf(_LN2_LO)))
+        logx = b.fsub(b.fmul(dk, cf(_LN2_HI)), b.fsub(b.fsub(hfsq, inner), f))
+        # exp(t), t = y log(x) = k ln2 + r
+        yvec = b.insert_element(ir.Constant(_LVEC_IR, ir.Undefined), yv, ir.Constant(ir.IntType(32), 0))
+        yvec = b.shuffle_vector(
+            yvec,
+            ir.Constant(_LVEC_IR, ir.Undefined),
+            ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES),
+        )
+        t = b.fmul(yvec, logx)
+        rint = cgutils.get_or_insert_function(
+            b.module, ir.FunctionType(_LVEC_IR, [_LVEC_IR]), f"llvm.rint.v{LANES}f64"
+        )
+        kf = b.call(rint, [b.fmul(t, cf(_INV_LN2))])
+        hi = b.fsub(t, b.fmul(kf, cf(_LN2_HI)))
+        lo = b.fmul(kf, cf(_LN2_LO))
+        rr = b.fsub(hi, lo)
+        tt = b.fmul(rr, rr)
+        c = b.fsub(rr, b.fmul(tt, poly(tt, _EP)))
+        e = b.fsub(
+            cf(1.0),
+            b.fsub(b.fsub(lo, b.fdiv(b.fmul(rr, c), b.fsub(cf(2.0), c))), hi),
+        )
+        scaled = b.add(b.bitcast(e, vi), b.shl(b.fptosi(kf, vi), ci(52)))
+        res = b.bitcast(scaled, _LVEC_IR)
+        return b.select(b.fcmp_ordered("==", xv, cf(0.0)), cf(0.0), res)
+
+    return LVEC(x, y), codegen
+
+
+@numba.njit(inline="always", **FLAGS)
+def _judge(e, q11, qb, h_try, qold, landing, dtmin):
+    """:func:`scichains.ode._control.judge_step` with the controller's two powers given:
+    ``q11 = e ** beta1`` and ``qb = qold ** beta2`` (made for all lanes at once by
+    :func:`lpow`)."""
+    if not math.isfinite(e):
+        h_next = h_try * QMIN
+        if landing and h_try < dtmin:
+            return GIVE_UP, h_next, qold, True
+        return REJECT, h_next, qold, True
+    if e > 1.0:
+        return REJECT, h_try / min(1.0 / QMIN, q11 / GAMMA), qold, False
+    q = q11 / qb
+    q = max(1.0 / QMAX, min(1.0 / QMIN, q / GAMMA))
+    return ACCEPT, h_try / q, max(e, E_FLOOR), False
+
+
 @intrinsic
 def data_address(typingctx, arr):
     """The address of ``arr``'s first element (``uintp``)."""
@@ -253,7 +383,7 @@ def _record_failure(fail, i, t, X, lane):
 
 @numba.njit(**FLAGS)
 def lane_block(
-    faddr, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
+    faddr, exact_pow, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
     t_reached, fail, counts,
 ):
     """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
@@ -297,6 +427,8 @@ def lane_block(
     K = np.zeros((s, n, L))
     Ts = np.zeros(L)
     E = np.zeros(L)
+    Q11 = np.zeros(L)
+    QB = np.zeros(L)
     PL = np.zeros((L, m_p))
     scratch = np.zeros((2, n))
     # one lane's vectors, contiguous, for the first-step guess
@@ -482,16 +614,25 @@ def lane_block(
             sc = ladd(atolv, lmul(lmax(labs(uv), labs(unv)), rtolv))
             r = ldiv(lmul(hsv, bv), sc)
             ev = ladd(ev, lmul(r, r))
-        lstore(E, 0, lsqrt(lmax(zero, ldiv(ev, lsplat(float(n))))))
+        ev = lsqrt(lmax(zero, ldiv(ev, lsplat(float(n)))))
+        lstore(E, 0, ev)
+        if not exact_pow:
+            lstore(Q11, 0, lpow(ev, beta1))
+            lstore(QB, 0, lpow(lload(qold, 0), beta2))
         for lane in range(L):
             accepted[lane] = False
             if not active[lane]:
                 continue
             steps[lane] += 1
             if adaptive:
-                verdict, h_next, qnew, nonfinite = judge_step(
-                    E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
-                )
+                if exact_pow:
+                    verdict, h_next, qnew, nonfinite = judge_step(
+                        E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
+                    )
+                else:
+                    verdict, h_next, qnew, nonfinite = _judge(
+                        E[lane], Q11[lane], QB[lane], HT[lane], qold[lane], landing[lane], dtmin
+                    )
                 qold[lane] = qnew
                 if verdict != ACCEPT:
                     H[lane] = h_next
@@ -586,7 +727,7 @@ def lane_block(
 
 @parallel_kernel
 def solve_lanes(
-    faddr, U0, P, t0, t1, method, control, stops, save, interp, nblocks, out, status,
+    faddr, exact_pow, U0, P, t0, t1, method, control, stops, save, interp, nblocks, out, status,
     t_reached, fail, counts,
 ):
     """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
@@ -605,6 +746,6 @@ def solve_lanes(
         lo = m * blk // nblocks
         hi = m * (blk + 1) // nblocks
         lane_block(
-            faddr, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
+            faddr, exact_pow, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
             t_reached, fail, counts,
         )
