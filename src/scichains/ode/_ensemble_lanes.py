@@ -31,9 +31,9 @@ import threading
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from llvmlite import ir
 from numba.extending import intrinsic
 
 from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
@@ -66,7 +66,13 @@ LANES = max(4, 2 * VECTOR_BYTES // 8)
 vectors); at most 64 (the lanes are a bit mask in the right-hand side's calls)."""
 
 LANE_RHS_SIGNATURE = types.int64(
-    types.uintp, types.uintp, types.uintp, types.uintp, types.uintp, types.int64, types.int64,
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.int64,
+    types.int64,
     types.int64,
 )
 """``f(du, u, p, t, scratch, n, len(p), mask) -> failed``, addresses of contiguous float64
@@ -151,8 +157,22 @@ def _lane_binop(op):
 # the same instructions numba emits for the scalar operations (its fast-math pass then adds
 # the same flags), so that every lane computes what the scalar stepper computes
 ladd = _lane_binop("fadd")
+lsub = _lane_binop("fsub")
 lmul = _lane_binop("fmul")
 ldiv = _lane_binop("fdiv")
+
+
+@intrinsic
+def lmin(typingctx, a, b):
+    """``min(a, b)`` lane by lane as numba's ``min`` does it: ``b if b < a else a``."""
+    if a != LVEC or b != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        x, y = args
+        return builder.select(builder.fcmp_ordered("<", y, x), y, x)
+
+    return LVEC(a, b), codegen
 
 
 @intrinsic
@@ -260,7 +280,8 @@ def lpow(typingctx, x, y):
         inner = b.fadd(b.fmul(sv, b.fadd(hfsq, r)), b.fmul(dk, cf(_LN2_LO)))
         logx = b.fsub(b.fmul(dk, cf(_LN2_HI)), b.fsub(b.fsub(hfsq, inner), f))
         # exp(t), t = y log(x) = k ln2 + r
-        yvec = b.insert_element(ir.Constant(_LVEC_IR, ir.Undefined), yv, ir.Constant(ir.IntType(32), 0))
+        undef = ir.Constant(_LVEC_IR, ir.Undefined)
+        yvec = b.insert_element(undef, yv, ir.Constant(ir.IntType(32), 0))
         yvec = b.shuffle_vector(
             yvec,
             ir.Constant(_LVEC_IR, ir.Undefined),
@@ -288,20 +309,19 @@ def lpow(typingctx, x, y):
 
 
 @numba.njit(inline="always", **FLAGS)
-def _judge(e, q11, qb, h_try, qold, landing, dtmin):
-    """:func:`scichains.ode._control.judge_step` with the controller's two powers given:
-    ``q11 = e ** beta1`` and ``qb = qold ** beta2`` (made for all lanes at once by
-    :func:`lpow`)."""
+def _verdict(e, h_accept, h_reject, q_accept, h_try, qold, landing, dtmin):
+    """:func:`scichains.ode._control.judge_step` given the controller's proposals for an
+    accepted and for a rejected step (``h_try / q`` and ``h_try / min(1 / QMIN, q11 /
+    GAMMA)``, made for all lanes at once with the same operations) and the error to remember
+    (``max(e, E_FLOOR)``): ``(verdict, h, qold, nonfinite)``."""
     if not math.isfinite(e):
         h_next = h_try * QMIN
         if landing and h_try < dtmin:
             return GIVE_UP, h_next, qold, True
         return REJECT, h_next, qold, True
     if e > 1.0:
-        return REJECT, h_try / min(1.0 / QMIN, q11 / GAMMA), qold, False
-    q = q11 / qb
-    q = max(1.0 / QMAX, min(1.0 / QMIN, q / GAMMA))
-    return ACCEPT, h_try / q, max(e, E_FLOOR), False
+        return REJECT, h_reject, qold, False
+    return ACCEPT, h_accept, q_accept, False
 
 
 @intrinsic
@@ -383,8 +403,24 @@ def _record_failure(fail, i, t, X, lane):
 
 @numba.njit(**FLAGS)
 def lane_block(
-    faddr, exact_pow, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
-    t_reached, fail, counts,
+    faddr,
+    exact_pow,
+    lo,
+    hi,
+    U0,
+    P,
+    t0,
+    t1,
+    method,
+    control,
+    stops,
+    save,
+    interp,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
 ):
     """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
     A, b, c, btilde, ctrl_order, fsal = method
@@ -427,8 +463,9 @@ def lane_block(
     K = np.zeros((s, n, L))
     Ts = np.zeros(L)
     E = np.zeros(L)
-    Q11 = np.zeros(L)
-    QB = np.zeros(L)
+    HACC = np.zeros(L)
+    HREJ = np.zeros(L)
+    QNEW = np.zeros(L)
     PL = np.zeros((L, m_p))
     scratch = np.zeros((2, n))
     # one lane's vectors, contiguous, for the first-step guess
@@ -438,7 +475,11 @@ def lane_block(
     tmp1 = np.empty(n)
     h0s = np.zeros(L)
     d1s = np.zeros(L)
-    w = np.empty(s)
+    TN = np.zeros(L)
+    SQ = np.zeros(L)
+    THP = np.zeros((max(deg, 1), L))
+    WST = np.zeros((s, L))
+    SOUT = np.zeros((n, L))
     kaddr = np.empty(s, dtype=np.uintp)
     for st in range(s):
         kaddr[st] = data_address(K[st])
@@ -498,8 +539,17 @@ def lane_block(
                     if (failed >> lane) & 1:
                         _record_failure(fail, traj[lane], t0, U, lane)
                         _finish(
-                            lane, RHS_ERROR, traj, T, nf, naccept, nreject, status, t_reached,
-                            counts, active,
+                            lane,
+                            RHS_ERROR,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
                         )
                     elif dt0 > 0.0:
                         H[lane] = abs(dt0)
@@ -525,15 +575,22 @@ def lane_block(
                             u1[q] = U[q, lane]
                             f0[q] = K[0, q, lane]
                             f1[q] = Err[q, lane]
-                        h = initial_finish(
-                            u1, f0, f1, h0s[lane], d1s[lane], rtol, atol, ctrl_order
-                        )
+                        h = initial_finish(u1, f0, f1, h0s[lane], d1s[lane], rtol, atol, ctrl_order)
                         H[lane] = abs(h)
                         if (failed >> lane) & 1:
                             _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
                             _finish(
-                                lane, RHS_ERROR, traj, T, nf, naccept, nreject, status,
-                                t_reached, counts, active,
+                                lane,
+                                RHS_ERROR,
+                                traj,
+                                T,
+                                nf,
+                                naccept,
+                                nreject,
+                                status,
+                                t_reached,
+                                counts,
+                                active,
                             )
             freed = False
             for lane in range(L):
@@ -561,7 +618,16 @@ def lane_block(
                 if code >= 0:
                     freed = True
                     _finish(
-                        lane, code, traj, T, nf, naccept, nreject, status, t_reached, counts,
+                        lane,
+                        code,
+                        traj,
+                        T,
+                        nf,
+                        naccept,
+                        nreject,
+                        status,
+                        t_reached,
+                        counts,
                         active,
                     )
             if not (freed and nxt < hi):
@@ -593,8 +659,17 @@ def lane_block(
                     if (failed >> lane) & 1:
                         _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
                         _finish(
-                            lane, RHS_ERROR, traj, T, nf, naccept, nreject, status, t_reached,
-                            counts, active,
+                            lane,
+                            RHS_ERROR,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
                         )
                 mask &= ~failed
         # ---- the new state, its error estimate and the estimate's scaled norm
@@ -616,9 +691,18 @@ def lane_block(
             ev = ladd(ev, lmul(r, r))
         ev = lsqrt(lmax(zero, ldiv(ev, lsplat(float(n)))))
         lstore(E, 0, ev)
-        if not exact_pow:
-            lstore(Q11, 0, lpow(ev, beta1))
-            lstore(QB, 0, lpow(lload(qold, 0), beta2))
+        if adaptive and not exact_pow:
+            # the PI controller's arithmetic for all lanes at once (see _verdict), its powers
+            # as vector code. (With the C library's powers, judge_step runs lane by lane
+            # below: the scalar stepper's code, so that its fast-math choices are the same.)
+            q11v = lpow(ev, beta1)
+            qbv = lpow(lload(qold, 0), beta2)
+            htv = lload(HT, 0)
+            gammav = lsplat(GAMMA)
+            qv = lmax(lsplat(1.0 / QMAX), lmin(lsplat(1.0 / QMIN), ldiv(ldiv(q11v, qbv), gammav)))
+            lstore(HACC, 0, ldiv(htv, qv))
+            lstore(HREJ, 0, ldiv(htv, lmin(lsplat(1.0 / QMIN), ldiv(q11v, gammav))))
+            lstore(QNEW, 0, lmax(ev, lsplat(E_FLOOR)))
         for lane in range(L):
             accepted[lane] = False
             if not active[lane]:
@@ -630,8 +714,15 @@ def lane_block(
                         E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
                     )
                 else:
-                    verdict, h_next, qnew, nonfinite = _judge(
-                        E[lane], Q11[lane], QB[lane], HT[lane], qold[lane], landing[lane], dtmin
+                    verdict, h_next, qnew, nonfinite = _verdict(
+                        E[lane],
+                        HACC[lane],
+                        HREJ[lane],
+                        QNEW[lane],
+                        HT[lane],
+                        qold[lane],
+                        landing[lane],
+                        dtmin,
                     )
                 qold[lane] = qnew
                 if verdict != ACCEPT:
@@ -641,8 +732,17 @@ def lane_block(
                         last_nonfinite[lane] = True
                     if verdict == GIVE_UP:
                         _finish(
-                            lane, NONFINITE, traj, T, nf, naccept, nreject, status, t_reached,
-                            counts, active,
+                            lane,
+                            NONFINITE,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
                         )
                     continue
                 last_nonfinite[lane] = False
@@ -654,50 +754,80 @@ def lane_block(
                         finite = False
                 if not finite:
                     _finish(
-                        lane, NONFINITE, traj, T, nf, naccept, nreject, status, t_reached,
-                        counts, active,
+                        lane,
+                        NONFINITE,
+                        traj,
+                        T,
+                        nf,
+                        naccept,
+                        nreject,
+                        status,
+                        t_reached,
+                        counts,
+                        active,
                     )
                     continue
             accepted[lane] = True
             HN[lane] = h_next
             naccept[lane] += 1
-            told = T[lane]
-            tnew = stops[stop_i[lane]] if landing[lane] else told + HS[lane]
-            i = traj[lane]
-            q = save_q[lane]
-            if use_interp:
-                # the continuous extension on the step told -> tnew, as interpolate_saves
-                while q < nsave and direction * (save[q] - tnew) <= 0.0:
-                    tq = save[q]
-                    if tq == tnew:
-                        for r in range(n):
-                            out[i, q, r] = Unew[r, lane]
-                    else:
-                        h = tnew - told
-                        th = (tq - told) / h
-                        for st in range(s):
-                            wa = 0.0
-                            tp = 1.0
-                            for d in range(deg):
-                                tp *= th
-                                wa += interp[st, d] * tp
-                            w[st] = wa
-                        for r in range(n):
-                            wa = 0.0
-                            for st in range(s):
-                                wa += w[st] * K[st, r, lane]
-                            out[i, q, r] = U[r, lane] + h * wa
-                    q += 1
-            else:
+            tnew = stops[stop_i[lane]] if landing[lane] else T[lane] + HS[lane]
+            TN[lane] = tnew
+            if not use_interp:
+                # the steps land on the save times
+                i = traj[lane]
+                q = save_q[lane]
                 while q < nsave and save[q] == tnew:
                     for r in range(n):
                         out[i, q, r] = Unew[r, lane]
                     q += 1
-            save_q[lane] = q
-            T[lane] = tnew
+                save_q[lane] = q
             if landing[lane]:
                 stop_i[lane] += 1
             H[lane] = h_next if not landing[lane] else max(h_next, H[lane])
+        if use_interp:
+            # the saves inside the accepted steps, by the continuous extension on each lane's
+            # step T -> TN: for all lanes at once, as often as one lane has another save time
+            # there. A lane's operations are interpolate_saves' (the powers of theta made
+            # once, then each stage's weight, then the state)
+            while True:
+                smask = 0
+                for lane in range(L):
+                    SQ[lane] = TN[lane]
+                    if accepted[lane]:
+                        q = save_q[lane]
+                        if q < nsave and direction * (save[q] - TN[lane]) <= 0.0:
+                            SQ[lane] = save[q]
+                            smask |= 1 << lane
+                if smask == 0:
+                    break
+                tov = lload(T, 0)
+                hv = lsub(lload(TN, 0), tov)
+                thv = ldiv(lsub(lload(SQ, 0), tov), hv)
+                tp = lsplat(1.0)
+                for d in range(deg):
+                    tp = lmul(tp, thv)
+                    lstore(THP, d * L, tp)
+                for st in range(s):
+                    wa = zero
+                    for d in range(deg):
+                        wa = ladd(wa, lmul(lsplat(interp[st, d]), lload(THP, d * L)))
+                    lstore(WST, st * L, wa)
+                for r in range(n):
+                    wa = zero
+                    for st in range(s):
+                        wa = ladd(wa, lmul(lload(WST, st * L), lload(K, (st * n + r) * L)))
+                    lstore(SOUT, r * L, ladd(lload(U, r * L), lmul(hv, wa)))
+                for lane in range(L):
+                    if (smask >> lane) & 1:
+                        i = traj[lane]
+                        q = save_q[lane]
+                        src = Unew if SQ[lane] == TN[lane] else SOUT
+                        for r in range(n):
+                            out[i, q, r] = src[r, lane]
+                        save_q[lane] = q + 1
+        for lane in range(L):
+            if accepted[lane]:
+                T[lane] = TN[lane]
         for q in range(n):
             for lane in range(L):
                 if accepted[lane]:
@@ -720,15 +850,39 @@ def lane_block(
                         if (failed >> lane) & 1:
                             _record_failure(fail, traj[lane], T[lane], U, lane)
                             _finish(
-                                lane, RHS_ERROR, traj, T, nf, naccept, nreject, status,
-                                t_reached, counts, active,
+                                lane,
+                                RHS_ERROR,
+                                traj,
+                                T,
+                                nf,
+                                naccept,
+                                nreject,
+                                status,
+                                t_reached,
+                                counts,
+                                active,
                             )
 
 
 @parallel_kernel
 def solve_lanes(
-    faddr, exact_pow, U0, P, t0, t1, method, control, stops, save, interp, nblocks, out, status,
-    t_reached, fail, counts,
+    faddr,
+    exact_pow,
+    U0,
+    P,
+    t0,
+    t1,
+    method,
+    control,
+    stops,
+    save,
+    interp,
+    nblocks,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
 ):
     """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
     trajectory ``i`` from ``U0[i]`` (or ``U0[0]`` when ``U0`` has one row) with parameters
@@ -746,6 +900,22 @@ def solve_lanes(
         lo = m * blk // nblocks
         hi = m * (blk + 1) // nblocks
         lane_block(
-            faddr, exact_pow, lo, hi, U0, P, t0, t1, method, control, stops, save, interp, out, status,
-            t_reached, fail, counts,
+            faddr,
+            exact_pow,
+            lo,
+            hi,
+            U0,
+            P,
+            t0,
+            t1,
+            method,
+            control,
+            stops,
+            save,
+            interp,
+            out,
+            status,
+            t_reached,
+            fail,
+            counts,
         )
