@@ -414,10 +414,10 @@ def solve_ensemble(
     fast_pow : the step-size controller's two fractional powers per step (``e ** (0.7 / k)``,
         ``e_old ** (0.4 / k)``) as vector code for all lanes at once instead of the C
         library's ``pow`` lane by lane (lane loop only, see below): within a few units in the
-        last place, ~25% less time for a small problem (Lotka-Volterra, Tsit5: ~6.3 instead
-        of ~8.6 us per trajectory on one thread), but the step sizes, hence the saved
-        states, then differ from :func:`solve`'s at rounding level (measured: 1e-13 relative
-        over 10 time units; up to 1e-9 over 30, where the controller amplifies the
+        last place, ~25% less time for a small problem (Lotka-Volterra, Tsit5: ~5.9 instead
+        of ~7.6 us per trajectory on one thread, measured loaded), but the step sizes, hence
+        the saved states, then differ from :func:`solve`'s at rounding level (measured: 1e-13
+        relative over 10 time units; up to 1e-9 over 30, where the controller amplifies the
         difference). Still identical bit for bit for any threads and batches.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
