@@ -128,15 +128,23 @@ def test_a_failed_trajectory_reports_its_status_and_the_others_go_on():
     assert sol.status[2] == ReturnCode.RHS_ERROR
     assert sol.failed.tolist() == [1, 2]
     assert 0.45 < sol.t_reached[1] < 0.51
+    # one state: the scalar stepper's sums over the stages are contiguous, and LLVM
+    # reorders them (fast-math reassociation); the error estimate, a sum that cancels to
+    # ~1e-9, then differs from the lane loop's in-order sum at ~1e-7, and so do the step
+    # sizes: the values agree to a small fraction of the solver's error (see
+    # test_ensemble_lanes.py for the exact agreement of the two-state problems)
     alone = solve(ODEProblem(fragile, [1.0], (0.0, 1.0), ps[1]), Tsit5(), saveat=ts)
-    assert alone.status == sol.status[1] and alone.t_reached == sol.t_reached[1]
-    np.testing.assert_array_equal(sol.u[1, : len(alone.t)], alone.u)
+    assert alone.status == sol.status[1]
+    np.testing.assert_allclose(sol.t_reached[1], alone.t_reached, rtol=1e-9)
+    k = len(alone.t)
+    np.testing.assert_allclose(sol.u[1, : k - 1], alone.u[:-1], rtol=1e-9)
+    np.testing.assert_allclose(sol.u[1, k - 1], alone.u[-1], rtol=1e-6)  # u ~ 1e6 there
     # not reached: NaN; reached: the values solve gives
     assert np.isnan(sol.u[1, -1]).all() and np.isfinite(sol.u[1, :5]).all()
     assert np.isnan(sol.u[2]).all() or np.isnan(sol.u[2, 1:]).all()
     for i in (0, 3):
         q = ODEProblem(fragile, [1.0], (0.0, 1.0), ps[i])
-        np.testing.assert_array_equal(sol.u[i], solve(q, Tsit5(), saveat=ts).u)
+        np.testing.assert_allclose(sol.u[i], solve(q, Tsit5(), saveat=ts).u, rtol=1e-9)
     exc = sol.exception(2)
     assert isinstance(exc, ValueError) and "non-negative" in str(exc)
     assert sol.exception(1) is None

@@ -1,0 +1,926 @@
+"""The lane-parallel ensemble loop: ``LANES`` trajectories of an explicit Runge-Kutta method
+stepped together, one per SIMD lane.
+
+The scalar stepper (:func:`scichains.ode._kernels.integrate`) spends most of a small
+problem's time on the control around the stages (the error norm, a square root and two powers
+for the step factor, branches, the continuous extension at the save times), which no
+rearrangement of one trajectory vectorises. Here ``LANES`` trajectories share one loop: their
+states are stored lanes-contiguous (``U[i, lane]``, stages ``K[stage, i, lane]``) so the stage
+combinations, the solution update, the error estimate and its norm run as vector instructions
+across the lanes. Each lane keeps its own time, step size, error-controller memory, stop and
+save pointers, counters and status: masked lockstep, the same per-trajectory adaptive control
+as ``solve`` (same controller, tolerances, tableau, first-step guess and continuous extension),
+written so that a lane's arithmetic is the scalar stepper's operation for operation. A lane
+whose trajectory ends (done or failed) takes the next trajectory of its block, so lanes stay
+busy. The saves are made on the fly after each accepted step instead of from stored steps.
+
+The right-hand side is called once per stage for all lanes, through a C-callable compiled per
+problem (:func:`lane_rhs_address`) that runs the user's ``f(du, u, p, t)`` on each lane in turn
+on small contiguous buffers (the user's function is inlined there). The kernel takes its
+address, so it is compiled once per machine and cached.
+
+A trajectory's arithmetic does not depend on its lane or block: every lane runs the same
+instructions (a vector instruction does per lane what the scalar one does), so the results are
+identical bit for bit for any thread count or split into blocks and batches. The PI
+controller's two fractional powers per step come from the C library's ``pow`` lane by lane
+(``exact_pow``: the scalar stepper's values; ~2 us of a Lotka-Volterra trajectory's ~8) or
+from :func:`lpow`, fdlibm's log and exp as vector code (within a few units in the last place).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
+from .._status import call_status4
+from ..nn._simd import Vec
+from ._control import (
+    ACCEPT,
+    E_FLOOR,
+    GAMMA,
+    GIVE_UP,
+    QMAX,
+    QMIN,
+    REJECT,
+    initial_finish,
+    initial_probe,
+    judge_step,
+    pi_gains,
+)
+from ._kernels import (
+    DT_UNDERFLOW,
+    MAX_STEPS,
+    NONFINITE,
+    RHS_ERROR,
+    SUCCESS,
+    float64_pointer,
+)
+
+LANES = max(4, 2 * VECTOR_BYTES // 8)
+"""Trajectories stepped together: two float64 vectors' worth (8 with AVX2, 4 with 16-byte
+vectors); at most 64 (the lanes are a bit mask in the right-hand side's calls)."""
+
+LANE_RHS_SIGNATURE = types.int64(
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.uintp,
+    types.int64,
+    types.int64,
+    types.int64,
+)
+"""``f(du, u, p, t, scratch, n, len(p), mask) -> failed``, addresses of contiguous float64
+arrays: ``du``, ``u`` of shape ``(n, LANES)``, ``p`` ``(LANES, len(p))``, ``t`` ``(LANES,)``,
+``scratch`` ``(2, n)``. Evaluates the right-hand side for each lane whose bit is set in
+``mask`` (``du[:, lane] = f(u[:, lane], p[lane], t[lane])``); returns the bit mask of the lanes
+whose call raised."""
+LANE_RHS_TYPE = types.FunctionType(LANE_RHS_SIGNATURE)
+lane_rhs_from_address = function_from_address(LANE_RHS_TYPE, "lane_rhs_from_address")
+
+
+LVEC = Vec(types.float64, LANES)
+"""One float64 per lane, in vector registers (``<LANES x double>``)."""
+_LVEC_IR = ir.VectorType(ir.DoubleType(), LANES)
+
+
+def _lane_pointer(context, builder, arrty, arr, idx):
+    data = context.make_array(arrty)(context, builder, value=arr).data
+    return builder.bitcast(builder.gep(data, [idx]), ir.PointerType(_LVEC_IR))
+
+
+def _is_c_float64(arr):
+    return isinstance(arr, types.Array) and arr.dtype == types.float64 and arr.layout == "C"
+
+
+@intrinsic
+def lload(typingctx, arr, idx):
+    """The ``LANES`` values of the C-contiguous float64 array ``arr`` from flat index ``idx``."""
+    if not _is_c_float64(arr):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.load(_lane_pointer(context, builder, signature.args[0], *args), align=8)
+
+    return LVEC(arr, idx), codegen
+
+
+@intrinsic
+def lstore(typingctx, arr, idx, v):
+    """Store the lane vector ``v`` into ``arr`` from flat index ``idx``."""
+    if not _is_c_float64(arr) or v != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = _lane_pointer(context, builder, signature.args[0], args[0], args[1])
+        builder.store(args[2], ptr, align=8)
+        return context.get_dummy_value()
+
+    return types.none(arr, idx, v), codegen
+
+
+@intrinsic
+def lsplat(typingctx, x):
+    """``x`` (a float) in every lane."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], types.float64)
+        v = builder.insert_element(
+            ir.Constant(_LVEC_IR, ir.Undefined), value, ir.Constant(ir.IntType(32), 0)
+        )
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        return builder.shuffle_vector(v, ir.Constant(_LVEC_IR, ir.Undefined), mask)
+
+    return LVEC(x), codegen
+
+
+def _lane_binop(op):
+    def typer(typingctx, a, b):
+        if a != LVEC or b != LVEC:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(*args)
+
+        return LVEC(a, b), codegen
+
+    return intrinsic(typer)
+
+
+# the same instructions numba emits for the scalar operations (its fast-math pass then adds
+# the same flags), so that every lane computes what the scalar stepper computes
+ladd = _lane_binop("fadd")
+lsub = _lane_binop("fsub")
+lmul = _lane_binop("fmul")
+ldiv = _lane_binop("fdiv")
+
+
+@intrinsic
+def lmin(typingctx, a, b):
+    """``min(a, b)`` lane by lane as numba's ``min`` does it: ``b if b < a else a``."""
+    if a != LVEC or b != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        x, y = args
+        return builder.select(builder.fcmp_ordered("<", y, x), y, x)
+
+    return LVEC(a, b), codegen
+
+
+@intrinsic
+def lmax(typingctx, a, b):
+    """``max(a, b)`` lane by lane as numba's ``max`` does it: ``b if b > a else a``."""
+    if a != LVEC or b != LVEC:
+        return None
+
+    def codegen(context, builder, signature, args):
+        x, y = args
+        return builder.select(builder.fcmp_ordered(">", y, x), y, x)
+
+    return LVEC(a, b), codegen
+
+
+def _lane_unary(name):
+    def typer(typingctx, a):
+        if a != LVEC:
+            return None
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(_LVEC_IR, [_LVEC_IR])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, f"{name}.v{LANES}f64")
+            return builder.call(fn, args)
+
+        return LVEC(a), codegen
+
+    return intrinsic(typer)
+
+
+labs = _lane_unary("llvm.fabs")
+lsqrt = _lane_unary("llvm.sqrt")
+
+
+# fdlibm's log and exp (Sun Microsystems, freely distributable): the polynomial coefficients
+# of log(1 + f) on [sqrt(2)/2 - 1, sqrt(2) - 1] and of exp(r) on [-ln2 / 2, ln2 / 2]
+_LG = (
+    6.666666666666735130e-01,
+    3.999999999940941908e-01,
+    2.857142874366239149e-01,
+    2.222219843214978396e-01,
+    1.818357216161805012e-01,
+    1.531383769920937332e-01,
+    1.479819860511658591e-01,
+)
+_EP = (
+    1.66666666666666019037e-01,
+    -2.77777777770155933842e-03,
+    6.61375632143793436117e-05,
+    -1.65339022054652515390e-06,
+    4.13813679705723846039e-08,
+)
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+
+
+@intrinsic
+def lpow(typingctx, x, y):
+    """``x ** y`` lane by lane for ``x >= 0`` finite and a scalar ``y`` with ``|y log x| <
+    700`` (the step-size controller's powers: ``0 < y <= 0.7``), as ``exp(y log(x))`` with
+    fdlibm's log and exp written for vectors: within a few units in the last place of the
+    correctly rounded power (the C library's ``pow``, called once per lane, is most of a
+    step's control cost otherwise). ``0 ** y = 0``; other inputs give unspecified values."""
+    if x != LVEC or not isinstance(y, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        xv = args[0]
+        yv = context.cast(builder, args[1], signature.args[1], types.float64)
+        i64 = ir.IntType(64)
+        vi = ir.VectorType(i64, LANES)
+
+        def cf(value):
+            return ir.Constant(_LVEC_IR, [value] * LANES)
+
+        def ci(value):
+            return ir.Constant(vi, [value] * LANES)
+
+        def poly(z, coefs):  # Horner: c0 + z (c1 + z (c2 + ...))
+            acc = cf(coefs[-1])
+            for c in coefs[-2::-1]:
+                acc = builder.fadd(cf(c), builder.fmul(z, acc))
+            return acc
+
+        b = builder
+        # log(x): x = 2^k m, m in [sqrt(2)/2, sqrt(2)), subnormals scaled by 2^54 first
+        tiny = b.fcmp_ordered("<", xv, cf(2.2250738585072014e-308))
+        xs = b.select(tiny, b.fmul(xv, cf(18014398509481984.0)), xv)
+        bits = b.bitcast(xs, vi)
+        k = b.sub(b.lshr(bits, ci(52)), b.select(tiny, ci(1023 + 54), ci(1023)))
+        m = b.bitcast(b.or_(b.and_(bits, ci(0x000FFFFFFFFFFFFF)), ci(0x3FF0000000000000)), _LVEC_IR)
+        big = b.fcmp_ordered(">", m, cf(1.4142135623730951))
+        m = b.select(big, b.fmul(m, cf(0.5)), m)
+        k = b.add(k, b.zext(big, vi))
+        f = b.fsub(m, cf(1.0))
+        dk = b.sitofp(k, _LVEC_IR)
+        sv = b.fdiv(f, b.fadd(cf(2.0), f))
+        z = b.fmul(sv, sv)
+        w = b.fmul(z, z)
+        t1 = b.fmul(w, poly(w, (_LG[1], _LG[3], _LG[5])))
+        t2 = b.fmul(z, poly(w, (_LG[0], _LG[2], _LG[4], _LG[6])))
+        r = b.fadd(t2, t1)
+        hfsq = b.fmul(cf(0.5), b.fmul(f, f))
+        inner = b.fadd(b.fmul(sv, b.fadd(hfsq, r)), b.fmul(dk, cf(_LN2_LO)))
+        logx = b.fsub(b.fmul(dk, cf(_LN2_HI)), b.fsub(b.fsub(hfsq, inner), f))
+        # exp(t), t = y log(x) = k ln2 + r
+        undef = ir.Constant(_LVEC_IR, ir.Undefined)
+        yvec = b.insert_element(undef, yv, ir.Constant(ir.IntType(32), 0))
+        yvec = b.shuffle_vector(
+            yvec,
+            ir.Constant(_LVEC_IR, ir.Undefined),
+            ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES),
+        )
+        t = b.fmul(yvec, logx)
+        rint = cgutils.get_or_insert_function(
+            b.module, ir.FunctionType(_LVEC_IR, [_LVEC_IR]), f"llvm.rint.v{LANES}f64"
+        )
+        kf = b.call(rint, [b.fmul(t, cf(_INV_LN2))])
+        hi = b.fsub(t, b.fmul(kf, cf(_LN2_HI)))
+        lo = b.fmul(kf, cf(_LN2_LO))
+        rr = b.fsub(hi, lo)
+        tt = b.fmul(rr, rr)
+        c = b.fsub(rr, b.fmul(tt, poly(tt, _EP)))
+        e = b.fsub(
+            cf(1.0),
+            b.fsub(b.fsub(lo, b.fdiv(b.fmul(rr, c), b.fsub(cf(2.0), c))), hi),
+        )
+        scaled = b.add(b.bitcast(e, vi), b.shl(b.fptosi(kf, vi), ci(52)))
+        res = b.bitcast(scaled, _LVEC_IR)
+        return b.select(b.fcmp_ordered("==", xv, cf(0.0)), cf(0.0), res)
+
+    return LVEC(x, y), codegen
+
+
+@numba.njit(inline="always", **FLAGS)
+def _verdict(e, h_accept, h_reject, q_accept, h_try, qold, landing, dtmin):
+    """:func:`scichains.ode._control.judge_step` given the controller's proposals for an
+    accepted and for a rejected step (``h_try / q`` and ``h_try / min(1 / QMIN, q11 /
+    GAMMA)``, made for all lanes at once with the same operations) and the error to remember
+    (``max(e, E_FLOOR)``): ``(verdict, h, qold, nonfinite)``."""
+    if not math.isfinite(e):
+        h_next = h_try * QMIN
+        if landing and h_try < dtmin:
+            return GIVE_UP, h_next, qold, True
+        return REJECT, h_next, qold, True
+    if e > 1.0:
+        return REJECT, h_reject, qold, False
+    return ACCEPT, h_accept, q_accept, False
+
+
+@intrinsic
+def data_address(typingctx, arr):
+    """The address of ``arr``'s first element (``uintp``)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, value=args[0])
+        return builder.ptrtoint(a.data, context.get_value_type(types.uintp))
+
+    return types.uintp(arr), codegen
+
+
+_LOCK = threading.Lock()
+_LANE_RHS: dict[int, tuple] = {}
+
+
+def lane_rhs_address(f, n: int, m: int) -> int:
+    """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` running the compiled
+    right-hand side ``f(du, u, p, t)`` lane by lane for ``n`` states and ``m`` parameters
+    (constants there: the copies between the lanes and the contiguous vectors unroll),
+    compiled once per function and sizes (~0.2 s)."""
+    key = (id(f), int(n), int(m))
+    with _LOCK:
+        known = _LANE_RHS.get(key)
+        if known is not None and known[0] is f:
+            return known[1].address
+        user = f
+        L = LANES
+        N = int(n)
+        M = int(m)
+
+        def lanes(du_a, u_a, p_a, t_a, w_a, n_, m_, mask):
+            DU = numba.carray(float64_pointer(du_a), (N, L))
+            U = numba.carray(float64_pointer(u_a), (N, L))
+            P = numba.carray(float64_pointer(p_a), (L, M))
+            T = numba.carray(float64_pointer(t_a), (L,))
+            W = numba.carray(float64_pointer(w_a), (2, N))
+            ub = W[0]
+            db = W[1]
+            failed = 0
+            for lane in range(L):
+                if (mask >> lane) & 1:
+                    for i in range(N):
+                        ub[i] = U[i, lane]
+                    if call_status4(user, db, ub, P[lane], T[lane]) != 0:
+                        failed |= 1 << lane
+                    for i in range(N):
+                        DU[i, lane] = db[i]
+            return failed
+
+        cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(lanes)
+        _LANE_RHS[key] = (f, cf)
+        return cf.address
+
+
+@numba.njit(**FLAGS)
+def _finish(lane, code, traj, T, nf, naccept, nreject, status, t_reached, counts, active):
+    """End lane ``lane``'s trajectory with ``code`` and free the lane."""
+    i = traj[lane]
+    status[i] = code
+    t_reached[i] = T[lane]
+    counts[i, 0] = nf[lane]
+    counts[i, 1] = naccept[lane]
+    counts[i, 2] = nreject[lane]
+    traj[lane] = -1
+    active[lane] = False
+
+
+@numba.njit(**FLAGS)
+def _record_failure(fail, i, t, X, lane):
+    """``fail[i] = [t, X[:, lane]]``: where the right-hand side raised."""
+    fail[i, 0] = t
+    for c in range(X.shape[0]):
+        fail[i, 1 + c] = X[c, lane]
+
+
+@numba.njit(**FLAGS)
+def lane_block(
+    faddr,
+    exact_pow,
+    lo,
+    hi,
+    U0,
+    P,
+    t0,
+    t1,
+    method,
+    control,
+    stops,
+    save,
+    interp,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
+):
+    """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
+    A, b, c, btilde, ctrl_order, fsal = method
+    rtol, atol, dt0, dtmin, max_steps, group = control
+    f = lane_rhs_from_address(faddr)
+    L = LANES
+    n = out.shape[2]
+    m_p = P.shape[1]
+    s = b.shape[0]
+    nsave = save.shape[0]
+    deg = interp.shape[1]
+    use_interp = interp.shape[0] > 0
+    direction = 1.0 if t1 >= t0 else -1.0
+    adaptive = ctrl_order > 0
+    beta1, beta2 = pi_gains(ctrl_order)
+    span = abs(t1 - t0)
+    # the lanes' state: trajectory (-1: free), time, step (the controller's proposal), the
+    # step tried and its signed form, whether it lands on a stop, the controller's memory
+    traj = np.full(L, -1, dtype=np.int64)
+    active = np.zeros(L, dtype=np.bool_)
+    T = np.zeros(L)
+    H = np.zeros(L)
+    HT = np.zeros(L)
+    HS = np.zeros(L)
+    HN = np.zeros(L)
+    landing = np.zeros(L, dtype=np.bool_)
+    accepted = np.zeros(L, dtype=np.bool_)
+    qold = np.full(L, E_FLOOR)
+    last_nonfinite = np.zeros(L, dtype=np.bool_)
+    stop_i = np.zeros(L, dtype=np.int64)
+    save_q = np.zeros(L, dtype=np.int64)
+    nf = np.zeros(L, dtype=np.int64)
+    naccept = np.zeros(L, dtype=np.int64)
+    nreject = np.zeros(L, dtype=np.int64)
+    steps = np.zeros(L, dtype=np.int64)
+    U = np.zeros((n, L))
+    Unew = np.zeros((n, L))
+    Tmp = np.zeros((n, L))
+    Err = np.zeros((n, L))  # f at the first step's probe
+    K = np.zeros((s, n, L))
+    Ts = np.zeros(L)
+    E = np.zeros(L)
+    HACC = np.zeros(L)
+    HREJ = np.zeros(L)
+    QNEW = np.zeros(L)
+    PL = np.zeros((L, m_p))
+    scratch = np.zeros((2, n))
+    # one lane's vectors, contiguous, for the first-step guess
+    u1 = np.empty(n)
+    f0 = np.empty(n)
+    f1 = np.empty(n)
+    tmp1 = np.empty(n)
+    h0s = np.zeros(L)
+    d1s = np.zeros(L)
+    TN = np.zeros(L)
+    SQ = np.zeros(L)
+    THP = np.zeros((max(deg, 1), L))
+    WST = np.zeros((s, L))
+    SOUT = np.zeros((n, L))
+    kaddr = np.empty(s, dtype=np.uintp)
+    for st in range(s):
+        kaddr[st] = data_address(K[st])
+    a_u = data_address(U)
+    a_tmp = data_address(Tmp)
+    a_err = data_address(Err)
+    a_p = data_address(PL)
+    a_t = data_address(T)
+    a_ts = data_address(Ts)
+    a_w = data_address(scratch)
+    nxt = lo
+    while True:
+        # ---- give free lanes the next trajectories, and start them; a lane whose start
+        # fails (the right-hand side raised) is free again at once; then the step each
+        # active lane tries, ending the trajectories that are done or cannot go on
+        while True:
+            while True:
+                new = 0
+                for lane in range(L):
+                    if traj[lane] < 0 and nxt < hi:
+                        i = nxt
+                        nxt += 1
+                        traj[lane] = i
+                        active[lane] = True
+                        urow = i if U0.shape[0] > 1 else 0
+                        prow = i if P.shape[0] > 1 else 0
+                        for q in range(n):
+                            U[q, lane] = U0[urow, q]
+                        for q in range(m_p):
+                            PL[lane, q] = P[prow, q]
+                        T[lane] = t0
+                        qold[lane] = E_FLOOR
+                        last_nonfinite[lane] = False
+                        nf[lane] = 1
+                        naccept[lane] = 0
+                        nreject[lane] = 0
+                        steps[lane] = 0
+                        k = 0
+                        while k < stops.shape[0] and stops[k] == t0:
+                            k += 1
+                        stop_i[lane] = k
+                        # save times at t0 take the initial state
+                        q = 0
+                        while q < nsave and save[q] == t0:
+                            for r in range(n):
+                                out[i, q, r] = U[r, lane]
+                            q += 1
+                        save_q[lane] = q
+                        new |= 1 << lane
+                if new == 0:
+                    break
+                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new)
+                probe = 0
+                for lane in range(L):
+                    if not (new >> lane) & 1:
+                        continue
+                    if (failed >> lane) & 1:
+                        _record_failure(fail, traj[lane], t0, U, lane)
+                        _finish(
+                            lane,
+                            RHS_ERROR,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
+                        )
+                    elif dt0 > 0.0:
+                        H[lane] = abs(dt0)
+                    else:
+                        # Hairer & Wanner's first step, as the scalar stepper makes it
+                        for q in range(n):
+                            u1[q] = U[q, lane]
+                            f0[q] = K[0, q, lane]
+                        h0, d1 = initial_probe(u1, f0, span, direction, rtol, atol, tmp1)
+                        h0s[lane] = h0
+                        d1s[lane] = d1
+                        for q in range(n):
+                            Tmp[q, lane] = tmp1[q]
+                        Ts[lane] = t0 + direction * h0
+                        probe |= 1 << lane
+                if probe != 0:
+                    failed = f(a_err, a_tmp, a_p, a_ts, a_w, n, m_p, probe)
+                    for lane in range(L):
+                        if not (probe >> lane) & 1:
+                            continue
+                        nf[lane] += 1
+                        for q in range(n):
+                            u1[q] = U[q, lane]
+                            f0[q] = K[0, q, lane]
+                            f1[q] = Err[q, lane]
+                        h = initial_finish(u1, f0, f1, h0s[lane], d1s[lane], rtol, atol, ctrl_order)
+                        H[lane] = abs(h)
+                        if (failed >> lane) & 1:
+                            _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
+                            _finish(
+                                lane,
+                                RHS_ERROR,
+                                traj,
+                                T,
+                                nf,
+                                naccept,
+                                nreject,
+                                status,
+                                t_reached,
+                                counts,
+                                active,
+                            )
+            freed = False
+            for lane in range(L):
+                if traj[lane] < 0:
+                    continue
+                code = -1
+                if not direction * (t1 - T[lane]) > 0.0:
+                    code = SUCCESS
+                elif steps[lane] >= max_steps:
+                    code = MAX_STEPS
+                else:
+                    target = stops[stop_i[lane]]
+                    dist = direction * (target - T[lane])
+                    if H[lane] >= dist * (1.0 - 1e-12):
+                        h_try = dist
+                        land = True
+                    else:
+                        h_try = H[lane]
+                        land = False
+                    if not land and h_try < dtmin:
+                        code = NONFINITE if last_nonfinite[lane] else DT_UNDERFLOW
+                    HT[lane] = h_try
+                    HS[lane] = direction * h_try
+                    landing[lane] = land
+                if code >= 0:
+                    freed = True
+                    _finish(
+                        lane,
+                        code,
+                        traj,
+                        T,
+                        nf,
+                        naccept,
+                        nreject,
+                        status,
+                        t_reached,
+                        counts,
+                        active,
+                    )
+            if not (freed and nxt < hi):
+                break
+        mask = 0
+        for lane in range(L):
+            if active[lane]:
+                mask |= 1 << lane
+        if mask == 0:
+            break  # every lane free and no trajectory left
+        # ---- the stages, for every lane at once (one vector instruction per operation of
+        # the scalar stepper)
+        hsv = lload(HS, 0)
+        tv = lload(T, 0)
+        zero = lsplat(0.0)
+        for st in range(1, s):
+            for q in range(n):
+                av = zero
+                for j in range(st):
+                    av = ladd(av, lmul(lsplat(A[st, j]), lload(K, (j * n + q) * L)))
+                lstore(Tmp, q * L, ladd(lload(U, q * L), lmul(hsv, av)))
+            lstore(Ts, 0, ladd(tv, lmul(lsplat(c[st]), hsv)))
+            failed = f(kaddr[st], a_tmp, a_p, a_ts, a_w, n, m_p, mask)
+            for lane in range(L):
+                if (mask >> lane) & 1:
+                    nf[lane] += 1
+            if failed != 0:
+                for lane in range(L):
+                    if (failed >> lane) & 1:
+                        _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
+                        _finish(
+                            lane,
+                            RHS_ERROR,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
+                        )
+                mask &= ~failed
+        # ---- the new state, its error estimate and the estimate's scaled norm
+        ev = zero
+        atolv = lsplat(atol)
+        rtolv = lsplat(rtol)
+        for q in range(n):
+            av = zero
+            bv = zero
+            for j in range(s):
+                kv = lload(K, (j * n + q) * L)
+                av = ladd(av, lmul(lsplat(b[j]), kv))
+                bv = ladd(bv, lmul(lsplat(btilde[j]), kv))
+            uv = lload(U, q * L)
+            unv = ladd(uv, lmul(hsv, av))
+            lstore(Unew, q * L, unv)
+            sc = ladd(atolv, lmul(lmax(labs(uv), labs(unv)), rtolv))
+            r = ldiv(lmul(hsv, bv), sc)
+            ev = ladd(ev, lmul(r, r))
+        ev = lsqrt(lmax(zero, ldiv(ev, lsplat(float(n)))))
+        lstore(E, 0, ev)
+        if adaptive and not exact_pow:
+            # the PI controller's arithmetic for all lanes at once (see _verdict), its powers
+            # as vector code. (With the C library's powers, judge_step runs lane by lane
+            # below: the scalar stepper's code, so that its fast-math choices are the same.)
+            q11v = lpow(ev, beta1)
+            qbv = lpow(lload(qold, 0), beta2)
+            htv = lload(HT, 0)
+            gammav = lsplat(GAMMA)
+            qv = lmax(lsplat(1.0 / QMAX), lmin(lsplat(1.0 / QMIN), ldiv(ldiv(q11v, qbv), gammav)))
+            lstore(HACC, 0, ldiv(htv, qv))
+            lstore(HREJ, 0, ldiv(htv, lmin(lsplat(1.0 / QMIN), ldiv(q11v, gammav))))
+            lstore(QNEW, 0, lmax(ev, lsplat(E_FLOOR)))
+        for lane in range(L):
+            accepted[lane] = False
+            if not active[lane]:
+                continue
+            steps[lane] += 1
+            if adaptive:
+                if exact_pow:
+                    verdict, h_next, qnew, nonfinite = judge_step(
+                        E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
+                    )
+                else:
+                    verdict, h_next, qnew, nonfinite = _verdict(
+                        E[lane],
+                        HACC[lane],
+                        HREJ[lane],
+                        QNEW[lane],
+                        HT[lane],
+                        qold[lane],
+                        landing[lane],
+                        dtmin,
+                    )
+                qold[lane] = qnew
+                if verdict != ACCEPT:
+                    H[lane] = h_next
+                    nreject[lane] += 1
+                    if nonfinite:
+                        last_nonfinite[lane] = True
+                    if verdict == GIVE_UP:
+                        _finish(
+                            lane,
+                            NONFINITE,
+                            traj,
+                            T,
+                            nf,
+                            naccept,
+                            nreject,
+                            status,
+                            t_reached,
+                            counts,
+                            active,
+                        )
+                    continue
+                last_nonfinite[lane] = False
+            else:
+                h_next = H[lane]
+                finite = True
+                for q in range(n):
+                    if not np.isfinite(Unew[q, lane]):
+                        finite = False
+                if not finite:
+                    _finish(
+                        lane,
+                        NONFINITE,
+                        traj,
+                        T,
+                        nf,
+                        naccept,
+                        nreject,
+                        status,
+                        t_reached,
+                        counts,
+                        active,
+                    )
+                    continue
+            accepted[lane] = True
+            HN[lane] = h_next
+            naccept[lane] += 1
+            tnew = stops[stop_i[lane]] if landing[lane] else T[lane] + HS[lane]
+            TN[lane] = tnew
+            if not use_interp:
+                # the steps land on the save times
+                i = traj[lane]
+                q = save_q[lane]
+                while q < nsave and save[q] == tnew:
+                    for r in range(n):
+                        out[i, q, r] = Unew[r, lane]
+                    q += 1
+                save_q[lane] = q
+            if landing[lane]:
+                stop_i[lane] += 1
+            H[lane] = h_next if not landing[lane] else max(h_next, H[lane])
+        if use_interp:
+            # the saves inside the accepted steps, by the continuous extension on each lane's
+            # step T -> TN: for all lanes at once, as often as one lane has another save time
+            # there. A lane's operations are interpolate_saves' (the powers of theta made
+            # once, then each stage's weight, then the state)
+            while True:
+                smask = 0
+                for lane in range(L):
+                    SQ[lane] = TN[lane]
+                    if accepted[lane]:
+                        q = save_q[lane]
+                        if q < nsave and direction * (save[q] - TN[lane]) <= 0.0:
+                            SQ[lane] = save[q]
+                            smask |= 1 << lane
+                if smask == 0:
+                    break
+                tov = lload(T, 0)
+                hv = lsub(lload(TN, 0), tov)
+                thv = ldiv(lsub(lload(SQ, 0), tov), hv)
+                tp = lsplat(1.0)
+                for d in range(deg):
+                    tp = lmul(tp, thv)
+                    lstore(THP, d * L, tp)
+                for st in range(s):
+                    wa = zero
+                    for d in range(deg):
+                        wa = ladd(wa, lmul(lsplat(interp[st, d]), lload(THP, d * L)))
+                    lstore(WST, st * L, wa)
+                for r in range(n):
+                    wa = zero
+                    for st in range(s):
+                        wa = ladd(wa, lmul(lload(WST, st * L), lload(K, (st * n + r) * L)))
+                    lstore(SOUT, r * L, ladd(lload(U, r * L), lmul(hv, wa)))
+                for lane in range(L):
+                    if (smask >> lane) & 1:
+                        i = traj[lane]
+                        q = save_q[lane]
+                        src = Unew if SQ[lane] == TN[lane] else SOUT
+                        for r in range(n):
+                            out[i, q, r] = src[r, lane]
+                        save_q[lane] = q + 1
+        for lane in range(L):
+            if accepted[lane]:
+                T[lane] = TN[lane]
+        for q in range(n):
+            for lane in range(L):
+                if accepted[lane]:
+                    U[q, lane] = Unew[q, lane]
+        if fsal:
+            for q in range(n):
+                for lane in range(L):
+                    if accepted[lane]:
+                        K[0, q, lane] = K[s - 1, q, lane]
+        else:
+            amask = 0
+            for lane in range(L):
+                if accepted[lane]:
+                    amask |= 1 << lane
+            if amask != 0:
+                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, amask)
+                for lane in range(L):
+                    if (amask >> lane) & 1:
+                        nf[lane] += 1
+                        if (failed >> lane) & 1:
+                            _record_failure(fail, traj[lane], T[lane], U, lane)
+                            _finish(
+                                lane,
+                                RHS_ERROR,
+                                traj,
+                                T,
+                                nf,
+                                naccept,
+                                nreject,
+                                status,
+                                t_reached,
+                                counts,
+                                active,
+                            )
+
+
+@parallel_kernel
+def solve_lanes(
+    faddr,
+    exact_pow,
+    U0,
+    P,
+    t0,
+    t1,
+    method,
+    control,
+    stops,
+    save,
+    interp,
+    nblocks,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
+):
+    """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
+    trajectory ``i`` from ``U0[i]`` (or ``U0[0]`` when ``U0`` has one row) with parameters
+    ``P[i]`` (or ``P[0]``), the right-hand side at ``faddr`` (:data:`LANE_RHS_SIGNATURE`),
+    the controller's powers from the C library when ``exact_pow`` (else :func:`lpow`).
+    ``nblocks`` blocks of consecutive trajectories, one thread each.
+
+    ``stops``: the times to land on (no jumps), ending with ``t1``; ``out[i]`` receives the
+    states at ``save`` by the continuous extension ``interp`` when it has rows, else where the
+    steps land on the save times (which are then among ``stops``). Unreached save times are
+    left as they are. ``status``, ``t_reached``, ``fail`` (on RHS_ERROR the time and state of
+    the failed call) and ``counts = [nf, naccept, nreject]`` as :func:`solve_batch` writes
+    them. The ``control``'s error group must be 0.
+    """
+    m = out.shape[0]
+    for blk in numba.prange(nblocks):
+        lo = m * blk // nblocks
+        hi = m * (blk + 1) // nblocks
+        lane_block(
+            faddr,
+            exact_pow,
+            lo,
+            hi,
+            U0,
+            P,
+            t0,
+            t1,
+            method,
+            control,
+            stops,
+            save,
+            interp,
+            out,
+            status,
+            t_reached,
+            fail,
+            counts,
+        )
