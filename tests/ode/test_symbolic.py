@@ -125,3 +125,29 @@ def test_bad_models_raise_clear_errors():
         model.problem([1.0, 2.0, 3.0], (0, 1), model.pack(alpha=1, beta=1, gamma=1, delta=1))
     with pytest.raises(ValueError, match="input expressions"):
         NetworkTerm(SimpleChain(3, Dense(2)), [x, y])
+
+
+def test_vjp_false_defers_the_vjp_to_its_first_use():
+    from scichains.parallel._transport import FunctionRef
+
+    chain = SimpleChain(2, Dense(3, "tanh"), Dense(1))
+    U = NetworkTerm(chain, [x, alpha * y])
+    model = SymbolicModel([x, y], [alpha], [-alpha * x * U[0], x - y**2], network=U, vjp=False)
+    assert not model.has_vjp and "def _vjp" not in model.source
+    p = model.pack(alpha=0.7, network=chain.init_params(seed=2, dtype=np.float64))
+    prob = model.problem([1.0, 0.5], (0.0, 1.0), p)
+    assert prob.vjp is None and not model.has_vjp  # a forward solve never generates it
+    sol = solve(prob, saveat=[1.0])
+    assert sol.u.shape == (1, 2) and np.all(np.isfinite(sol.u))
+    # generated on first use, in a module of its own, and exact
+    u, k, v = np.array([0.6, -1.3]), model.kernel(), np.array([0.4, 1.7])
+    ubar, pbar = np.zeros(2), np.zeros(p.size)
+    model.vjp(v, u, p, 0.0, k, ubar, pbar)
+    assert model.has_vjp and "def _f" not in model.vjp_source
+    Ju, Jp = _jacobians_by_differences(model, u, p, 0.0, k)
+    np.testing.assert_allclose(ubar, v @ Ju, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(pbar, v @ Jp, rtol=1e-6, atol=1e-8)
+    assert model.problem([1.0, 0.5], (0.0, 1.0), p, vjp=True).vjp is model.vjp
+    assert FunctionRef(model.vjp).kind == "generated"  # it travels to workers as source
+    with pytest.raises(TypeError, match="vjp must be True or False"):
+        SymbolicModel([x], [alpha], [-alpha * x], vjp="no")

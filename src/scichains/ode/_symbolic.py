@@ -4,7 +4,10 @@ The user describes the physics (states, parameters, equations), with an optional
 whose outputs are opaque symbols. SymPy differentiates the physics exactly; the network's
 derivatives come from the chain's compiled vjp (chain rule through its inputs and outputs).
 The generated source is written to a cache directory and imported, so numba caches its
-machine code like any module: one compilation per model per machine.
+machine code like any module: one compilation per model per machine. A model solved only
+forward (``vjp=False``: e.g. the forward-sensitivity systems of :mod:`scichains.pk`) skips
+the vjp, which for a large system costs far more to generate and compile than the
+right-hand side; it is then generated on first use, as a module of its own.
 """
 
 from __future__ import annotations
@@ -81,6 +84,11 @@ class SymbolicModel:
     network : NetworkTerm, optional: one network (several terms of a model are several
         outputs of it)
     t : the time symbol, if the equations depend on time
+    vjp : True (default): generate and compile the exact vjp with the right-hand side.
+        False: only the right-hand side now; the vjp is generated (its own module) on the
+        first use of :attr:`vjp` or of ``problem(..., vjp=True)``. For models only solved
+        forward, where the vjp would be most of the build time (it differentiates
+        ``v^T f`` along every state and parameter).
 
     The parameter vector is flat: the physical parameters in the order given, then the
     network's parameters (``chain.num_params`` of them). :meth:`pack` builds it and
@@ -91,7 +99,15 @@ class SymbolicModel:
     and sign with ``Heaviside(0) = 1/2`` (the mean of the two one-sided slopes).
     """
 
-    def __init__(self, states, params, equations, network: NetworkTerm | None = None, t=None):
+    def __init__(
+        self,
+        states,
+        params,
+        equations,
+        network: NetworkTerm | None = None,
+        t=None,
+        vjp: bool = True,
+    ):
         sp = _sympy()
         states = list(states)
         params = list(params)
@@ -145,12 +161,35 @@ class SymbolicModel:
                     )
         self._eqs = [e.xreplace(rename) for e in equations]
         self._inputs = [] if network is None else [e.xreplace(rename) for e in network.inputs]
-        self.source = self._generate()
+        if not isinstance(vjp, bool):
+            raise TypeError(f"vjp must be True or False, got {vjp!r}")
+        self.eager_vjp = vjp
+        self.source = self._generate(f=True, vjp=vjp)
         self._module = _load(self.source)
         self.rhs = self._module.f
-        self.vjp = self._module.vjp
         register_cfunc(self.rhs, self._module.f_cfunc, True)
-        register_cfunc(self.vjp, self._module.vjp_cfunc, True)
+        self._vjp = None
+        self.vjp_source = None  # the vjp's own module (vjp=False, once generated)
+        if vjp:
+            self._vjp = self._module.vjp
+            register_cfunc(self._vjp, self._module.vjp_cfunc, True)
+
+    @property
+    def vjp(self):
+        """The compiled exact vjp ``vjp(v, u, p, t, k, ubar, pbar)`` writing ``ubar = v^T
+        df/du`` and ``pbar = v^T df/dp`` (generated and compiled on first use when the model
+        was built with ``vjp=False``)."""
+        if self._vjp is None:
+            self.vjp_source = self._generate(f=False, vjp=True)
+            mod = _load(self.vjp_source)
+            register_cfunc(mod.vjp, mod.vjp_cfunc, True)
+            self._vjp = mod.vjp
+        return self._vjp
+
+    @property
+    def has_vjp(self) -> bool:
+        """Whether the vjp is generated and compiled already."""
+        return self._vjp is not None
 
     # ----------------------------------------------------------------- parameter layout
     def pack(self, network=None, **values) -> np.ndarray:
@@ -198,8 +237,12 @@ class SymbolicModel:
         nin, nout = len(self._inputs), len(self.network.outputs)
         return k._replace(work=np.zeros(rows + 2 * (nin + nout)))
 
-    def problem(self, u0, tspan, p):
-        """An :class:`ODEProblem` with this model's compiled right-hand side and vjp."""
+    def problem(self, u0, tspan, p, vjp: bool | None = None):
+        """An :class:`ODEProblem` with this model's compiled right-hand side and vjp.
+
+        ``vjp``: whether the problem carries the exact vjp (adjoint gradients, the stiff
+        solvers' Jacobians); None (default): as the model was built (``SymbolicModel(...,
+        vjp=...)``). ``vjp=True`` on a model built without it generates it first."""
         from ..nn._validate import as_real
         from ._problem import ODEProblem
 
@@ -212,10 +255,16 @@ class SymbolicModel:
         u0 = as_real(u0, "u0")
         if u0.shape != (self.n,):
             raise ValueError(f"u0 must have shape ({self.n},) for this model, got {u0.shape}")
-        return ODEProblem(self.rhs, u0, tspan, p, kernel=self.kernel(), vjp=self.vjp)
+        if vjp is None:
+            vjp = self.eager_vjp
+        return ODEProblem(
+            self.rhs, u0, tspan, p, kernel=self.kernel(), vjp=self.vjp if vjp else None
+        )
 
     # ----------------------------------------------------------------- code generation
-    def _generate(self) -> str:
+    def _generate(self, f: bool = True, vjp: bool = True) -> str:
+        """The source of a module with the right-hand side ``f`` and/or the vjp ``vjp``
+        (each with its C-callable ``f_cfunc``/``vjp_cfunc``)."""
         sp = _sympy()
         n, nphys = self.n, self.n_phys
         u = [sp.Symbol(f"u_{i}", real=True) for i in range(n)]
@@ -242,7 +291,40 @@ class SymbolicModel:
             netfwd += _assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
             netfwd += [f"    chain_forward(k, p[{o}:{e}], zin, zout)"]
             netfwd += ["    " + f"U_{j} = zout[{j}]" for j in range(nout)]
-        f_body = head + netfwd + _assign([f"du[{i}]" for i in range(n)], self._eqs, "x")
+        lines = [
+            "# generated by scichains.ode.SymbolicModel: do not edit",
+            "import math",
+            "",
+            "import numba",
+            "",
+            "from scichains._jit import FLAGS",
+            "from scichains._status import call_status5, call_status7",
+            "from scichains.nn import chain_forward, chain_vjp",
+            "from scichains.ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE",
+            "",
+            "_CF = {k: v for k, v in FLAGS.items() if k != 'nogil'}",
+            "",
+        ]
+        if f:
+            f_body = head + netfwd + _assign([f"du[{i}]" for i in range(n)], self._eqs, "x")
+            lines += [
+                "",
+                "def _f(du, u, p, t, k):",
+                *f_body,
+                "",
+                "",
+                "f = numba.njit(**FLAGS)(_f)",
+                "",
+                "",
+                "def _f_status(du, u, p, t, k):",
+                "    return call_status5(f, du, u, p, t, k)",
+                "",
+                "",
+                "f_cfunc = numba.cfunc(RHS_SIGNATURE, **_CF)(_f_status)",
+                "",
+            ]
+        if not vjp:
+            return "\n".join(lines)
         # vjp: the physics' part of v^T df/d(u, p, U), then the network's vjp, then the chain
         # rule through the network's inputs
         vf = sum((v[i] * self._eqs[i] for i in range(n)), sp.Integer(0))
@@ -266,40 +348,19 @@ class SymbolicModel:
             grads = [total.diff(x) for x in u] + [total.diff(x) for x in pp]
         targets = [f"ubar[{i}]" for i in range(n)] + [f"pbar[{i}]" for i in range(nphys)]
         vjp_body += _assign(targets, grads, "z")
-        lines = [
-            "# generated by scichains.ode.SymbolicModel: do not edit",
-            "import math",
-            "",
-            "import numba",
-            "",
-            "from scichains._jit import FLAGS",
-            "from scichains._status import call_status5, call_status7",
-            "from scichains.nn import chain_forward, chain_vjp",
-            "from scichains.ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE",
-            "",
-            "",
-            "def _f(du, u, p, t, k):",
-            *f_body,
-            "",
+        lines += [
             "",
             "def _vjp(v, u, p, t, k, ubar, pbar):",
             *vjp_body,
             "",
             "",
-            "f = numba.njit(**FLAGS)(_f)",
             "vjp = numba.njit(**FLAGS)(_vjp)",
-            "",
-            "",
-            "def _f_status(du, u, p, t, k):",
-            "    return call_status5(f, du, u, p, t, k)",
             "",
             "",
             "def _vjp_status(v, u, p, t, k, ubar, pbar):",
             "    return call_status7(vjp, v, u, p, t, k, ubar, pbar)",
             "",
             "",
-            "_CF = {k: v for k, v in FLAGS.items() if k != 'nogil'}",
-            "f_cfunc = numba.cfunc(RHS_SIGNATURE, **_CF)(_f_status)",
             "vjp_cfunc = numba.cfunc(VJP_SIGNATURE, **_CF)(_vjp_status)",
             "",
         ]

@@ -9,7 +9,8 @@ with ``dS_{I+(l,)}/dt = D_l (dS_I/dt)``, where ``D_l`` is the total derivative a
 ``phi_l`` (``D_l e = de/dphi_l + sum_{a, I} de/dS[a, I] S[a, sorted(I + (l,))]``, ``S[a, ()]
 = x_a``). The rates and the doses do not depend on ``phi``, so the sensitivities start at
 zero and are continuous across a bolus dose. The augmented system is an ordinary
-:class:`~scichains.ode.SymbolicModel` (compiled once per model per machine); the observation
+:class:`~scichains.ode.SymbolicModel` without a vjp (it is only solved forward; compiled
+once per model per machine); the observation
 ``g(x, phi)`` and its total derivatives are generated the same way, as vectorised NumPy
 functions of the saved states. Second order serves FOCE-I's exact gradient; Laplace's needs
 the third.
@@ -167,7 +168,9 @@ class Sensitivities:
                     aug_states.append(X[a][tup])
                     eqs.append(rhs_of[a][tup])
         parsyms = list(phi) + pars
-        self.model = SymbolicModel(aug_states, parsyms + rates, eqs, t=t)
+        # solved forward only (explicit Runge-Kutta): no vjp, which for these systems would
+        # cost far more to generate and compile than the right-hand side
+        self.model = SymbolicModel(aug_states, parsyms + rates, eqs, t=t, vjp=False)
         self.size = len(aug_states)
         # a bolus of amount A into state a adds A * D_I F_a to S[a, I]
         where = {sym: i for i, sym in enumerate(aug_states)}
