@@ -2,17 +2,21 @@
 
 The classical model (examples/theophylline.py) absorbs at the rate ``ka depot``. Here the
 absorption flux is ``ka depot exp(nn(t / 10, eta_ka) - nn(0, eta_ka))``: a
-:class:`scichains.pk.Network` (a ``SimpleChain`` 2 -> H (tanh) -> 1, no output bias) whose
-inputs are the time since the dose and the subject's random effect on ``ka``, so the shape
-of the absorption over time differs between subjects through their random effect (as
-DeepPumas feeds random effects into networks). The network is anchored at ``t = 0``
-(``Network(..., anchor={t: 0})``): its term is zero at the dose whatever the weights and
-whatever ``eta_ka``, so ``ka = exp(tka + eta_ka)`` stays the absorption rate constant at the
-dose (the identifiability aid). The weights are typical values of the model with an L2
-prior ``lambda sum w^2`` (``pk.fit(l2={"nn": lambda})``); FOCE-I with the exact gradient
-(the sensitivities of the network's SymPy expansion along the random effects and the
-typical values); CL, V, the random effects, the residual error and the data are those of
-the classical model, whose estimates start the hybrid.
+:class:`scichains.pk.Network` (a ``SimpleChain`` 2 -> H (tanh) -> 1 (tanh), no output
+bias) whose inputs are the time since the dose and the subject's random effect on ``ka``,
+so the shape of the absorption over time differs between subjects through their random
+effect (as DeepPumas feeds random effects into networks). The output's tanh bounds the
+factor in (exp(-2), exp(2)): without it the line search visits weights where the factor is
+huge and the ODE stiff (explicit steps by the hundred thousand).
+
+The network is anchored at ``t = 0`` (``Network(..., anchor={t: 0})``): its term is zero at
+the dose whatever the weights and whatever ``eta_ka``, so ``ka = exp(tka + eta_ka)`` stays
+the absorption rate constant at the dose (the identifiability aid), and zero weights give
+the classical model exactly. The weights are typical values of the model with an L2 prior
+``lambda sum w^2`` (``pk.fit(l2={"nn": lambda})``); FOCE-I with the exact gradient (the
+sensitivities of the network's SymPy expansion along the random effects and the typical
+values); CL, V, the random effects, the residual error and the data are those of the
+classical model, whose estimates start the hybrid.
 
 The script fits the classical model and the hybrid from two seeds of the initial weights,
 and prints OFV, AIC = OFV + 2 k (k: estimated parameters, weights included; the prior is not
@@ -40,7 +44,7 @@ def network_model(hidden: int = 3, seed: int = 0, scale: float = 0.3) -> pk.PKMo
     values are the classical model's."""
     depot, center, ka, cl, v, t, z = sp.symbols("depot center ka cl v t z")
     tka, tcl, tv, eka, ecl, ev = sp.symbols("tka tcl tv eta_ka eta_cl eta_v")
-    chain = sc.SimpleChain(2, sc.Dense(hidden, "tanh"), sc.Dense(1, bias=False))
+    chain = sc.SimpleChain(2, sc.Dense(hidden, "tanh"), sc.Dense(1, "tanh", bias=False))
     w = scale * chain.init_params(seed=seed, dtype=np.float64)
     net = pk.Network(chain, [t / 10, z], name="nn", weights=w, anchor={t: 0})
     rate = ka * depot * sp.exp(net[0])
