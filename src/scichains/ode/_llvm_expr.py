@@ -73,7 +73,8 @@ class _Builder:
         self.memo = {}
 
     def emit(self, instr):
-        key = instr
+        # constants by their repr: 0.0 and -0.0 compare equal but are not the same
+        key = ("c", repr(instr[1])) if instr[0] == "c" else instr
         j = self.memo.get(key)
         if j is None:
             j = len(self.ins)

@@ -17,6 +17,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from ..nn._chain import ChainKernel, SimpleChain
 from ..nn._compiled import M_ROWS
 from ._kernels import NO_NETWORK
 from ._problem import register_cfunc
+
+_VJP_LOCK = threading.Lock()
 
 
 def _sympy():
@@ -137,7 +140,6 @@ class SymbolicModel:
             if not isinstance(network, NetworkTerm):
                 raise TypeError("network must be a NetworkTerm")
             names += [str(o) for o in network.outputs]
-        dup = {x for x in names if names.count(x) > 1}
         if inter and network is not None:
             raise ValueError("intermediates are supported for models without a network")
         names += [str(k) for k, _ in inter]
@@ -146,7 +148,9 @@ class SymbolicModel:
             raise ValueError(f"symbol names used twice: {sorted(dup)}")
         for s in states + params + ([t] if t is not None else []) + [k for k, _ in inter]:
             if not isinstance(s, sp.Symbol):
-                raise TypeError(f"states, params and t must be SymPy symbols, got {s!r}")
+                raise TypeError(
+                    f"states, params, t and intermediates must be SymPy symbols, got {s!r}"
+                )
         self.states = states
         self.params = params
         self.equations = equations  # as given (SymPy; intermediates substituted below)
@@ -217,11 +221,12 @@ class SymbolicModel:
         """The compiled exact vjp ``vjp(v, u, p, t, k, ubar, pbar)`` writing ``ubar = v^T
         df/du`` and ``pbar = v^T df/dp`` (generated and compiled on first use when the model
         was built with ``vjp=False``)."""
-        if self._vjp is None:
-            self.vjp_source = self._generate(f=False, vjp=True)
-            mod = _load(self.vjp_source)
-            register_cfunc(mod.vjp, mod.vjp_cfunc, True)
-            self._vjp = mod.vjp
+        with _VJP_LOCK:  # threads asking at once generate it once
+            if self._vjp is None:
+                self.vjp_source = self._generate(f=False, vjp=True)
+                mod = _load(self.vjp_source)
+                register_cfunc(mod.vjp, mod.vjp_cfunc, True)
+                self._vjp = mod.vjp
         return self._vjp
 
     @property
