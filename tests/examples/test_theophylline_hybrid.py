@@ -1,5 +1,5 @@
-"""The Theophylline hybrid (network absorption) by FOCE-I (slow: about two minutes, most of it
-generating the sensitivity equations of the network with SymPy)."""
+"""The Theophylline hybrid (network absorption) by FOCE-I (slow: three fits and two VPCs,
+about half a minute)."""
 
 import sys
 from pathlib import Path

@@ -125,3 +125,76 @@ def test_bad_models_raise_clear_errors():
         model.problem([1.0, 2.0, 3.0], (0, 1), model.pack(alpha=1, beta=1, gamma=1, delta=1))
     with pytest.raises(ValueError, match="input expressions"):
         NetworkTerm(SimpleChain(3, Dense(2)), [x, y])
+
+
+def test_vjp_false_defers_the_vjp_to_its_first_use():
+    from scichains.parallel._transport import FunctionRef
+
+    chain = SimpleChain(2, Dense(3, "tanh"), Dense(1))
+    U = NetworkTerm(chain, [x, alpha * y])
+    model = SymbolicModel([x, y], [alpha], [-alpha * x * U[0], x - y**2], network=U, vjp=False)
+    assert not model.has_vjp and "def _vjp" not in model.source
+    p = model.pack(alpha=0.7, network=chain.init_params(seed=2, dtype=np.float64))
+    prob = model.problem([1.0, 0.5], (0.0, 1.0), p)
+    assert prob.vjp is None and not model.has_vjp  # a forward solve never generates it
+    sol = solve(prob, saveat=[1.0])
+    assert sol.u.shape == (1, 2) and np.all(np.isfinite(sol.u))
+    # generated on first use, in a module of its own, and exact
+    u, k, v = np.array([0.6, -1.3]), model.kernel(), np.array([0.4, 1.7])
+    ubar, pbar = np.zeros(2), np.zeros(p.size)
+    model.vjp(v, u, p, 0.0, k, ubar, pbar)
+    assert model.has_vjp and "def _f" not in model.vjp_source
+    Ju, Jp = _jacobians_by_differences(model, u, p, 0.0, k)
+    np.testing.assert_allclose(ubar, v @ Ju, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(pbar, v @ Jp, rtol=1e-6, atol=1e-8)
+    assert model.problem([1.0, 0.5], (0.0, 1.0), p, vjp=True).vjp is model.vjp
+    assert FunctionRef(model.vjp).kind == "generated"  # it travels to workers as source
+    with pytest.raises(TypeError, match="vjp must be True or False"):
+        SymbolicModel([x], [alpha], [-alpha * x], vjp="no")
+
+
+def test_llvm_codegen_and_intermediates_match_the_equations():
+    a, b, t = sp.symbols("a b t")
+    q1, q2 = sp.symbols("q1 q2")
+    inter = [(q1, sp.tanh(x * y) / (1 + y**2)), (q2, sp.exp(-b * t) * q1 + a**b)]
+    eqs = [
+        a * q1 - q2 * sp.sqrt(x**2 + 1) + x**-3,
+        sp.log(1 + sp.exp(x)) * y ** sp.Rational(3, 2) - q2 * sp.Abs(y) + sp.sin(t) * sp.cos(x),
+    ]
+    full = {q1: inter[0][1]}
+    full[q2] = inter[1][1].xreplace(full)
+    ref = sp.lambdify([x, y, a, b, t], [e.xreplace(full) for e in eqs])
+    u, p, tt = np.array([0.7, 1.3]), np.array([0.4, 1.9]), 0.3
+    for codegen in ("numba", "llvm"):
+        model = SymbolicModel(
+            [x, y], [a, b], eqs, t=t, vjp=False, rhs_codegen=codegen, intermediates=inter
+        )
+        assert model.rhs_codegen == codegen
+        assert ("_PROGRAM" in model.source) == (codegen == "llvm")
+        du = np.zeros(2)
+        model.rhs(du, u, p, tt, model.kernel())
+        np.testing.assert_allclose(du, ref(*u, *p, tt), rtol=1e-14)
+    # the vjp differentiates through the intermediates
+    k, v = model.kernel(), np.array([0.3, -0.8])
+    ubar, pbar = np.zeros(2), np.zeros(2)
+    model.vjp(v, u, p, tt, k, ubar, pbar)
+    Ju, Jp = _jacobians_by_differences(model, u, p, tt, k)
+    np.testing.assert_allclose(ubar, v @ Ju, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(pbar, v @ Jp, rtol=1e-7, atol=1e-9)
+    assert all(q1 not in e.free_symbols for e in model.equations)
+
+
+def test_llvm_codegen_falls_back_for_what_it_cannot_express():
+    c = sp.Symbol("c")
+    model = SymbolicModel([x], [c], [-sp.Max(x - c, 0)], vjp=False, rhs_codegen="llvm")
+    assert model.rhs_codegen == "numba"
+    du = np.zeros(1)
+    model.rhs(du, np.array([2.0]), np.array([0.5]), 0.0, model.kernel())
+    assert du[0] == -1.5
+    with pytest.raises(ValueError, match="rhs_codegen must be"):
+        SymbolicModel([x], [c], [-c * x], rhs_codegen="gcc")
+    with pytest.raises(ValueError, match="intermediate q uses symbols"):
+        SymbolicModel([x], [c], [-c * x], intermediates=[(sp.Symbol("q"), y)])
+    U = NetworkTerm(SimpleChain(1, Dense(1)), [x])
+    with pytest.raises(ValueError, match="intermediates are supported for models without"):
+        SymbolicModel([x], [], [U[0]], network=U, intermediates=[(sp.Symbol("q"), x)])

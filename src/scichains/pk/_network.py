@@ -53,18 +53,32 @@ class Network:
     ----------
     chain : SimpleChain of ``Dense`` layers with smooth activations (identity, tanh,
         sigmoid, softplus, gelu, swish, abs2, cube, rbf), input shape ``(len(inputs),)``
-    inputs : SymPy expressions of the model's states and individual parameters (e.g. a
-        random effect passed through ``individual``: ``{z: eta_nn}``), one per input
+    inputs : SymPy expressions of the model's states, individual parameters (e.g. a
+        random effect passed through ``individual``: ``{z: eta_nn}``) and time (the symbol
+        given to ``PKModel(t=...)``), one per input
     name : the outputs are the symbols ``name_0, name_1, ...`` (also ``term[j]``); the
         weights become typical values ``name_w0, name_w1, ...`` in the chain's layout
     weights : initial weights (``(chain.num_params,)``); default
         ``chain.init_params(seed)`` in float64
+    anchor : optional ``{symbol: value}`` (symbols of the inputs): the term's outputs are
+        then ``nn(inputs) - nn(inputs with symbol = value)``, zero at the anchor whatever the
+        weights. An identifiability aid: e.g. ``{t: 0}`` in ``ka depot exp(nn[0])`` keeps
+        ``ka`` the absorption rate constant at the dose (the network only shapes how it
+        changes afterwards); a bias of the last layer cancels (give it ``bias=False``).
 
     ``ValueError`` for another layer type, a non-smooth activation, a wrong number of
-    inputs or weights.
+    inputs or weights, an anchor on a symbol the inputs do not use.
     """
 
-    def __init__(self, chain, inputs, name: str = "nn", weights=None, seed: int = 0):
+    def __init__(
+        self,
+        chain,
+        inputs,
+        name: str = "nn",
+        weights=None,
+        seed: int = 0,
+        anchor: dict | None = None,
+    ):
         import sympy as sp
 
         from ..nn import Dense, SimpleChain
@@ -105,6 +119,20 @@ class Network:
         self.phi_symbols = [sp.Symbol(f"_{name}_p{k}", real=True) for k in range(weights.size)]
         self.expressions = self._expand(self.inputs, self.phi_symbols)
         self._check()
+        self.anchor = None
+        if anchor:
+            used = set().union(*(e.free_symbols for e in self.inputs))
+            sub = {}
+            for k, val in dict(anchor).items():
+                k = sp.sympify(k)
+                if k not in used:
+                    raise ValueError(f"anchor: {k} is not a symbol of the network's inputs")
+                val = float(val)
+                if not np.isfinite(val):
+                    raise ValueError(f"anchor: the value of {k} must be finite, got {val}")
+                sub[k] = sp.Integer(int(val)) if val.is_integer() else sp.Float(val)
+            self.anchor = sub
+            self.expressions = [e - e.xreplace(sub) for e in self.expressions]
 
     def __getitem__(self, j):
         return self.outputs[j]
@@ -130,7 +158,9 @@ class Network:
         return x
 
     def _check(self):
-        """The expansion against the chain's forward pass at random inputs."""
+        """The expansion against a NumPy forward pass of the chain at random inputs (the
+        layout of ``chain.offsets`` and the activations' reference formulas; the compiled
+        chain is not needed, so building a model compiles none of its kernels)."""
         import sympy as sp
 
         rng = np.random.default_rng(0)
@@ -138,6 +168,20 @@ class Network:
         syms = [sp.Symbol(f"_x{k}") for k in range(len(self.inputs))]
         fn = sp.lambdify([*syms, *self.phi_symbols], self._expand(syms, self.phi_symbols))
         got = np.array([np.asarray(fn(*row, *self.weights0), dtype=np.float64) for row in X])
-        ref = np.asarray(self.chain(X, self.weights0), dtype=np.float64)
+        ref = _numpy_forward(self.chain, X, self.weights0)
         if not np.allclose(got, ref, rtol=1e-10, atol=1e-12):
             raise AssertionError("the SymPy expansion of the chain disagrees with its forward")
+
+
+def _numpy_forward(chain, X, w):
+    """``chain(X, w)`` for a chain of Dense layers, in NumPy (``X``: ``(batch, inputs)``)."""
+    starts = {(i, name): (off, shape) for i, name, off, shape in chain.offsets}
+    x = X
+    for i, layer in enumerate(chain.layers):
+        off, (n_out, n_in) = starts[(i, "W")]
+        z = x @ w[off : off + n_out * n_in].reshape(n_out, n_in).T
+        b = starts.get((i, "b"))
+        if b is not None:
+            z = z + w[b[0] : b[0] + n_out]
+        x = layer.activation(z)
+    return x

@@ -9,7 +9,8 @@ with ``dS_{I+(l,)}/dt = D_l (dS_I/dt)``, where ``D_l`` is the total derivative a
 ``phi_l`` (``D_l e = de/dphi_l + sum_{a, I} de/dS[a, I] S[a, sorted(I + (l,))]``, ``S[a, ()]
 = x_a``). The rates and the doses do not depend on ``phi``, so the sensitivities start at
 zero and are continuous across a bolus dose. The augmented system is an ordinary
-:class:`~scichains.ode.SymbolicModel` (compiled once per model per machine); the observation
+:class:`~scichains.ode.SymbolicModel` without a vjp (it is only solved forward; compiled
+once per model per machine); the observation
 ``g(x, phi)`` and its total derivatives are generated the same way, as vectorised NumPy
 functions of the saved states. Second order serves FOCE-I's exact gradient; Laplace's needs
 the third.
@@ -127,26 +128,77 @@ class Sensitivities:
         self.n_params = m + len(pars)
         rates = [sp.Symbol(f"_rate_{a}", real=True) for a in range(n)]
 
-        def D(e, ll):
-            out = sp.Integer(0)
-            for i in range(m):
-                d = sp.diff(e, phi[i])
+        # D_l of each symbol an expression can hold (everything else is constant along the
+        # directions: t, the rates)
+        kind = {}
+        for i in range(m):
+            kind[phi[i]] = ("P", i, ())
+            for tup, sym in P[i].items():
+                if 0 < len(tup) < order and isinstance(sym, sp.Symbol):
+                    kind[sym] = ("P", i, tup)
+        for a in range(n):
+            for tup, sym in X[a].items():
+                if len(tup) < order:
+                    kind[sym] = ("X", a, tup)
+        # The partial derivatives of the right-hand side along its arguments (states, then
+        # individual parameters) are symbols _F{a}_{I} while the sensitivity equations are
+        # formed, replaced by their expressions at the end: differentiating the expanded
+        # chain rule instead (expressions growing with every order) is most of the build
+        # time of a model with a network.
+        args = list(states) + list(phi)
+        partial = {}
+        fsym = {}
+
+        def F_of(a, I):
+            """The symbol of d^|I| rhs[a] / d args[I] (I sorted), or 0 where it vanishes."""
+            key = (a, I)
+            if key not in partial:
+                e = sp.sympify(rhs[a]) if not I else sp.diff(F_expr(a, I[:-1]), args[I[-1]])
+                partial[key] = e
+                if e != 0:
+                    sym = sp.Symbol(f"_F{a}_{'_'.join(map(str, I))}", real=True)
+                    fsym[key] = sym
+                    kind[sym] = ("F", a, I)
+            return fsym.get(key, sp.Integer(0))
+
+        def F_expr(a, I):
+            F_of(a, I)
+            return partial[(a, I)]
+
+        def D_symbol(s_, ll):
+            k = kind.get(s_)
+            if k is None:
+                return sp.Integer(0)
+            what, i, tup = k
+            if what == "P":
+                return P[i][tuple(sorted(tup + (ll,)))]
+            if what == "X":
+                return X[i][tuple(sorted(tup + (ll,)))]
+            terms = []  # the chain rule of rhs[a]'s partial along its arguments
+            for b in range(n):
+                d = X[b][(ll,)]
                 if d != 0:
-                    out += d * P[i][(ll,)]
-                if directions is not None:
-                    for tup, sym in P[i].items():
-                        if 0 < len(tup) < order and isinstance(sym, sp.Symbol):
-                            d = sp.diff(e, sym)
-                            if d != 0:
-                                out += d * P[i][tuple(sorted(tup + (ll,)))]
-            for a in range(n):
-                for tup, sym in X[a].items():
-                    if len(tup) >= order:
-                        continue
-                    d = sp.diff(e, sym)
+                    f_ = F_of(i, tuple(sorted(tup + (b,))))
+                    if f_ != 0:
+                        terms.append(f_ * d)
+            for j_ in range(m):
+                d = P[j_][(ll,)]
+                if d != 0:
+                    f_ = F_of(i, tuple(sorted(tup + (n + j_,))))
+                    if f_ != 0:
+                        terms.append(f_ * d)
+            return sp.Add(*terms)
+
+        def D(e, ll):
+            """The total derivative of ``e`` along direction ``ll``."""
+            terms = []
+            for s_ in e.free_symbols:
+                ds = D_symbol(s_, ll)
+                if ds != 0:
+                    d = sp.diff(e, s_)
                     if d != 0:
-                        out += d * X[a][tuple(sorted(tup + (ll,)))]
-            return out
+                        terms.append(d * ds)
+            return sp.Add(*terms)
 
         F = (
             [sp.Integer(1)] * n
@@ -154,11 +206,12 @@ class Sensitivities:
             else [sp.sympify(e) for e in bioavailability]
         )
         # the right-hand side of every augmented state, by differentiating a lower one
-        rhs_of = [{(): sp.sympify(rhs[a]) + rates[a] * F[a]} for a in range(n)]
+        rhs_of = [{(): F_of(a, ()) + rates[a] * F[a]} for a in range(n)]
         for o in range(1, order + 1):
             for a in range(n):
                 for tup in tuples[o]:
                     rhs_of[a][tup] = D(rhs_of[a][tup[:-1]], tup[-1])
+        intermediates = [(sym, partial[key]) for key, sym in fsym.items()]
         aug_states = list(states)
         eqs = [rhs_of[a][()] for a in range(n)]
         for o in range(1, order + 1):
@@ -167,7 +220,17 @@ class Sensitivities:
                     aug_states.append(X[a][tup])
                     eqs.append(rhs_of[a][tup])
         parsyms = list(phi) + pars
-        self.model = SymbolicModel(aug_states, parsyms + rates, eqs, t=t)
+        # solved forward only (explicit Runge-Kutta): no vjp, which for these systems would
+        # cost far more to generate and compile than the right-hand side
+        self.model = SymbolicModel(
+            aug_states,
+            parsyms + rates,
+            eqs,
+            t=t,
+            vjp=False,
+            rhs_codegen="llvm",
+            intermediates=intermediates,
+        )
         self.size = len(aug_states)
         # a bolus of amount A into state a adds A * D_I F_a to S[a, I]
         where = {sym: i for i, sym in enumerate(aug_states)}
