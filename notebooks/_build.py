@@ -739,36 +739,23 @@ print(numba.config.NUMBA_NUM_THREADS, "numba threads")""",
             "## The matrix exponential\n\n"
             "X: 10,000 random 2x2 matrices (standard normal) flattened to 4 features; Y: their "
             "matrix exponentials. The model: 4 -> Dense(32, tanh) -> Dense(16, tanh) -> Dense(4), "
-            "squared loss, Adam(1e-3), float32. `sc.train_unbatched` runs the steps in one "
-            "compiled loop; the parameters are one flat vector `p` updated in place."
+            "squared loss, Adam(1e-3), float32."
         ),
         """rng = np.random.default_rng(1)
 n = 10_000
 A = rng.standard_normal((n, 2, 2)).astype(np.float32)
 X = A.reshape(n, 4)
 Y = np.stack([expm(a.astype(np.float64)) for a in A]).reshape(n, 4).astype(np.float32)
-
 chain = sc.SimpleChain(4, sc.Dense(32, "tanh"), sc.Dense(16, "tanh"), sc.Dense(4))
 cwl = chain.add_loss(sc.SquaredLoss(Y))
-p = chain.init_params(seed=0)
-opt = sc.Adam(1e-3)
-sc.train_unbatched(p, cwl, X, opt, 10)  # compile (or load the cache) and warm up
-steps = 500 if QUICK else 10_000
-t0 = time.perf_counter()
-losses = sc.train_unbatched(p, cwl, X, opt, steps)
-seconds = time.perf_counter() - t0
 # multiply-adds per sample and step: forward, weight gradients, input gradients (not layer 1)
-macs = 3 * (4 * 32 + 32 * 16 + 16 * 4) - 4 * 32
-gflops = 2 * macs * n * steps / seconds / 1e9
-print(
-    f"{steps} steps in {seconds:.2f} s: {1e4 * seconds / steps:.2f} s per 10,000 steps, "
-    f"{gflops:.1f} GFLOP/s; loss {losses[0]:.3f} -> {losses[-1]:.4f}"
-)""",
+macs = 3 * (4 * 32 + 32 * 16 + 16 * 4) - 4 * 32""",
         Md(
-            "The same training step written with NumPy (matrix products through BLAS, "
-            "float32, the same initial weights and Adam), timed on this machine for comparison. "
-            "It is a reference implementation, not a tuned peer: the full benchmark compares "
-            "against PyTorch and JAX when they are installed (`--peers`)."
+            "First a reference: the same training step written with NumPy (matrix products "
+            "through BLAS, on BLAS's threads; float32, the same initial weights and Adam), timed "
+            "on this machine (before scichains starts its threads, which would compete with "
+            "BLAS's). It is a reference implementation, not a tuned peer: the full benchmark "
+            "compares against PyTorch and JAX when they are installed (`--peers`)."
         ),
         """def numpy_training(p0, X, Y, steps, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
     layers = [(v["W"].copy(), v["b"].copy()) for v in chain.params(p0)]
@@ -799,19 +786,32 @@ print(
     return np.array(out)
 
 
-p0 = chain.init_params(seed=0)
 ref_steps = 50 if QUICK else 500
 t0 = time.perf_counter()
-ref_losses = numpy_training(p0, X, Y, ref_steps)
-np_seconds = time.perf_counter() - t0
-check = sc.train_unbatched(p0.copy(), cwl, X, sc.Adam(1e-3), ref_steps)
+ref_losses = numpy_training(chain.init_params(seed=0), X, Y, ref_steps)
+np_step = (time.perf_counter() - t0) / ref_steps
+print(f"NumPy: {1e4 * np_step:.2f} s per 10,000 steps")""",
+        Md(
+            "Now scichains: `sc.train_unbatched` runs the steps in one compiled loop on numba's "
+            "threads; the parameters are one flat vector `p` updated in place. Its first steps "
+            "match the NumPy reference's losses."
+        ),
+        """p = chain.init_params(seed=0)
+check = sc.train_unbatched(p.copy(), cwl, X, sc.Adam(1e-3), ref_steps)  # also compiles
 print(
-    f"NumPy: {1e4 * np_seconds / ref_steps:.2f} s per 10,000 steps "
-    f"({np_seconds / ref_steps / (seconds / steps):.1f}x scichains' time per step)"
-)
-print(
-    f"same losses: step 1 {ref_losses[0]:.5f} vs {check[0]:.5f}, "
+    f"same losses as NumPy: step 1 {ref_losses[0]:.5f} vs {check[0]:.5f}, "
     f"step {ref_steps} {ref_losses[-1]:.5f} vs {check[-1]:.5f}"
+)
+opt = sc.Adam(1e-3)
+steps = 500 if QUICK else 10_000
+t0 = time.perf_counter()
+losses = sc.train_unbatched(p, cwl, X, opt, steps)
+seconds = time.perf_counter() - t0
+gflops = 2 * macs * n * steps / seconds / 1e9
+print(
+    f"{steps} steps in {seconds:.2f} s: {1e4 * seconds / steps:.2f} s per 10,000 steps, "
+    f"{gflops:.1f} GFLOP/s; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
+    f"{np_step / (seconds / steps):.1f}x faster per step than the NumPy reference"
 )""",
         Md(
             "## LeNet5 on Fashion-MNIST\n\n"
@@ -846,6 +846,8 @@ if Xtr is not None:
     lwl = lenet.add_loss(sc.LogitCrossEntropyLoss(ytr))
     q = lenet.init_params(seed=0)
     lopt = sc.Adam(3e-4)
+    warm = lenet.add_loss(sc.LogitCrossEntropyLoss(ytr[:128]))
+    sc.train_batched(q.copy(), warm, Xtr[:128], sc.Adam(3e-4), 1, batch_size=64)  # compile
     epochs = 1 if QUICK else 3
     for epoch in range(epochs):
         t0 = time.perf_counter()
@@ -1148,7 +1150,7 @@ plt.show()""",
 }
 
 
-THREADS = {"ensembles.ipynb": "2"}
+THREADS = {"ensembles.ipynb": "2", "blog_benchmarks.ipynb": "2"}
 """numba threads a notebook is executed with (default 1)."""
 
 
