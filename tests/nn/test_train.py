@@ -52,49 +52,6 @@ def test_full_batch_pre_tiled_data_gives_the_same_steps(threads):
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
-def test_gradient_does_not_depend_on_which_thread_ran_which_chunk():
-    """valgrad_batch hands chunks of tiles to whichever thread is free; each chunk has its own
-    gradient buffer and the buffers are summed in chunk order, so one thread running all the
-    chunks and two threads taking them as they come (in whatever order the machine runs
-    them) give the same bits; the sum matches float64 central differences."""
-    from scichains.nn import _batch
-    from scichains.nn._chain import tile_width
-
-    chain, X, Y = _teacher(n=1000)
-    cwl = chain.add_loss(sc.SquaredLoss(Y))
-    p = chain.init_params(seed=1)
-    Xp, Yp, labels = cwl.prepare(X, p)
-    T = 40  # 25 tiles in 8 chunks of 3-4 tiles: partial sums, and a chunk count past 2 threads
-    assert tile_width(1000, 2) != T
-    samples = np.arange(1000, dtype=np.int64)
-
-    def run(nthreads):
-        work, gbuf, lbuf, counter = cwl.buffers(p.dtype, 2, T, {})
-        grad = np.zeros_like(p)
-        value = _batch.valgrad_batch(
-            chain.spec_for(p.dtype), chain._fspec, chain._meta, cwl.loss.kind, p, Xp, Yp,
-            labels, samples, 0, 1000, nthreads, T, work, gbuf, lbuf, counter, grad,
-            np.zeros((1, 1), p.dtype), False, True, 0, 0, np.zeros((0, 0), p.dtype),
-        )  # fmt: skip
-        assert counter[0] >= 8  # every chunk was taken
-        return value, grad
-
-    v1, g1 = run(1)
-    for _ in range(5):
-        v2, g2 = run(2)
-        assert v2 == v1
-        np.testing.assert_array_equal(g2, g1)
-    # and the gradient is the loss's: float64 central differences on a few weights
-    p64 = p.astype(np.float64)
-    X64, Y64, _ = cwl.prepare(X, p64)
-    for j in (0, 7, len(p) - 1):
-        h = 1e-4
-        e = np.zeros_like(p64)
-        e[j] = h
-        fd = (nn.evaluate_loss(cwl, X64, p64 + e) - nn.evaluate_loss(cwl, X64, p64 - e)) / (2 * h)
-        assert abs(g1[j] - fd) <= 2e-3 * (abs(fd) + 1e-2), (j, g1[j], fd)
-
-
 def test_teacher_student_batched_and_resume():
     chain, X, Y = _teacher(n=1000)
     cwl = chain.add_loss(sc.SquaredLoss(Y))

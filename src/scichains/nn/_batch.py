@@ -24,7 +24,7 @@ from ._layout import (
     S_OUT,
     S_WOFF,
 )
-from ._simd import fetch_add, lanes, vload, vsum
+from ._simd import lanes, vload, vsum
 
 
 @kernel
@@ -135,17 +135,6 @@ def forward_batch(spec, fspec, meta, p, X, out, samples, nthreads, T, work):
             scatter_tile(w, out_row, K, T, m, out, samples, c0)
 
 
-CHUNKS_PER_THREAD = 4
-"""A batch is cut into at most this many chunks of whole tiles per thread; the threads take
-chunks from a shared counter as they finish, so a thread that the machine slows down (another
-process on its core) holds up the step by at most a chunk."""
-
-
-def chunk_rows(nthreads: int) -> int:
-    """Rows of the per-chunk gradient buffers :func:`valgrad_batch` takes for ``nthreads``."""
-    return CHUNKS_PER_THREAD * int(nthreads)
-
-
 @parallel_kernel
 def valgrad_batch(
     spec,
@@ -164,7 +153,6 @@ def valgrad_batch(
     work,
     gbuf,
     lbuf,
-    counter,
     grad,
     gX,
     want_gx,
@@ -175,19 +163,12 @@ def valgrad_batch(
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
 
-    The batch is cut into tiles of ``T`` samples (tile ``k``: ``samples[start + k*T:...]``)
-    and the tiles into ``nchunks = min(tiles, gbuf.shape[0])`` chunks of consecutive tiles.
-    ``nthreads`` threads (one row of ``work`` each) take chunks in turn from ``counter`` (an
-    int64 array of length 1) and write chunk ``c``'s gradient into ``gbuf[c]`` and its loss
-    into ``lbuf[c]``; these are then summed in chunk order. Which thread ran which chunk
-    therefore never changes the result: bit-identical for a given batch, tile width and chunk
-    count.
-
     ``XYt``: the same batch pre-tiled by :func:`pretile` (each tile's input rows, then its
     target rows, as they sit in the work buffer), copied instead of gathered; shape
     ``(0, 0)`` to gather (a squared or absolute loss only).
 
-    Writes dL/dp into ``grad`` and, when ``want_gx``, dL/dX into the rows
+    Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
+    given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
     ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
     """
     F = meta[M_NIN]
@@ -199,92 +180,100 @@ def valgrad_batch(
     scale = 1.0 / count
     P = p.shape[0]
     pretiled = XYt.shape[0] > 0
-    ntiles = (count + T - 1) // T
-    nchunks = min(ntiles, gbuf.shape[0])
-    end = start + count
-    counter[0] = 0
     for t in prange(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
         w = work[t]
-        # past the rows: the dense weights' vector partial sums, used when a chunk has more
-        # than one tile (with one, they would only add a pass over the partials)
+        g = gbuf[t]
+        for j in range(P):
+            g[j] = 0
+        # past the rows: the dense weights' vector partial sums, used when this thread has
+        # more than one tile (with one, they would only add a pass over the partials)
         gv = w[meta[M_ROWS] * T :]
-        while True:
-            c = fetch_add(counter, 0, 1)
-            if c >= nchunks:
-                break
-            k0 = (ntiles * c) // nchunks
-            k1 = (ntiles * (c + 1)) // nchunks
-            g = gbuf[c]
-            for j in range(P):
-                g[j] = 0
-            direct = k1 - k0 <= 1
-            if not direct:
-                zero_partials(spec, gv)
-            acc = 0.0
-            for k in range(k0, k1):
-                c0 = start + k * T
-                m = min(T, end - c0)
-                if pretiled:
-                    src = XYt[k]
-                    for j in range(F * T):
-                        w[j] = src[j]
-                    for j in range(K * T):
-                        w[y_row * T + j] = src[F * T + j]
-                else:
-                    gather_tile(X, w, 0, F, T, m, samples, c0)
-                tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
-                acc += tile_loss(
-                    loss_kind,
-                    w,
-                    out_row,
-                    y_row,
-                    ga,
-                    K,
-                    T,
-                    m,
-                    Y,
-                    labels,
-                    samples,
-                    c0,
-                    scale,
-                    pretiled,
-                )
-                r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
-                if want_gx:
-                    scatter_tile(w, r, F, T, m, gX, samples, c0)
-            if not direct:
-                fold_partials(spec, gv, g)
-            lbuf[c] = acc
+        direct = hi - lo <= T
+        if not direct:
+            zero_partials(spec, gv)
+        acc = 0.0
+        tix = _first_tile(start, count, nthreads, T, t)
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            if pretiled:
+                src = XYt[tix]
+                for j in range(F * T):
+                    w[j] = src[j]
+                for j in range(K * T):
+                    w[y_row * T + j] = src[F * T + j]
+                tix += 1
+            else:
+                gather_tile(X, w, 0, F, T, m, samples, c0)
+            tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
+            acc += tile_loss(
+                loss_kind,
+                w,
+                out_row,
+                y_row,
+                ga,
+                K,
+                T,
+                m,
+                Y,
+                labels,
+                samples,
+                c0,
+                scale,
+                pretiled,
+            )
+            r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
+            if want_gx:
+                scatter_tile(w, r, F, T, m, gX, samples, c0)
+        if not direct:
+            fold_partials(spec, gv, g)
+        lbuf[t] = acc
     for j in range(P):
         grad[j] = gbuf[0, j]
-    for c in range(1, nchunks):
-        gc = gbuf[c]
+    for t in range(1, nthreads):
+        gt = gbuf[t]
         for j in range(P):
-            grad[j] += gc[j]
+            grad[j] += gt[j]
     total = 0.0
-    for c in range(nchunks):
-        total += lbuf[c]
+    for t in range(nthreads):
+        total += lbuf[t]
     return total * scale
 
 
 @kernel
-def pretile(X, Y, samples, start, count, T, F, K, XYt):
+def _first_tile(start, count, nthreads, T, t):
+    """Index of thread ``t``'s first tile when the threads' shares are tiled in turn."""
+    k = 0
+    for u in range(t):
+        lo = start + (count * u) // nthreads
+        hi = start + (count * (u + 1)) // nthreads
+        k += (hi - lo + T - 1) // T
+    return k
+
+
+@kernel
+def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
     """Lay out the batch ``samples[start:start+count]`` as :func:`valgrad_batch` tiles it:
     ``XYt[k]`` holds tile ``k``'s ``F`` input rows then its ``K`` target rows (length ``T``
     each; columns past the tile's width are zero)."""
     for j in range(XYt.shape[0]):
         for i in range(XYt.shape[1]):
             XYt[j, i] = 0
-    for k in range((count + T - 1) // T):
-        c0 = start + k * T
-        m = min(T, start + count - c0)
-        gather_tile(X, XYt[k], 0, F, T, m, samples, c0)
-        gather_tile(Y, XYt[k], F, K, T, m, samples, c0)
+    for t in range(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        tix = _first_tile(start, count, nthreads, T, t)
+        for c0 in range(lo, hi, T):
+            m = min(T, hi - c0)
+            gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
+            gather_tile(Y, XYt[tix], F, K, T, m, samples, c0)
+            tix += 1
 
 
-def pretiled_count(count, T):
+def pretiled_count(count, nthreads, T):
     """Number of tiles :func:`pretile` makes."""
-    return -(-int(count) // int(T))
+    return int(_first_tile(0, count, nthreads, T, nthreads))
 
 
 @kernel

@@ -250,8 +250,7 @@ class ChainWithLoss:
         return X, Y, labels
 
     def buffers(self, dtype, nthreads: int, tile: int, store: dict):
-        """Work buffers (one row per numba thread), per-chunk gradient and loss buffers and the
-        chunk counter (see ``_batch.valgrad_batch``) from ``store`` (as given by
+        """Work and gradient buffers (one row per numba thread) from ``store`` (as given by
         :meth:`claim_buffers`), made on first use and kept between calls; never returned to
         users."""
         key = (np.dtype(dtype), nthreads, tile)
@@ -259,9 +258,8 @@ class ChainWithLoss:
         if b is None:
             b = (
                 self.chain.workspace(dtype, nthreads, tile),
-                np.zeros((_batch.chunk_rows(nthreads), self.chain.num_params), dtype=dtype),
-                np.zeros(_batch.chunk_rows(nthreads), dtype=np.float64),
-                np.zeros(1, dtype=np.int64),
+                np.zeros((nthreads, self.chain.num_params), dtype=dtype),
+                np.zeros(nthreads, dtype=np.float64),
             )
             store[key] = b
         return b
@@ -291,7 +289,7 @@ def _run_valgrad(
     if lock is not None:
         lock.acquire()
     try:
-        work, gbuf, lbuf, counter = cwl.buffers(p.dtype, nthreads, T, store)
+        work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T, store)
         value = _batch.valgrad_batch(
             chain.spec_for(p.dtype),
             chain._fspec,
@@ -309,7 +307,6 @@ def _run_valgrad(
             work,
             gbuf,
             lbuf,
-            counter,
             grad,
             gX,
             want_gx,

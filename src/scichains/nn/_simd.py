@@ -229,18 +229,3 @@ def borrow(typingctx, arr):
         return ary._getvalue()
 
     return arr(arr), codegen
-
-
-@intrinsic
-def fetch_add(typingctx, arr, idx, v):
-    """Atomically add ``v`` to ``arr[idx]`` (an int64 array) and return the value before.
-
-    The threads of a parallel kernel take work items from a shared counter with it."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ptr = _ptr(context, builder, sig.args[0], args[0], args[1])
-        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
-
-    return types.int64(arr, types.intp, types.int64), codegen

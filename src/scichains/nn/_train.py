@@ -51,7 +51,6 @@ def train_steps(
     work,
     gbuf,
     lbuf,
-    counter,
     grad,
     gX,
     pen,
@@ -97,7 +96,6 @@ def train_steps(
             work,
             gbuf,
             lbuf,
-            counter,
             grad,
             gX,
             False,
@@ -199,7 +197,7 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
-        self.work, self.gbuf, self.lbuf, self.counter = cwl.buffers(
+        self.work, self.gbuf, self.lbuf = cwl.buffers(
             self.p.dtype, self.nthreads, self.tile, {} if store is None else store
         )
         self.grad = np.zeros_like(self.p)
@@ -213,7 +211,7 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = _batch.pretiled_count(self.N, self.tile)
+            nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 self.XYt = np.zeros((nt, (nf + nk) * self.tile), dtype=self.p.dtype)
                 _batch.pretile(
@@ -222,6 +220,7 @@ class _Trainer:
                     self.samples,
                     0,
                     self.N,
+                    self.nthreads,
                     self.tile,
                     nf,
                     nk,
@@ -254,7 +253,6 @@ class _Trainer:
             self.work,
             self.gbuf,
             self.lbuf,
-            self.counter,
             self.grad,
             self.gX,
             self.cwl._pen,
