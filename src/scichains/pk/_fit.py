@@ -16,7 +16,8 @@ from ._predict import PKSolveError
 class FitResult:
     """The estimates of a population fit.
 
-    ``method``: ``"focei"`` or ``"laplace"``, as given to :func:`fit`; ``ofv``: the objective at the estimates (NONMEM convention, without ``N log 2 pi``);
+    ``method``: ``"focei"`` or ``"laplace"``, as given to :func:`fit`; ``ofv``: the objective
+    at the estimates (NONMEM convention, without ``N log 2 pi``);
     ``minus2ll = ofv + n_obs log(2 pi)``; ``x``: the estimated vector (see
     :meth:`PKModel.pack`); ``theta`` (name -> value, the scale the model writes them on),
     ``omega`` (``(q, q)`` covariance of the random effects), ``sd`` (error model name ->
