@@ -405,6 +405,20 @@ def _record_failure(fail, i, t, X, lane):
 
 
 @numba.njit(**FLAGS)
+def _end_failed(
+    failed, times, X, fail, traj, T, nf, naccept, nreject, status, t_reached, counts, active
+):
+    """End with ``RHS_ERROR`` the trajectories of the lanes set in ``failed`` (the right-hand
+    side raised at ``times[lane]``, ``X[:, lane]``), recording where in ``fail``."""
+    for lane in range(LANES):
+        if (failed >> lane) & 1:
+            _record_failure(fail, traj[lane], times[lane], X, lane)
+            _finish(
+                lane, RHS_ERROR, traj, T, nf, naccept, nreject, status, t_reached, counts, active
+            )
+
+
+@numba.njit(**FLAGS)
 def lane_block(
     faddr,
     exact_pow,
@@ -534,27 +548,28 @@ def lane_block(
                         new |= 1 << lane
                 if new == 0:
                     break
-                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new)
+                failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new) & new
+                # (the failed lanes' times are t0)
+                _end_failed(
+                    failed,
+                    T,
+                    U,
+                    fail,
+                    traj,
+                    T,
+                    nf,
+                    naccept,
+                    nreject,
+                    status,
+                    t_reached,
+                    counts,
+                    active,
+                )
                 probe = 0
                 for lane in range(L):
-                    if not (new >> lane) & 1:
+                    if not (new >> lane) & 1 or (failed >> lane) & 1:
                         continue
-                    if (failed >> lane) & 1:
-                        _record_failure(fail, traj[lane], t0, U, lane)
-                        _finish(
-                            lane,
-                            RHS_ERROR,
-                            traj,
-                            T,
-                            nf,
-                            naccept,
-                            nreject,
-                            status,
-                            t_reached,
-                            counts,
-                            active,
-                        )
-                    elif dt0 > 0.0:
+                    if dt0 > 0.0:
                         H[lane] = abs(dt0)
                     else:
                         # Hairer & Wanner's first step, as the scalar stepper makes it
@@ -580,21 +595,21 @@ def lane_block(
                             f1[q] = Err[q, lane]
                         h = initial_finish(u1, f0, f1, h0s[lane], d1s[lane], rtol, atol, ctrl_order)
                         H[lane] = abs(h)
-                        if (failed >> lane) & 1:
-                            _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
-                            _finish(
-                                lane,
-                                RHS_ERROR,
-                                traj,
-                                T,
-                                nf,
-                                naccept,
-                                nreject,
-                                status,
-                                t_reached,
-                                counts,
-                                active,
-                            )
+                    _end_failed(
+                        failed & probe,
+                        Ts,
+                        Tmp,
+                        fail,
+                        traj,
+                        T,
+                        nf,
+                        naccept,
+                        nreject,
+                        status,
+                        t_reached,
+                        counts,
+                        active,
+                    )
             freed = False
             for lane in range(L):
                 if traj[lane] < 0:
@@ -658,22 +673,21 @@ def lane_block(
                 if (mask >> lane) & 1:
                     nf[lane] += 1
             if failed != 0:
-                for lane in range(L):
-                    if (failed >> lane) & 1:
-                        _record_failure(fail, traj[lane], Ts[lane], Tmp, lane)
-                        _finish(
-                            lane,
-                            RHS_ERROR,
-                            traj,
-                            T,
-                            nf,
-                            naccept,
-                            nreject,
-                            status,
-                            t_reached,
-                            counts,
-                            active,
-                        )
+                _end_failed(
+                    failed,
+                    Ts,
+                    Tmp,
+                    fail,
+                    traj,
+                    T,
+                    nf,
+                    naccept,
+                    nreject,
+                    status,
+                    t_reached,
+                    counts,
+                    active,
+                )
                 mask &= ~failed
         # ---- the new state, its error estimate and the estimate's scaled norm
         ev = zero
@@ -850,21 +864,21 @@ def lane_block(
                 for lane in range(L):
                     if (amask >> lane) & 1:
                         nf[lane] += 1
-                        if (failed >> lane) & 1:
-                            _record_failure(fail, traj[lane], T[lane], U, lane)
-                            _finish(
-                                lane,
-                                RHS_ERROR,
-                                traj,
-                                T,
-                                nf,
-                                naccept,
-                                nreject,
-                                status,
-                                t_reached,
-                                counts,
-                                active,
-                            )
+                _end_failed(
+                    failed & amask,
+                    T,
+                    U,
+                    fail,
+                    traj,
+                    T,
+                    nf,
+                    naccept,
+                    nreject,
+                    status,
+                    t_reached,
+                    counts,
+                    active,
+                )
 
 
 @parallel_kernel
