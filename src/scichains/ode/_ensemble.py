@@ -418,7 +418,8 @@ def solve_ensemble(
         of ~7.6 us per trajectory on one thread, measured loaded), but the step sizes, hence
         the saved states, then differ from :func:`solve`'s at rounding level (measured: 1e-13
         relative over 10 time units; up to 1e-9 over 30, where the controller amplifies the
-        difference). Still identical bit for bit for any threads and batches.
+        difference). Still identical bit for bit for any threads and batches. Not a bool:
+        ``TypeError``.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
@@ -467,6 +468,8 @@ def solve_ensemble(
         adaptive,
         interpolate=True,
     )
+    if not isinstance(fast_pow, (bool, np.bool_)):
+        raise TypeError(f"fast_pow must be True or False, got {fast_pow!r}")
     settings = _Settings(plan)
     settings.fast_pow = bool(fast_pow)
     del plan
