@@ -1,13 +1,14 @@
 """The lane-parallel ensemble loop (``ode/_ensemble_lanes.py``): chosen for plain compiled
 right-hand sides without doses; each trajectory exactly what ``solve`` computes (every saved
-value, status, count and end time), with ``fast_pow`` (the controller's powers as vector code)
-within 1e-12 over a short horizon; identical bit for bit in any lane, block, thread count or
+value, status, count and end time; the controller's powers are the same log/exp code on vectors
+and on scalars); identical bit for bit in any lane, block, thread count or
 batch; failures stay in place; the scalar path still serves what the lanes do not."""
 
 import numba
 import numpy as np
 import pytest
 
+from scichains._jit import FLAGS
 from scichains.ode import (
     BS3,
     DP5,
@@ -22,6 +23,7 @@ from scichains.ode import (
     solve_ensemble,
 )
 from scichains.ode._ensemble_lanes import LANES, lload, lpow, lstore
+from scichains.ode._pow import cpow
 
 from ._ensemble_models import fragile, lotka_volterra
 
@@ -117,16 +119,15 @@ def test_exactly_what_solve_computes(solver, kw):
     _check(sol, _solve_each(prob, u0s, ps, solver, TS, rtol=1e-7, **kw), exact=True)
 
 
-@pytest.mark.parametrize("fast_pow", [False, True], ids=["library-pow", "vector-pow"])
-def test_backward_in_time_landing_on_tstops(fast_pow):
+def test_backward_in_time_landing_on_tstops():
     # integration backward in time, landing on tstops, saves at both ends
     prob = _lv((10.0, 0.0))
     u0s, ps = _rows(13, seed=9)
     ts = np.linspace(10.0, 0.0, 21)
     kw = dict(rtol=1e-8, atol=1e-10, tstops=[7.3, 2.9])
     e = EnsembleProblem(prob, u0s=u0s, ps=ps)
-    sol = solve_ensemble(e, Tsit5(), saveat=ts, fast_pow=fast_pow, **kw)
-    _check(sol, _solve_each(prob, u0s, ps, Tsit5(), ts, **kw), exact=not fast_pow)
+    sol = solve_ensemble(e, Tsit5(), saveat=ts, **kw)
+    _check(sol, _solve_each(prob, u0s, ps, Tsit5(), ts, **kw), exact=True)
 
 
 def test_three_states_without_parameters():
@@ -143,23 +144,31 @@ def test_three_states_without_parameters():
     _check(sol, _solve_each(prob, u0s, np.zeros((11, 0)), Tsit5(), ts, **kw), False, 1e-9)
 
 
-def test_vector_powers_agree_with_solve_to_rounding():
+def test_other_methods_and_thread_counts_are_exactly_solve():
     u0s, ps = _rows(40, seed=2)
     prob = _lv()
     e = EnsembleProblem(prob, u0s=u0s, ps=ps)
     for solver in (Tsit5(), DP5(), Vern7()):
-        sol = solve_ensemble(e, solver, saveat=TS, fast_pow=True)
-        _check(sol, _solve_each(prob, u0s, ps, solver, TS), exact=False)
+        sol = solve_ensemble(e, solver, saveat=TS)
+        _check(sol, _solve_each(prob, u0s, ps, solver, TS), exact=True)
         # and the same for any thread count and batch
-        again = solve_ensemble(e, solver, saveat=TS, fast_pow=True, threads=2, batch_size=13)
+        again = solve_ensemble(e, solver, saveat=TS, threads=2, batch_size=13)
         np.testing.assert_array_equal(again.u, sol.u)
 
 
 def test_vector_pow_against_numpy():
-    @numba.njit
+    # both compiled with the kernels' flags (fast-math: contraction into FMA and the rest)
+    @numba.njit(**FLAGS)
     def run(x, y, out):
         for i in range(0, x.size, LANES):
             lstore(out, i, lpow(lload(x, i), y))
+
+    @numba.njit(**FLAGS)
+    def scalar(x, y):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = cpow(x[i], y)
+        return out
 
     rng = np.random.default_rng(3)
     x = np.concatenate([10.0 ** rng.uniform(-300, 300, 4000), rng.uniform(0, 3, 4000)])
@@ -168,6 +177,8 @@ def test_vector_pow_against_numpy():
     for y in (0.7, 0.14, 0.08, 2.0 / 15.0):
         out = np.empty_like(x)
         run(x, y, out)
+        # the scalar steppers' cpow: the same bits, value by value
+        np.testing.assert_array_equal(scalar(x, y), out)
         want = x**y
         assert out[0] == 0.0 and out[1] == 1.0
         # a relative error growing with |y log x|: ~1e-16 near 1, ~1e-13 at 1e-300

@@ -75,8 +75,17 @@ def test_batch_sizes():
     assert auto_batch_size(20_000, 20e-6, 2) == 10_000
     # 1 ms per item: 0.5 s per task
     assert auto_batch_size(20_000, 1e-3, 2) == 500
-    # tiny ensembles: no task below 0.1 s unless the whole ensemble is smaller
+    # less than 0.5 s per worker: still one equal batch per worker (the 20,000 LV ensemble,
+    # 7.6 us each: two tasks of 76 ms, not one of 100 ms and one of 52 ms)
+    assert auto_batch_size(20_000, 7.6e-6, 2) == 10_000
+    # the number of tasks is a multiple of the workers: 1.2 s on 2 workers -> 4 tasks
+    assert auto_batch_size(20_000, 60e-6, 2) == 5_000
+    assert auto_batch_size(20_000, 60e-6, 3) == -(-20_000 // 3)
+    # tiny ensembles: no task below 20 ms unless the whole ensemble is smaller
     assert auto_batch_size(1_000, 20e-6, 64) == 1_000
+    assert auto_batch_size(1_000, 50e-6, 64) == 500
+    # alignment (the lane loop's multiples of 8)
+    assert auto_batch_size(20_000, 60e-6, 3, align=8) % 8 == 0
 
 
 _FRESH = textwrap.dedent(

@@ -6,7 +6,9 @@ A PI controller on the scaled error norm ``e`` of a step (Hairer & Wanner, Solvi
 IV.2; Söderlind's gains ``beta1 = 0.7 / k``, ``beta2 = 0.4 / k`` for a method whose error
 estimate has order ``k - 1``): accept when ``e <= 1`` and propose
 ``h_new = h / clamp((e^beta1 / e_old^beta2) / 0.9, 1/10, 5)``; reject otherwise and shrink
-by ``e^beta1 / 0.9`` (at most 5x); a non-finite ``e`` (a stage overflowed) shrinks 5x.
+by ``e^beta1 / 0.9`` (at most 5x); a non-finite ``e`` (a stage overflowed) shrinks 5x. The
+powers are :func:`~scichains.ode._pow.cpow` (fdlibm's log and exp, the same instructions the
+ensemble loop runs on vectors of trajectories).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import numba
 
 from .._jit import FLAGS
+from ._pow import cpow
 
 QMIN = 0.2  # the largest shrink per step: 1 / 5
 QMAX = 10.0  # the largest growth per step
@@ -36,10 +39,10 @@ def pi_control(e, h_try, qold, beta1, beta2):
     the next step size to try (the retry's if rejected) and the remembered error."""
     if not math.isfinite(e):
         return False, h_try * QMIN, qold
-    q11 = e**beta1
+    q11 = cpow(e, beta1)
     if e > 1.0:
         return False, h_try / min(1.0 / QMIN, q11 / GAMMA), qold
-    q = q11 / qold**beta2
+    q = q11 / cpow(qold, beta2)
     q = max(1.0 / QMAX, min(1.0 / QMIN, q / GAMMA))
     return True, h_try / q, max(e, E_FLOOR)
 

@@ -226,7 +226,6 @@ class _Settings:
         self.interp = solver.interp if plan.interpolate else np.zeros((0, 1), dtype=np.float64)
         self.cap0 = int(plan.ts.size)
         self.t0, self.t1 = plan.prob.tspan
-        self.fast_pow = False  # solve_ensemble's option (the lane loop's controller powers)
 
 
 def lanes_apply(prob, settings) -> bool:
@@ -276,7 +275,6 @@ def _run_rows(prob, settings, U0, P, m, threads):
             try:
                 solve_lanes(
                     faddr,
-                    not settings.fast_pow,
                     U0,
                     P,
                     settings.t0,
@@ -385,7 +383,6 @@ def solve_ensemble(
     dtmin: float | None = None,
     adaptive: bool | None = None,
     worker_threads: int = 1,
-    fast_pow: bool = False,
 ):
     """Solve every trajectory of ``eprob``; returns an :class:`EnsembleSolution` (or, with an
     ``output_func``, the ``reduction`` of its results).
@@ -401,38 +398,30 @@ def solve_ensemble(
         inside one compiled loop), a ``dask.distributed.Client``, or any object with
         ``submit``/``map`` (a ``concurrent.futures`` executor): the trajectories are split
         into contiguous batches, one task each; the problem and options are sent once per
-        call (Dask: ``scatter(broadcast=True)``), each task takes only its batch's rows, and
+        call (Dask: ``scatter(broadcast=True)``; a problem under 1 MiB in all goes inside
+        the tasks instead), each task takes only its batch's rows, and
         the results are gathered in batch order. Anything else: ``TypeError``.
     batch_size : trajectories per task (executor only). Default: sized from the measured
         cost of a short pilot solve in this process so that each task runs about 0.5 s
-        (Dask's per-task overhead is ~1 ms), with at least one task per worker while each
-        keeps 0.1 s of work.
+        (Dask's per-task overhead is ~1 ms), the number of tasks a multiple of the workers
+        (equal shares); a smaller ensemble gets one task per worker while each keeps 20 ms.
     threads : numba threads in this process (default: all); workers use ``worker_threads``
         each (default 1: a Dask worker thread per core is the usual layout).
     rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive : as for :func:`solve`
         (shared by every trajectory)
-    fast_pow : the step-size controller's two fractional powers per step (``e ** (0.7 / k)``,
-        ``e_old ** (0.4 / k)``) as vector code for all lanes at once instead of the C
-        library's ``pow`` lane by lane (lane loop only, see below): within a few units in the
-        last place, ~25% less time for a small problem (Lotka-Volterra, Tsit5: ~5.9 instead
-        of ~7.6 us per trajectory on one thread, measured loaded), but the step sizes, hence
-        the saved states, then differ from :func:`solve`'s at rounding level (measured: 1e-13
-        relative over 10 time units; up to 1e-9 over 30, where the controller amplifies the
-        difference). Still identical bit for bit for any threads and batches. Not a bool:
-        ``TypeError``.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
     stepped together, one per SIMD lane, each with its own step size, controller memory,
-    stops, saves and status; a lane whose trajectory ends takes the next one. With the
-    default ``fast_pow=False`` every trajectory takes :func:`solve`'s steps with solve's
-    operations in order: the saved states, statuses and counts are solve's bit for bit for
-    two-state problems (measured). For other sizes LLVM vectorises some of the scalar
-    stepper's sums (fast-math reassociation) in another order; the error estimate, a sum
-    that cancels to ~1e-9 of its terms, then differs at ~1e-7, and so do the step sizes:
-    the saved states agree to a small fraction of the solver's own error (1e-12..1e-9
-    relative in the tests). Otherwise (doses, network right-hand sides) each trajectory
-    runs through the scalar stepper.
+    stops, saves and status; a lane whose trajectory ends takes the next one. Every
+    trajectory takes :func:`solve`'s steps with solve's operations in order (the controller's
+    powers included: both take them from the same log and exp code): the saved states,
+    statuses and counts are solve's bit for bit for two-state problems (measured). For
+    other sizes LLVM vectorises some of the scalar stepper's sums (fast-math reassociation)
+    in another order; the error estimate, a sum that cancels to ~1e-9 of its terms, then
+    differs at ~1e-7, and so do the step sizes: the saved states agree to a small fraction
+    of the solver's own error (1e-12..1e-9 relative in the tests). Otherwise (doses, network
+    right-hand sides) each trajectory runs through the scalar stepper.
 
     The saved states of trajectory ``i`` depend only on its ``u0`` and ``p``: they are
     identical bit for bit for any ``threads``, ``batch_size`` or executor (on machines that
@@ -468,10 +457,7 @@ def solve_ensemble(
         adaptive,
         interpolate=True,
     )
-    if not isinstance(fast_pow, (bool, np.bool_)):
-        raise TypeError(f"fast_pow must be True or False, got {fast_pow!r}")
     settings = _Settings(plan)
-    settings.fast_pow = bool(fast_pow)
     del plan
     m = eprob.m
     if executor is None:
@@ -496,7 +482,7 @@ def solve_ensemble(
                 m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor)
             )
         bounds = ex.batch_bounds(m, batch_size)
-        shared = ex.scatter(executor, (eprob.spec(), settings), broadcast=True)
+        shared = ex.share(executor, (eprob.spec(), settings), len(bounds))
         futures = [
             ex.submit(
                 executor,

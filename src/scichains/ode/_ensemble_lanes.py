@@ -22,9 +22,10 @@ address, so it is compiled once per machine and cached.
 A trajectory's arithmetic does not depend on its lane or block: every lane runs the same
 instructions (a vector instruction does per lane what the scalar one does), so the results are
 identical bit for bit for any thread count or split into blocks and batches. The PI
-controller's two fractional powers per step come from the C library's ``pow`` lane by lane
-(``exact_pow``: the scalar stepper's values; ~2 us of a Lotka-Volterra trajectory's ~8) or
-from :func:`lpow`, fdlibm's log and exp as vector code (within a few units in the last place).
+controller's two fractional powers per step are :func:`lpow` for all lanes at once: the
+instructions of the scalar steppers' :func:`~scichains.ode._pow.cpow` (fdlibm's log and exp)
+on vectors, where the C library's ``pow`` lane by lane took ~2 us of a Lotka-Volterra
+trajectory's ~8.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ from ._control import (
     REJECT,
     initial_finish,
     initial_probe,
-    judge_step,
     pi_gains,
 )
 from ._kernels import (
@@ -63,6 +63,7 @@ from ._kernels import (
     SUCCESS,
     float64_pointer,
 )
+from ._pow import emit_pow
 
 LANES = max(4, 2 * VECTOR_BYTES // 8)
 """Trajectories stepped together: two float64 vectors' worth (8 with AVX2, 4 with 16-byte
@@ -210,103 +211,16 @@ labs = _lane_unary("llvm.fabs")
 lsqrt = _lane_unary("llvm.sqrt")
 
 
-# fdlibm's log and exp (Sun Microsystems, freely distributable): the polynomial coefficients
-# of log(1 + f) on [sqrt(2)/2 - 1, sqrt(2) - 1] and of exp(r) on [-ln2 / 2, ln2 / 2]
-_LG = (
-    6.666666666666735130e-01,
-    3.999999999940941908e-01,
-    2.857142874366239149e-01,
-    2.222219843214978396e-01,
-    1.818357216161805012e-01,
-    1.531383769920937332e-01,
-    1.479819860511658591e-01,
-)
-_EP = (
-    1.66666666666666019037e-01,
-    -2.77777777770155933842e-03,
-    6.61375632143793436117e-05,
-    -1.65339022054652515390e-06,
-    4.13813679705723846039e-08,
-)
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_INV_LN2 = 1.44269504088896338700e00
-
-
 @intrinsic
 def lpow(typingctx, x, y):
-    """``x ** y`` lane by lane for ``x >= 0`` finite and a scalar ``y`` with ``|y log x| <
-    700`` (the step-size controller's powers: ``0 < y <= 0.7``), as ``exp(y log(x))`` with
-    fdlibm's log and exp written for vectors: within a few units in the last place of the
-    correctly rounded power (the C library's ``pow``, called once per lane, is most of a
-    step's control cost otherwise). ``0 ** y = 0``; other inputs give unspecified values."""
+    """``x ** y`` lane by lane (``x`` a lane vector, ``y`` a float): the instructions of
+    :func:`scichains.ode._pow.cpow` on every lane (see there for the domain)."""
     if x != LVEC or not isinstance(y, types.Float):
         return None
 
     def codegen(context, builder, signature, args):
-        xv = args[0]
         yv = context.cast(builder, args[1], signature.args[1], types.float64)
-        i64 = ir.IntType(64)
-        vi = ir.VectorType(i64, LANES)
-
-        def cf(value):
-            return ir.Constant(_LVEC_IR, [value] * LANES)
-
-        def ci(value):
-            return ir.Constant(vi, [value] * LANES)
-
-        def poly(z, coefs):  # Horner: c0 + z (c1 + z (c2 + ...))
-            acc = cf(coefs[-1])
-            for c in coefs[-2::-1]:
-                acc = builder.fadd(cf(c), builder.fmul(z, acc))
-            return acc
-
-        b = builder
-        # log(x): x = 2^k m, m in [sqrt(2)/2, sqrt(2)), subnormals scaled by 2^54 first
-        tiny = b.fcmp_ordered("<", xv, cf(2.2250738585072014e-308))
-        xs = b.select(tiny, b.fmul(xv, cf(18014398509481984.0)), xv)
-        bits = b.bitcast(xs, vi)
-        k = b.sub(b.lshr(bits, ci(52)), b.select(tiny, ci(1023 + 54), ci(1023)))
-        m = b.bitcast(b.or_(b.and_(bits, ci(0x000FFFFFFFFFFFFF)), ci(0x3FF0000000000000)), _LVEC_IR)
-        big = b.fcmp_ordered(">", m, cf(1.4142135623730951))
-        m = b.select(big, b.fmul(m, cf(0.5)), m)
-        k = b.add(k, b.zext(big, vi))
-        f = b.fsub(m, cf(1.0))
-        dk = b.sitofp(k, _LVEC_IR)
-        sv = b.fdiv(f, b.fadd(cf(2.0), f))
-        z = b.fmul(sv, sv)
-        w = b.fmul(z, z)
-        t1 = b.fmul(w, poly(w, (_LG[1], _LG[3], _LG[5])))
-        t2 = b.fmul(z, poly(w, (_LG[0], _LG[2], _LG[4], _LG[6])))
-        r = b.fadd(t2, t1)
-        hfsq = b.fmul(cf(0.5), b.fmul(f, f))
-        inner = b.fadd(b.fmul(sv, b.fadd(hfsq, r)), b.fmul(dk, cf(_LN2_LO)))
-        logx = b.fsub(b.fmul(dk, cf(_LN2_HI)), b.fsub(b.fsub(hfsq, inner), f))
-        # exp(t), t = y log(x) = k ln2 + r
-        undef = ir.Constant(_LVEC_IR, ir.Undefined)
-        yvec = b.insert_element(undef, yv, ir.Constant(ir.IntType(32), 0))
-        yvec = b.shuffle_vector(
-            yvec,
-            ir.Constant(_LVEC_IR, ir.Undefined),
-            ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES),
-        )
-        t = b.fmul(yvec, logx)
-        rint = cgutils.get_or_insert_function(
-            b.module, ir.FunctionType(_LVEC_IR, [_LVEC_IR]), f"llvm.rint.v{LANES}f64"
-        )
-        kf = b.call(rint, [b.fmul(t, cf(_INV_LN2))])
-        hi = b.fsub(t, b.fmul(kf, cf(_LN2_HI)))
-        lo = b.fmul(kf, cf(_LN2_LO))
-        rr = b.fsub(hi, lo)
-        tt = b.fmul(rr, rr)
-        c = b.fsub(rr, b.fmul(tt, poly(tt, _EP)))
-        e = b.fsub(
-            cf(1.0),
-            b.fsub(b.fsub(lo, b.fdiv(b.fmul(rr, c), b.fsub(cf(2.0), c))), hi),
-        )
-        scaled = b.add(b.bitcast(e, vi), b.shl(b.fptosi(kf, vi), ci(52)))
-        res = b.bitcast(scaled, _LVEC_IR)
-        return b.select(b.fcmp_ordered("==", xv, cf(0.0)), cf(0.0), res)
+        return emit_pow(builder, args[0], yv, LANES)
 
     return LVEC(x, y), codegen
 
@@ -421,7 +335,6 @@ def _end_failed(
 @numba.njit(**FLAGS)
 def lane_block(
     faddr,
-    exact_pow,
     lo,
     hi,
     U0,
@@ -708,10 +621,9 @@ def lane_block(
             ev = ladd(ev, lmul(r, r))
         ev = lsqrt(lmax(zero, ldiv(ev, lsplat(float(n)))))
         lstore(E, 0, ev)
-        if adaptive and not exact_pow:
-            # the PI controller's arithmetic for all lanes at once (see _verdict), its powers
-            # as vector code. (With the C library's powers, judge_step runs lane by lane
-            # below: the scalar stepper's code, so that its fast-math choices are the same.)
+        if adaptive:
+            # the PI controller's arithmetic (pi_control's operations) for all lanes at once;
+            # _verdict below takes each lane's proposals
             q11v = lpow(ev, beta1)
             qbv = lpow(lload(qold, 0), beta2)
             htv = lload(HT, 0)
@@ -726,21 +638,16 @@ def lane_block(
                 continue
             steps[lane] += 1
             if adaptive:
-                if exact_pow:
-                    verdict, h_next, qnew, nonfinite = judge_step(
-                        E[lane], HT[lane], qold[lane], beta1, beta2, landing[lane], dtmin
-                    )
-                else:
-                    verdict, h_next, qnew, nonfinite = _verdict(
-                        E[lane],
-                        HACC[lane],
-                        HREJ[lane],
-                        QNEW[lane],
-                        HT[lane],
-                        qold[lane],
-                        landing[lane],
-                        dtmin,
-                    )
+                verdict, h_next, qnew, nonfinite = _verdict(
+                    E[lane],
+                    HACC[lane],
+                    HREJ[lane],
+                    QNEW[lane],
+                    HT[lane],
+                    qold[lane],
+                    landing[lane],
+                    dtmin,
+                )
                 qold[lane] = qnew
                 if verdict != ACCEPT:
                     H[lane] = h_next
@@ -884,7 +791,6 @@ def lane_block(
 @parallel_kernel
 def solve_lanes(
     faddr,
-    exact_pow,
     U0,
     P,
     t0,
@@ -904,7 +810,6 @@ def solve_lanes(
     """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
     trajectory ``i`` from ``U0[i]`` (or ``U0[0]`` when ``U0`` has one row) with parameters
     ``P[i]`` (or ``P[0]``), the right-hand side at ``faddr`` (:data:`LANE_RHS_SIGNATURE`),
-    the controller's powers from the C library when ``exact_pow`` (else :func:`lpow`).
     ``nblocks`` blocks of consecutive trajectories, one thread each.
 
     ``stops``: the times to land on (no jumps), ending with ``t1``; ``out[i]`` receives the
@@ -920,7 +825,6 @@ def solve_lanes(
         hi = m * (blk + 1) // nblocks
         lane_block(
             faddr,
-            exact_pow,
             lo,
             hi,
             U0,
