@@ -24,7 +24,7 @@ from ._layout import (
     S_OUT,
     S_WOFF,
 )
-from ._simd import lanes, vload, vsum
+from ._simd import lanes, vload, vstore, vsum
 
 
 @kernel
@@ -47,6 +47,18 @@ def zero_partials(spec, gv):
             woff = spec[l, S_WOFF]
             for j in range(woff * nl, (woff + spec[l, S_NIN] * spec[l, S_NOUT]) * nl):
                 gv[j] = 0
+
+
+@kernel
+def copy_span(src, s0, dst, d0, n):
+    """``dst[d0:d0+n] = src[s0:s0+n]`` in vectors (a plain loop over two slices of the same
+    dtype stayed scalar: ~1.3 cycles per number, 6% of a matexp training step)."""
+    nl = lanes(dst)
+    n1 = n - n % nl
+    for j in range(0, n1, nl):
+        vstore(dst, d0 + j, vload(src, s0 + j))
+    for j in range(n1, n):
+        dst[d0 + j] = src[s0 + j]
 
 
 @kernel
@@ -199,10 +211,8 @@ def valgrad_batch(
             m = min(T, hi - c0)
             if pretiled:
                 src = XYt[tix]
-                for j in range(F * T):
-                    w[j] = src[j]
-                for j in range(K * T):
-                    w[y_row * T + j] = src[F * T + j]
+                copy_span(src, 0, w, 0, F * T)
+                copy_span(src, F * T, w, y_row * T, K * T)
                 tix += 1
             else:
                 gather_tile(X, w, 0, F, T, m, samples, c0)
