@@ -12,6 +12,7 @@ from .._jit import resolve_threads
 from . import _batch
 from . import _layout as K
 from ._dispatch import clear_addresses, prepare
+from ._memory import zeros_huge
 from ._simd import MAX_LANES
 from ._validate import as_data, check_params, float_dtype, reject_class
 from .layers import Layer
@@ -307,12 +308,14 @@ class SimpleChain:
 
     forward = __call__
 
-    def workspace(self, dtype, nthreads: int, tile: int) -> np.ndarray:
+    def workspace(self, dtype, nthreads: int, tile: int, huge: bool = False) -> np.ndarray:
         """A zeroed work buffer of shape ``(nthreads, rows * tile + MAX_LANES * num_params)``
         for the batched kernels: the activation rows of a tile, then room for one SIMD vector
-        of partial sums per parameter."""
+        of partial sums per parameter. ``huge``: in transparent huge pages where the OS gives
+        them (for buffers kept between calls: see :mod:`scichains.nn._memory`)."""
         rows = int(self._meta[K.M_ROWS])
-        return np.zeros((nthreads, rows * tile + MAX_LANES * self.num_params), dtype=dtype)
+        shape = (nthreads, rows * tile + MAX_LANES * self.num_params)
+        return zeros_huge(shape, dtype) if huge else np.zeros(shape, dtype=dtype)
 
     def kernel(self, dtype=np.float64) -> ChainKernel:
         """The arrays the single-vector compiled kernels need (with a fresh work buffer).

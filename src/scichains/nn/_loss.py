@@ -257,7 +257,7 @@ class ChainWithLoss:
         b = store.get(key)
         if b is None:
             b = (
-                self.chain.workspace(dtype, nthreads, tile),
+                self.chain.workspace(dtype, nthreads, tile, huge=True),
                 np.zeros((nthreads, self.chain.num_params), dtype=dtype),
                 np.zeros(nthreads, dtype=np.float64),
             )

@@ -25,6 +25,7 @@ from . import _batch
 from . import _layout as K
 from ._chain import parallel_lock, tile_width
 from ._loss import ChainWithLoss, penalty_grad
+from ._memory import zeros_huge
 from ._optim import Optimizer, opt_update
 from ._validate import check_params, reject_class
 
@@ -213,7 +214,7 @@ class _Trainer:
             # instead of gathering (transposing) every sample at every step
             nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
-                self.XYt = np.zeros((nt, (nf + nk) * self.tile), dtype=self.p.dtype)
+                self.XYt = zeros_huge((nt, (nf + nk) * self.tile), self.p.dtype)
                 _batch.pretile(
                     self.X,
                     self.Y,
