@@ -198,9 +198,8 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
-        self.work, self.gbuf, self.lbuf = cwl.buffers(
-            self.p.dtype, self.nthreads, self.tile, {} if store is None else store
-        )
+        store = {} if store is None else store
+        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile, store)
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -214,7 +213,13 @@ class _Trainer:
             # instead of gathering (transposing) every sample at every step
             nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
-                self.XYt = zeros_huge((nt, (nf + nk) * self.tile), self.p.dtype)
+                # kept in the store with the work buffers (in huge pages: see _memory), filled
+                # anew by every call
+                shape = (nt, (nf + nk) * self.tile)
+                key = ("pretiled", self.p.dtype, shape)
+                if key not in store:
+                    store[key] = zeros_huge(shape, self.p.dtype)
+                self.XYt = store[key]
                 _batch.pretile(
                     self.X,
                     self.Y,
