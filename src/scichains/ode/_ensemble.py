@@ -118,6 +118,7 @@ class EnsembleProblem:
         self.output_func = output_func
         self.reduction = reduction
         self._spec = None  # (what it was made from, ProblemSpec): see spec()
+        self._holders = None  # (key, ScatteredChunks): see holders()
 
     def spec(self) -> ProblemSpec:
         """The problem as workers rebuild it, made once and kept while the problem's
@@ -128,6 +129,18 @@ class EnsembleProblem:
         if self._spec is None or any(a is not b for a, b in zip(self._spec[0], made_from)):
             self._spec = (made_from, ProblemSpec(prob))
         return self._spec[1]
+
+    def holders(self, client) -> ex.ScatteredChunks:
+        """The problem placed on a Dask ``client``'s workers, one chunk holder (an actor) per
+        worker thread: made on the first call and kept while the problem, the client and its
+        workers stay the same. A call then goes from here to the workers and back without the
+        scheduler's hops (measured loaded: 4 ms against 11-20 ms for two no-op tasks)."""
+        spec = self.spec()
+        workers = tuple(sorted(client.scheduler_info()["workers"]))
+        key = (id(client), spec.token, workers)
+        if self._holders is None or self._holders[0] != key:
+            self._holders = (key, ex.ScatteredChunks(client, [spec] * ex.n_workers(client)))
+        return self._holders[1]
 
     def u0(self, i: int) -> np.ndarray:
         """Trajectory ``i``'s initial state (a new array)."""
@@ -367,6 +380,11 @@ def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
     return output_func(res[0], res[1], np.arange(lo, hi))
 
 
+def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads):
+    """One batch on a worker's chunk holder (see :meth:`EnsembleProblem.holders`)."""
+    return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+
+
 def solve_ensemble(
     eprob: EnsembleProblem,
     solver: ExplicitRK = Tsit5,
@@ -397,10 +415,12 @@ def solve_ensemble(
     executor : ``None`` (this process: the trajectories run on ``threads`` of numba's threads
         inside one compiled loop), a ``dask.distributed.Client``, or any object with
         ``submit``/``map`` (a ``concurrent.futures`` executor): the trajectories are split
-        into contiguous batches, one task each; the problem and options are sent once per
-        call (Dask: ``scatter(broadcast=True)``; a problem under 1 MiB in all goes inside
-        the tasks instead), each task takes only its batch's rows, and
-        the results are gathered in batch order. Anything else: ``TypeError``.
+        into contiguous batches. Dask: the problem is placed once on every worker (a chunk
+        holder per worker thread, an actor kept with the ``EnsembleProblem`` for later
+        calls), each batch is a call to one of them (in turn) carrying the options and its
+        rows, straight to the worker and back; a worker that dies has the problem placed
+        again and the batches repeated once (the same results). Other executors: a task per
+        batch. Results in batch order. Anything else: ``TypeError``.
     batch_size : trajectories per task (executor only). Default: sized from the measured
         cost of a short pilot solve in this process so that each task runs about 0.5 s
         (Dask's per-task overhead is ~1 ms), the number of tasks a multiple of the workers
@@ -482,21 +502,15 @@ def solve_ensemble(
                 m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor)
             )
         bounds = ex.batch_bounds(m, batch_size)
-        shared = ex.share(executor, (eprob.spec(), settings), len(bounds))
-        futures = [
-            ex.submit(
-                executor,
-                _ensemble_task,
-                shared,
-                *eprob.rows(lo, hi),
-                lo,
-                hi,
-                eprob.output_func,
-                worker_threads,
-            )
-            for lo, hi in bounds
-        ]
-        outputs = ex.gather(executor, futures)
+        if ex.is_dask(executor):
+            # batches dealt out in turn to the problem's holders, one per worker thread
+            args = [
+                (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
+                for lo, hi in bounds
+            ]
+            outputs = eprob.holders(executor).run_each(_ensemble_call, args)
+        else:
+            outputs = _submitted(executor, eprob, settings, bounds, worker_threads)
     if eprob.output_func is not None:
         return _reduce(eprob.reduction, outputs)
     if len(outputs) == 1:
@@ -506,6 +520,26 @@ def solve_ensemble(
             np.concatenate([o[j] for o in outputs]) for j in range(5)
         )
     return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
+
+
+def _submitted(executor, eprob, settings, bounds, worker_threads) -> list:
+    """The batches as tasks of a ``concurrent.futures``-style ``executor``, the problem sent
+    once per call; results in batch order."""
+    shared = (eprob.spec(), settings)  # threads share it; a process pool pickles it
+    futures = [
+        ex.submit(
+            executor,
+            _ensemble_task,
+            shared,
+            *eprob.rows(lo, hi),
+            lo,
+            hi,
+            eprob.output_func,
+            worker_threads,
+        )
+        for lo, hi in bounds
+    ]
+    return ex.gather(executor, futures)
 
 
 def _seconds_per_trajectory(eprob, settings, pilot: int = 32) -> float:

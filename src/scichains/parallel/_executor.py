@@ -103,40 +103,6 @@ def gather(executor, futures: Sequence) -> list:
     return [f.result() for f in futures]
 
 
-def scatter(executor, obj, broadcast: bool = False):
-    """Send ``obj`` to the workers once; tasks then take the returned handle in its place.
-
-    Dask: ``client.scatter`` (``hash=False``: every call sends its own copy, never one of
-    another call's); other executors get ``obj`` itself (threads share it; a process pool
-    pickles it with each task)."""
-    if is_dask(executor):
-        return executor.scatter(obj, broadcast=broadcast, hash=False)
-    return obj
-
-
-SCATTER_BYTES = 1 << 20
-"""Shared data smaller than this (pickled) travels inside each task instead of being scattered
-first: :func:`share` then saves the scatter's round trip to every worker (3-4 ms measured here
-idle, 11-16 ms loaded) at the cost of a copy per task."""
-
-
-def share(executor, obj, tasks: int):
-    """``obj`` for ``tasks`` tasks to take as an argument: scattered once to every worker
-    (:func:`scatter`, ``broadcast=True``) when it is large or the tasks many, else ``obj``
-    itself (small data in each task's message)."""
-    if not is_dask(executor):
-        return obj
-    import pickle
-
-    try:
-        size = len(pickle.dumps(obj, protocol=5))
-    except Exception:  # noqa: BLE001 - not picklable by pickle (e.g. a closure): let Dask try
-        size = SCATTER_BYTES
-    if size * max(1, tasks) < SCATTER_BYTES:
-        return obj
-    return scatter(executor, obj, broadcast=True)
-
-
 def batch_bounds(m: int, batch_size: int, align: int = 1) -> list[tuple[int, int]]:
     """Contiguous ``(lo, hi)`` batches of ``range(m)``, each ``batch_size`` long (the last
     shorter); ``batch_size`` is rounded up to a multiple of ``align``."""
@@ -294,16 +260,19 @@ class ScatteredChunks:
         return self.run_each(fn, [args] * len(self.payloads))
 
     def run_each(self, fn: Callable, args_list: Sequence) -> list:
-        """``[fn(chunk, *args) for chunk, args in zip(chunks, args_list)]``: arguments of
-        each chunk's own (e.g. its rows of a larger array)."""
+        """``fn(chunk_j, *args_list[k])`` for every ``k``, on chunk ``j = k mod len(chunks)``,
+        results in the order of ``args_list``: arguments of each chunk's own (e.g. its rows of
+        a larger array; one per chunk), or batches of work dealt out in turn to chunks that
+        all hold the same data (several per chunk queue on its worker)."""
+        n = len(self.payloads)
         if not self.dask:
             futures = [
-                self.executor.submit(fn, payload, *args)
-                for payload, args in zip(self.payloads, args_list)
+                self.executor.submit(fn, self.payloads[k % n], *args)
+                for k, args in enumerate(args_list)
             ]
             return [f.result() for f in futures]
         for attempt in (0, 1):
-            calls = [h.call(fn, *args) for h, args in zip(self.holders, args_list)]
+            calls = [self.holders[k % n].call(fn, *args) for k, args in enumerate(args_list)]
             try:
                 return [c.result() for c in calls]
             except Exception as e:  # noqa: BLE001 - only lost workers are retried
