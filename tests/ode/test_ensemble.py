@@ -214,7 +214,7 @@ def test_dask_in_process_cluster_matches_in_process():
             got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=bs)
             np.testing.assert_array_equal(got.u, ref.u)
             np.testing.assert_array_equal(got.status, ref.status)
-            held.append(e.holders(client))
+            held.append(e._holders(client))
         # the problem is placed on the workers once and kept for later calls
         assert held[0] is held[1] is held[2] and len(held[0].holders) == 2
         e2 = EnsembleProblem(_lv(), u0s=u0s, ps=ps, output_func=lambda u, s, i: u[:, -1])

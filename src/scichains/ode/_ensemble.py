@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import numba
 import numpy as np
@@ -118,7 +119,7 @@ class EnsembleProblem:
         self.output_func = output_func
         self.reduction = reduction
         self._spec = None  # (what it was made from, ProblemSpec): see spec()
-        self._holders = {}  # key -> ScatteredChunks: see holders()
+        self._held = {}  # key -> ScatteredChunks: see _holders()
 
     def spec(self) -> ProblemSpec:
         """The problem as workers rebuild it, made once and kept while the problem's
@@ -130,7 +131,7 @@ class EnsembleProblem:
             self._spec = (made_from, ProblemSpec(prob))
         return self._spec[1]
 
-    def holders(self, client) -> ex.ScatteredChunks:
+    def _holders(self, client) -> ex.ScatteredChunks:
         """The problem placed on a Dask ``client``'s workers, one chunk holder (an actor) per
         worker thread: made on the first call and kept while the problem, the client and its
         workers stay the same (for the four clients used last). A call then goes from here to
@@ -139,12 +140,12 @@ class EnsembleProblem:
         spec = self.spec()
         workers = tuple(sorted(client.scheduler_info()["workers"]))
         key = (id(client), spec.token, workers)
-        held = self._holders.pop(key, None)
+        held = self._held.pop(key, None)
         if held is None or held.executor is not client:
             held = ex.ScatteredChunks(client, [spec] * ex.n_workers(client))
-        self._holders[key] = held  # the most recent last; a few clients' kept
-        while len(self._holders) > 4:
-            self._holders.pop(next(iter(self._holders)))
+        self._held[key] = held  # the most recent last; a few clients' kept
+        while len(self._held) > 4:
+            self._held.pop(next(iter(self._held)))
         return held
 
     def u0(self, i: int) -> np.ndarray:
@@ -270,6 +271,28 @@ def _lane_blocks(m, threads):
     return max(1, min(nb, 16 * threads))
 
 
+@contextmanager
+def _numba_threads(threads: int):
+    """Run the parallel ensemble kernel inside on ``threads`` of numba's threads, one loop
+    iteration (block) handed out at a time; the caller's settings restored after. Holds the
+    lock around parallel kernels that the threading layer needs (see ``parallel_lock``)."""
+    lock = parallel_lock()
+    previous = numba.get_num_threads()
+    if lock is not None:
+        lock.acquire()
+    try:
+        numba.set_num_threads(threads)
+        old_chunk = numba.set_parallel_chunksize(1)
+        try:
+            yield
+        finally:
+            numba.set_parallel_chunksize(old_chunk)
+    finally:
+        numba.set_num_threads(previous)
+        if lock is not None:
+            lock.release()
+
+
 def _run_rows(prob, settings, U0, P, m, threads):
     """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
     ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``."""
@@ -283,38 +306,25 @@ def _run_rows(prob, settings, U0, P, m, threads):
     if lanes_apply(prob, settings):
         control = StepControl(*settings.control, 0)
         faddr = lane_rhs_address(prob.f, n, P.shape[1])
-        lock = parallel_lock()
-        previous = numba.get_num_threads()
-        try:
-            if lock is not None:
-                lock.acquire()
-            numba.set_num_threads(threads)
-            old_chunk = numba.set_parallel_chunksize(1)
-            try:
-                solve_lanes(
-                    faddr,
-                    U0,
-                    P,
-                    settings.t0,
-                    settings.t1,
-                    settings.tableau,
-                    control,
-                    settings.stops[0],
-                    settings.save,
-                    settings.interp,
-                    _lane_blocks(m, threads),
-                    out,
-                    status,
-                    t_reached,
-                    fail,
-                    counts,
-                )
-            finally:
-                numba.set_parallel_chunksize(old_chunk)
-        finally:
-            numba.set_num_threads(previous)
-            if lock is not None:
-                lock.release()
+        with _numba_threads(threads):
+            solve_lanes(
+                faddr,
+                U0,
+                P,
+                settings.t0,
+                settings.t1,
+                settings.tableau,
+                control,
+                settings.stops[0],
+                settings.save,
+                settings.interp,
+                _lane_blocks(m, threads),
+                out,
+                status,
+                t_reached,
+                fail,
+                counts,
+            )
         return out, status, t_reached, fail, counts
     # blocks: several per thread, handed out one at a time, so a few slow trajectories do not
     # hold up a thread's whole share (the results do not depend on the split)
@@ -329,40 +339,27 @@ def _run_rows(prob, settings, U0, P, m, threads):
     else:
         faddr = prob.f_address
     kernel = prob.kernel
-    lock = parallel_lock()
-    previous = numba.get_num_threads()
-    try:
-        if lock is not None:
-            lock.acquire()
-        numba.set_num_threads(threads)
-        old_chunk = numba.set_parallel_chunksize(1)
-        try:
-            solve_batch(
-                faddr,
-                kernel,
-                U0,
-                P,
-                settings.t0,
-                settings.t1,
-                settings.tableau,
-                control,
-                Stops(*settings.stops),
-                settings.save,
-                settings.interp,
-                settings.cap0,
-                nblocks,
-                out,
-                status,
-                t_reached,
-                fail,
-                counts,
-            )
-        finally:
-            numba.set_parallel_chunksize(old_chunk)
-    finally:
-        numba.set_num_threads(previous)
-        if lock is not None:
-            lock.release()
+    with _numba_threads(threads):
+        solve_batch(
+            faddr,
+            kernel,
+            U0,
+            P,
+            settings.t0,
+            settings.t1,
+            settings.tableau,
+            control,
+            Stops(*settings.stops),
+            settings.save,
+            settings.interp,
+            settings.cap0,
+            nblocks,
+            out,
+            status,
+            t_reached,
+            fail,
+            counts,
+        )
     return out, status, t_reached, fail, counts
 
 
@@ -386,7 +383,7 @@ def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
 
 
 def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads):
-    """One batch on a worker's chunk holder (see :meth:`EnsembleProblem.holders`)."""
+    """One batch on a worker's chunk holder (see ``EnsembleProblem._holders``)."""
     return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
 
 
@@ -513,7 +510,7 @@ def solve_ensemble(
                 (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
                 for lo, hi in bounds
             ]
-            outputs = eprob.holders(executor).run_each(_ensemble_call, args)
+            outputs = eprob._holders(executor).run_each(_ensemble_call, args)
         else:
             outputs = _submitted(executor, eprob, settings, bounds, worker_threads)
     if eprob.output_func is not None:
