@@ -541,7 +541,7 @@ def _submitted(executor, eprob, settings, bounds, worker_threads) -> list:
         )
         for lo, hi in bounds
     ]
-    return ex.gather(executor, futures)
+    return [f.result() for f in futures]
 
 
 def _seconds_per_trajectory(eprob, settings, pilot: int = 32) -> float:

@@ -94,15 +94,6 @@ def submit(executor, fn: Callable, *args, **kwargs):
     return executor.submit(fn, *args)
 
 
-def gather(executor, futures: Sequence) -> list:
-    """The results of ``futures``, in their order (the first exception is raised)."""
-    if is_dask(executor):
-        # straight from the workers (a Client's default sends the results through the
-        # scheduler: one more copy of every byte, in a process that competes for the cores)
-        return list(executor.gather(list(futures), direct=True))
-    return [f.result() for f in futures]
-
-
 def batch_bounds(m: int, batch_size: int, align: int = 1) -> list[tuple[int, int]]:
     """Contiguous ``(lo, hi)`` batches of ``range(m)``, each ``batch_size`` long (the last
     shorter); ``batch_size`` is rounded up to a multiple of ``align``."""
