@@ -25,6 +25,10 @@ equal batch each, as long as each keeps this much."""
 WAIT_FOR_WORKERS = 60.0
 """Seconds to wait for a worker when a Dask cluster has none (all died and are restarting)."""
 
+WAIT_FOR_DEPARTURE = 10.0
+"""Seconds to wait for the scheduler to drop a worker that an actor call could not reach (its
+nanny reports a dead process within about a second)."""
+
 
 def require_dask():
     """Import ``dask.distributed`` or raise ``ImportError`` saying how to install it."""
@@ -135,8 +139,18 @@ def auto_batch_size(m: int, seconds_per_item: float, workers: int, align: int = 
 def _lost_data(exc: BaseException) -> bool:
     """Whether ``exc`` says a worker holding scattered data went away (not an error of the
     task's own: those are raised to the caller)."""
-    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
-    return bool(names & {"CancelledError", "FutureCancelledError", "KilledWorker"})
+    chain = [e for e in (exc, exc.__cause__, exc.__context__) if e is not None]
+    if {type(e).__name__ for e in chain} & {
+        "CancelledError",
+        "FutureCancelledError",
+        "KilledWorker",
+    }:
+        return True
+    # an actor call whose worker died: Dask raises this OSError, possibly before the scheduler
+    # has removed the worker
+    return any(
+        isinstance(e, OSError) and "Unable to contact Actor's worker" in str(e) for e in chain
+    )
 
 
 class ChunkHolder:
@@ -242,6 +256,15 @@ class ScatteredChunks:
         self._keep = futures  # the actors live while their futures do
         return holders
 
+    def _await_departure(self) -> None:
+        """Wait (up to :data:`WAIT_FOR_DEPARTURE` s) until the scheduler has dropped a worker
+        that held a chunk, so that the chunks are not placed on it again."""
+        import time
+
+        deadline = time.monotonic() + WAIT_FOR_DEPARTURE
+        while not self._holders_lost() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def _holders_lost(self) -> bool:
         alive = set(self.executor.scheduler_info()["workers"])
         return any(getattr(h, "_address", None) not in alive for h in self.holders)
@@ -269,5 +292,6 @@ class ScatteredChunks:
             except Exception as e:  # noqa: BLE001 - only lost workers are retried
                 if attempt == 1 or not (_lost_data(e) or self._holders_lost()):
                     raise
+                self._await_departure()
                 self.holders = self._place()
         raise AssertionError("unreachable")  # pragma: no cover
