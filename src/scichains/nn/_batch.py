@@ -7,6 +7,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import kernel, parallel_kernel
+from .._native import call_native, native_for
 from ._dispatch import tile_backward, tile_forward
 from ._layout import (
     DENSE,
@@ -126,29 +127,130 @@ def scatter_tile(w, row, F, T, m, out, samples, c0):
             out[s, f] = w[(row + f) * T + b]
 
 
-@parallel_kernel
-def forward_batch(spec, fspec, meta, p, X, out, samples, nthreads, T, work):
-    """out[s] = chain(X[s]) for every s in ``samples`` (inference: dropout off).
-
-    ``work`` has shape (nthreads, rows * T); ``X`` is (N, n_in) and ``out`` (N, n_out).
-    """
+@kernel
+def forward_thread(t, spec, fspec, meta, p, X, out, samples, nthreads, T, work):
+    """Thread ``t``'s share of :func:`forward_batch` (called through its address, as
+    :func:`valgrad_thread`)."""
     n = samples.shape[0]
     F = meta[M_NIN]
     K = meta[M_NOUT]
     out_row = spec[spec.shape[0] - 1, S_OUT]
+    lo = (n * t) // nthreads
+    hi = (n * (t + 1)) // nthreads
+    w = work[t]
+    for c0 in range(lo, hi, T):
+        m = min(T, hi - c0)
+        gather_tile(X, w, 0, F, T, m, samples, c0)
+        tile_forward(spec, fspec, meta, p, w, T, m, False, 0, 0, samples, c0)
+        scatter_tile(w, out_row, K, T, m, out, samples, c0)
+    return 0
+
+
+def forward_body(spec, fspec, meta, p, X, out, samples, work):
+    """The :class:`~scichains._native.Native` of :func:`forward_thread` for these arrays, to
+    pass as ``forward_batch``'s ``body``."""
+    return native_for(forward_thread, (0, spec, fspec, meta, p, X, out, samples, 0, 0, work))
+
+
+@parallel_kernel
+def forward_batch(body, spec, fspec, meta, p, X, out, samples, nthreads, T, work):
+    """out[s] = chain(X[s]) for every s in ``samples`` (inference: dropout off).
+
+    ``body``: :func:`forward_body` of the arrays. ``work`` has shape (nthreads, rows * T);
+    ``X`` is (N, n_in) and ``out`` (N, n_out).
+    """
     for t in prange(nthreads):
-        lo = (n * t) // nthreads
-        hi = (n * (t + 1)) // nthreads
-        w = work[t]
-        for c0 in range(lo, hi, T):
-            m = min(T, hi - c0)
+        call_native(body, t, spec, fspec, meta, p, X, out, samples, nthreads, T, work)
+
+
+@kernel
+def valgrad_thread(
+    t,
+    spec,
+    fspec,
+    meta,
+    loss_kind,
+    p,
+    X,
+    Y,
+    labels,
+    samples,
+    start,
+    count,
+    nthreads,
+    T,
+    work,
+    gbuf,
+    gX,
+    want_gx,
+    train,
+    seed,
+    step,
+    XYt,
+):
+    """Thread ``t``'s share of :func:`valgrad_batch`: its loss (not yet scaled by
+    ``1/count``) returned, its gradient in ``gbuf[t]``, its rows of ``gX`` when ``want_gx``.
+
+    Called through its address (``valgrad_batch``'s ``body``): compiled once, its machine code
+    is not linked into (and optimised again in) the levels numba builds around a ``prange``
+    body, nor in the training loop that calls ``valgrad_batch`` (see ``scichains._native``)."""
+    F = meta[M_NIN]
+    K = meta[M_NOUT]
+    L = spec.shape[0]
+    out_row = spec[L - 1, S_OUT]
+    y_row = meta[M_YROW]
+    ga = meta[M_GA]
+    scale = 1.0 / count
+    P = p.shape[0]
+    pretiled = XYt.shape[0] > 0
+    lo = start + (count * t) // nthreads
+    hi = start + (count * (t + 1)) // nthreads
+    w = work[t]
+    g = gbuf[t]
+    for j in range(P):
+        g[j] = 0
+    # past the rows: the dense weights' vector partial sums, used when this thread has more
+    # than one tile (with one, they would only add a pass over the partials)
+    gv = w[meta[M_ROWS] * T :]
+    direct = hi - lo <= T
+    if not direct:
+        zero_partials(spec, gv)
+    acc = 0.0
+    tix = _first_tile(start, count, nthreads, T, t)
+    for c0 in range(lo, hi, T):
+        m = min(T, hi - c0)
+        if pretiled:
+            src = XYt[tix]
+            copy_span(src, 0, w, 0, F * T)
+            copy_span(src, F * T, w, y_row * T, K * T)
+            tix += 1
+        else:
             gather_tile(X, w, 0, F, T, m, samples, c0)
-            tile_forward(spec, fspec, meta, p, w, T, m, False, 0, 0, samples, c0)
-            scatter_tile(w, out_row, K, T, m, out, samples, c0)
+        tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
+        acc += tile_loss(
+            loss_kind, w, out_row, y_row, ga, K, T, m, Y, labels, samples, c0, scale, pretiled
+        )
+        r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
+        if want_gx:
+            scatter_tile(w, r, F, T, m, gX, samples, c0)
+    if not direct:
+        fold_partials(spec, gv, g)
+    return acc
+
+
+def valgrad_body(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, work, gbuf, gX, XYt):
+    """The :class:`~scichains._native.Native` of :func:`valgrad_thread` for these arrays (the
+    scalars typed as ``valgrad_batch`` passes them), to pass as ``valgrad_batch``'s ``body``."""
+    return native_for(
+        valgrad_thread,
+        (0, spec, fspec, meta, loss_kind, p, X, Y, labels, samples, 0, 0, 0, 0)
+        + (work, gbuf, gX, False, False, 0, 0, XYt),
+    )
 
 
 @parallel_kernel
 def valgrad_batch(
+    body,
     spec,
     fspec,
     meta,
@@ -175,70 +277,42 @@ def valgrad_batch(
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
 
-    ``XYt``: the same batch pre-tiled by :func:`pretile` (each tile's input rows, then its
-    target rows, as they sit in the work buffer), copied instead of gathered; shape
-    ``(0, 0)`` to gather (a squared or absolute loss only).
+    ``body``: :func:`valgrad_body` of the arrays. ``XYt``: the same batch pre-tiled by
+    :func:`pretile` (each tile's input rows, then its target rows, as they sit in the work
+    buffer), copied instead of gathered; shape ``(0, 0)`` to gather (a squared or absolute
+    loss only).
 
     Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
     given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
     ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
     """
-    F = meta[M_NIN]
-    K = meta[M_NOUT]
-    L = spec.shape[0]
-    out_row = spec[L - 1, S_OUT]
-    y_row = meta[M_YROW]
-    ga = meta[M_GA]
-    scale = 1.0 / count
     P = p.shape[0]
-    pretiled = XYt.shape[0] > 0
     for t in prange(nthreads):
-        lo = start + (count * t) // nthreads
-        hi = start + (count * (t + 1)) // nthreads
-        w = work[t]
-        g = gbuf[t]
-        for j in range(P):
-            g[j] = 0
-        # past the rows: the dense weights' vector partial sums, used when this thread has
-        # more than one tile (with one, they would only add a pass over the partials)
-        gv = w[meta[M_ROWS] * T :]
-        direct = hi - lo <= T
-        if not direct:
-            zero_partials(spec, gv)
-        acc = 0.0
-        tix = _first_tile(start, count, nthreads, T, t)
-        for c0 in range(lo, hi, T):
-            m = min(T, hi - c0)
-            if pretiled:
-                src = XYt[tix]
-                copy_span(src, 0, w, 0, F * T)
-                copy_span(src, F * T, w, y_row * T, K * T)
-                tix += 1
-            else:
-                gather_tile(X, w, 0, F, T, m, samples, c0)
-            tile_forward(spec, fspec, meta, p, w, T, m, train, seed, step, samples, c0)
-            acc += tile_loss(
-                loss_kind,
-                w,
-                out_row,
-                y_row,
-                ga,
-                K,
-                T,
-                m,
-                Y,
-                labels,
-                samples,
-                c0,
-                scale,
-                pretiled,
-            )
-            r = tile_backward(spec, meta, p, g, gv, direct, w, T, m, want_gx, train)
-            if want_gx:
-                scatter_tile(w, r, F, T, m, gX, samples, c0)
-        if not direct:
-            fold_partials(spec, gv, g)
-        lbuf[t] = acc
+        lbuf[t] = call_native(
+            body,
+            t,
+            spec,
+            fspec,
+            meta,
+            loss_kind,
+            p,
+            X,
+            Y,
+            labels,
+            samples,
+            start,
+            count,
+            nthreads,
+            T,
+            work,
+            gbuf,
+            gX,
+            want_gx,
+            train,
+            seed,
+            step,
+            XYt,
+        )
     for j in range(P):
         grad[j] = gbuf[0, j]
     for t in range(1, nthreads):
@@ -248,7 +322,7 @@ def valgrad_batch(
     total = 0.0
     for t in range(nthreads):
         total += lbuf[t]
-    return total * scale
+    return total * (1.0 / count)
 
 
 @kernel

@@ -288,18 +288,9 @@ class SimpleChain:
         if lock is not None:
             lock.acquire()
         try:
-            _batch.forward_batch(
-                self.spec_for(p.dtype),
-                self._fspec,
-                self._meta,
-                p,
-                X,
-                out,
-                samples,
-                nthreads,
-                TILE,
-                work,
-            )
+            spec, fspec, meta = self.spec_for(p.dtype), self._fspec, self._meta
+            body = _batch.forward_body(spec, fspec, meta, p, X, out, samples, work)
+            _batch.forward_batch(body, spec, fspec, meta, p, X, out, samples, nthreads, TILE, work)
         finally:
             if lock is not None:
                 lock.release()

@@ -290,31 +290,15 @@ def _run_valgrad(
         lock.acquire()
     try:
         work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T, store)
+        spec, fspec, meta = chain.spec_for(p.dtype), chain._fspec, chain._meta
+        kind = cwl.loss.kind
+        XYt = _NOT_PRETILED[p.dtype.type]
+        data = (X, Y, labels, samples)
+        body = _batch.valgrad_body(spec, fspec, meta, kind, p, *data, work, gbuf, gX, XYt)
         value = _batch.valgrad_batch(
-            chain.spec_for(p.dtype),
-            chain._fspec,
-            chain._meta,
-            cwl.loss.kind,
-            p,
-            X,
-            Y,
-            labels,
-            samples,
-            start,
-            count,
-            nthreads,
-            T,
-            work,
-            gbuf,
-            lbuf,
-            grad,
-            gX,
-            want_gx,
-            train,
-            seed,
-            step,
-            _NOT_PRETILED[p.dtype.type],
-        )
+            body, spec, fspec, meta, kind, p, *data, start, count, nthreads, T, work, gbuf,
+            lbuf, grad, gX, want_gx, train, seed, step, XYt,
+        )  # fmt: skip
     finally:
         if lock is not None:
             lock.release()

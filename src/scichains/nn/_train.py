@@ -36,6 +36,7 @@ class NonFiniteLossError(FloatingPointError):
 
 @kernel
 def train_steps(
+    body,
     spec,
     fspec,
     meta,
@@ -67,7 +68,8 @@ def train_steps(
 ):
     """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
 
-    ``XYt``: the (only) batch pre-tiled (see ``valgrad_batch``), or shape ``(0, 0)``.
+    ``body``: ``_batch.valgrad_body`` of the arrays. ``XYt``: the (only) batch pre-tiled (see
+    ``valgrad_batch``), or shape ``(0, 0)``.
 
     ``losses[k]`` receives the loss of step ``k``. Returns the number of steps completed: less
     than ``nsteps`` when a loss was not finite, in which case ``p`` is restored to the last
@@ -81,6 +83,7 @@ def train_steps(
         start = j * batch
         count = min(batch, N - start)
         value = _batch.valgrad_batch(
+            body,
             spec,
             fspec,
             meta,
@@ -242,8 +245,25 @@ class _Trainer:
 
     def _run(self, nsteps: int, losses: np.ndarray) -> int:
         c = self.cwl.chain
+        spec = c.spec_for(self.p.dtype)
+        body = _batch.valgrad_body(
+            spec,
+            c._fspec,
+            c._meta,
+            self.cwl.loss.kind,
+            self.p,
+            self.X,
+            self.Y,
+            self.labels,
+            self.samples,
+            self.work,
+            self.gbuf,
+            self.gX,
+            self.XYt,
+        )
         return train_steps(
-            c.spec_for(self.p.dtype),
+            body,
+            spec,
             c._fspec,
             c._meta,
             self.cwl.loss.kind,
