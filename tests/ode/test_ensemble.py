@@ -1,6 +1,7 @@
 """Ensembles: every trajectory as ``solve`` gives it, bit for bit, for any thread count,
 batch size and executor; failures are per trajectory; bad input is named."""
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -221,6 +222,45 @@ def test_dask_in_process_cluster_matches_in_process():
         np.testing.assert_array_equal(
             solve_ensemble(e2, Tsit5(), saveat=TS, executor=client, batch_size=10), ref.u[:, -1]
         )
+        _results_by_shared_memory_or_not(e, ref, client)
+
+
+def _results_by_shared_memory_or_not(e, ref, client):
+    """Workers on this machine write into the caller's block of shared memory; a worker that
+    cannot map it (as on another machine) returns its rows; without a block (no /dev/shm or
+    no room) every batch returns its rows. The same results every way."""
+    from scichains.parallel import _shm as shm
+
+    real_attach, real_create = shm.attach, shm.SharedBlock.create
+    attached = []
+
+    def counting(handle):
+        mapped = real_attach(handle)
+        attached.append(mapped is not None)
+        return mapped
+
+    def half(handle):  # every other batch "on another machine"
+        attached.append(len(attached) % 2 == 0)
+        return real_attach(handle) if attached[-1] else None
+
+    ways = {"shared": (counting, real_create), "some remote": (half, real_create)}
+    ways["no block"] = (counting, lambda nbytes: None)
+    for way, (attach, create) in ways.items():
+        attached.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(shm, "attach", attach)
+            mp.setattr(shm.SharedBlock, "create", staticmethod(create))
+            got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=7)
+        for name in ("u", "status", "t_reached", "nf", "naccept", "nreject"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=way)
+        batches = -(-e.m // 7)
+        if way == "shared":
+            assert attached == [True] * batches
+        elif way == "some remote":
+            assert attached.count(False) == batches // 2
+        else:
+            assert attached == []  # no block: nothing to attach to
+    assert not list(shm.SHM_DIR.glob(f"{shm.PREFIX}{os.getpid()}-*"))  # every block removed
 
 
 def test_public_names():

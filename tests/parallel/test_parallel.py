@@ -3,9 +3,11 @@ reference, the package without Dask, and workers that die mid-call."""
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -263,6 +265,22 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
         v, g = p2.value_and_grad(z)
         assert os.path.exists(killer["path"])
         assert v == v_ref and np.array_equal(g, g_ref)
+
+        # without output_func the workers write into the caller's shared memory; one of
+        # them dies between two calls: the problem is placed on the workers there are, and
+        # the results are the same
+        e3 = EnsembleProblem(prob, u0s=u0s)
+        np.testing.assert_array_equal(
+            solve_ensemble(e3, saveat=ts, executor=client, batch_size=10).u, ref
+        )
+        victim = sorted(client.scheduler_info()["workers"])[0]
+        os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while victim in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = solve_ensemble(e3, saveat=ts, executor=client, batch_size=10)
+        np.testing.assert_array_equal(got.u, ref)
+        assert victim not in {h._address for h in e3._holders(client).holders}
 
 
 def test_solve_errors_survive_pickling():

@@ -17,6 +17,7 @@ import numpy as np
 from .._jit import resolve_threads
 from ..nn._chain import parallel_lock
 from ..parallel import _executor as ex
+from ..parallel import _shm as shm
 from ..parallel._transport import ProblemSpec, as_rows
 from ._ensemble_kernels import solve_batch
 from ._ensemble_lanes import LANES, lane_rhs_address, solve_lanes
@@ -293,16 +294,24 @@ def _numba_threads(threads: int):
             lock.release()
 
 
-def _run_rows(prob, settings, U0, P, m, threads):
+def _result_parts(m: int, nsave: int, n: int) -> list:
+    """``(shape, dtype)`` of the arrays :func:`_run_rows` returns for ``m`` trajectories."""
+    f8, i8 = np.dtype(np.float64), np.dtype(np.int64)
+    return [((m, nsave, n), f8), ((m,), i8), ((m,), f8), ((m, 1 + n), f8), ((m, 3), i8)]
+
+
+def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
-    ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``."""
+    ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``, written into
+    ``outs`` when given (arrays as :func:`_result_parts` describes)."""
     n = prob.u0.size
     nsave = settings.save.size
-    out = np.full((m, nsave, n), np.nan)
-    status = np.zeros(m, dtype=np.int64)
-    t_reached = np.zeros(m)
-    fail = np.zeros((m, 1 + n))
-    counts = np.zeros((m, 3), dtype=np.int64)
+    if outs is None:
+        outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
+    out, status, t_reached, fail, counts = outs
+    out.fill(np.nan)
+    for a in outs[1:]:
+        a.fill(0)
     if lanes_apply(prob, settings):
         control = StepControl(*settings.control, 0)
         faddr = lane_rhs_address(prob.f, n, P.shape[1])
@@ -371,20 +380,29 @@ def _reduce(reduction, outputs):
     return outputs
 
 
-def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
+def _ensemble_task(shared, U0, P, lo, hi, output_func, threads, outs=None):
     """One batch on a worker: the problem rebuilt once per worker process (cached under the
     spec's token), then the compiled ensemble loop."""
     spec, settings = shared
     prob = spec.problem()
-    res = _run_rows(prob, settings, U0, P, hi - lo, threads)
+    res = _run_rows(prob, settings, U0, P, hi - lo, threads, outs)
     if output_func is None:
         return res
     return output_func(res[0], res[1], np.arange(lo, hi))
 
 
-def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads):
-    """One batch on a worker's chunk holder (see ``EnsembleProblem._holders``)."""
-    return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=None):
+    """One batch on a worker's chunk holder (see ``EnsembleProblem._holders``). ``block``:
+    ``(handle, offsets, parts)`` of the caller's :class:`~scichains.parallel._shm.SharedBlock`
+    holding the whole ensemble's results: a worker that can map it writes its rows there and
+    returns ``None``; one that cannot (another machine) returns them."""
+    mapped = None if block is None else shm.attach(block[0])
+    if mapped is None:
+        return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+    _, offsets, parts = block
+    outs = [shm.view(mapped, o, shape, dt)[lo:hi] for o, (shape, dt) in zip(offsets, parts)]
+    _ensemble_task((spec, settings), U0, P, lo, hi, None, threads, outs)
+    return None  # the mapping goes with the last view on it
 
 
 def solve_ensemble(
@@ -505,6 +523,8 @@ def solve_ensemble(
             )
         bounds = ex.batch_bounds(m, batch_size)
         if ex.is_dask(executor):
+            if eprob.output_func is None:
+                return _dask_into_block(eprob, settings, executor, bounds, worker_threads)
             # batches dealt out in turn to the problem's holders, one per worker thread
             args = [
                 (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
@@ -521,6 +541,35 @@ def solve_ensemble(
         u, status, t_reached, fail, counts = (
             np.concatenate([o[j] for o in outputs]) for j in range(5)
         )
+    return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
+
+
+def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> EnsembleSolution:
+    """The batches on the problem's chunk holders (dealt out in turn), each writing its rows
+    of the results into one block of shared memory made here (``parallel._shm``) when the
+    worker runs on this machine, else returning them (copied in here). Without a block
+    (no ``/dev/shm``, or no room in it) every batch returns its rows."""
+    parts = _result_parts(eprob.m, settings.save.size, eprob.prob.u0.size)
+    offsets, nbytes = shm.layout(parts)
+    block = shm.SharedBlock.create(nbytes)
+    handle = None if block is None else (block.handle, offsets, parts)
+    args = [
+        (settings, *eprob.rows(lo, hi), lo, hi, None, worker_threads, handle) for lo, hi in bounds
+    ]
+    try:
+        outputs = eprob._holders(client).run_each(_ensemble_call, args)
+    finally:
+        if block is not None:
+            block.unlink()
+    if block is None:
+        results = [np.concatenate([o[j] for o in outputs]) for j in range(5)]
+    else:
+        results = [block.array(o, shape, dt) for o, (shape, dt) in zip(offsets, parts)]
+        for (lo, hi), returned in zip(bounds, outputs):
+            if returned is not None:  # a worker on another machine
+                for a, r in zip(results, returned):
+                    a[lo:hi] = r
+    u, status, t_reached, fail, counts = results
     return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
 
 

@@ -1,0 +1,91 @@
+"""scichains.parallel._shm: result blocks that workers on this machine write into."""
+
+import errno
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from scichains.parallel import _shm as shm
+
+pytestmark = pytest.mark.skipif(not shm.SHM_DIR.is_dir(), reason="no /dev/shm here")
+
+
+def _parts():
+    return [((5, 3, 2), np.dtype(np.float64)), ((5,), np.dtype(np.int64)), ((7,), np.float32)]
+
+
+def test_layout_is_aligned_and_disjoint():
+    offsets, nbytes = shm.layout(_parts())
+    assert offsets[0] == shm.HEADER and all(o % 64 == 0 for o in offsets)
+    ends = [o + int(np.prod(s)) * np.dtype(d).itemsize for o, (s, d) in zip(offsets, _parts())]
+    assert all(e <= o for e, o in zip(ends, offsets[1:])) and ends[-1] <= nbytes
+
+
+def test_a_worker_writes_the_caller_reads_and_the_file_goes():
+    offsets, nbytes = shm.layout(_parts())
+    block = shm.SharedBlock.create(nbytes)
+    assert block is not None and block.path.exists()
+    # another process attaches and writes its rows
+    code = (
+        "import sys, pickle, numpy as np; from scichains.parallel import _shm as shm; "
+        "handle, offsets, parts = pickle.loads(bytes.fromhex(sys.argv[1])); "
+        "m = shm.attach(handle); u = shm.view(m, offsets[0], *parts[0])[2:4]; "
+        "u[:] = 7.5; s = shm.view(m, offsets[1], *parts[1]); s[:] = np.arange(5); "
+        "del u, s; m.close()"
+    )
+    import pickle
+
+    arg = pickle.dumps((block.handle, offsets, _parts())).hex()
+    subprocess.run([sys.executable, "-c", code, arg], check=True, env=dict(os.environ))
+    u = block.array(offsets[0], *_parts()[0])
+    status = block.array(offsets[1], *_parts()[1])
+    block.unlink()
+    assert not block.path.exists()
+    want = np.zeros((5, 3, 2))
+    want[2:4] = 7.5
+    np.testing.assert_array_equal(u, want)  # still mapped after the file is gone
+    np.testing.assert_array_equal(status, np.arange(5))
+
+
+def test_attach_refuses_what_it_cannot_see():
+    offsets, nbytes = shm.layout(_parts())
+    block = shm.SharedBlock.create(nbytes)
+    path, token, size = block.handle
+    try:
+        assert shm.attach((path, bytes(16), size)) is None  # another block's token
+        assert shm.attach((path, token, size + 64)) is None  # another size
+        assert shm.attach((path + "-elsewhere", token, size)) is None  # another machine
+        assert shm.attach(block.handle) is not None
+    finally:
+        block.unlink()
+    assert shm.attach(block.handle) is None  # gone
+
+
+def test_no_room_means_no_block(monkeypatch):
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    before = set(shm.SHM_DIR.glob(shm.PREFIX + "*"))
+    monkeypatch.setattr(shm.os, "posix_fallocate", full)
+    assert shm.SharedBlock.create(1 << 20) is None
+    assert set(shm.SHM_DIR.glob(shm.PREFIX + "*")) == before  # nothing left behind
+
+
+def test_blocks_of_dead_processes_are_swept(monkeypatch):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
+                          capture_output=True, check=True).stdout.strip()  # fmt: skip
+    stale = shm.SHM_DIR / f"{shm.PREFIX}{dead}-{'ab' * 16}"
+    stale.write_bytes(b"x" * 64)
+    mine = shm.SharedBlock.create(128)
+    monkeypatch.setattr(shm, "_swept", False)
+    other = shm.SharedBlock.create(128)
+    try:
+        assert not stale.exists()
+        assert mine.path.exists()  # this process runs: its blocks stay
+    finally:
+        stale.unlink(missing_ok=True)
+        mine.unlink()
+        other.unlink()
