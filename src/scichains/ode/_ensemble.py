@@ -439,8 +439,11 @@ def solve_ensemble(
         holder per worker thread, an actor kept with the ``EnsembleProblem`` for later
         calls), each batch is a call to one of them (in turn) carrying the options and its
         rows, straight to the worker and back; a worker that dies has the problem placed
-        again and the batches repeated once (the same results). Other executors: a task per
-        batch. Results in batch order. Anything else: ``TypeError``.
+        again and the batches repeated once (the same results). Without ``output_func``,
+        workers on this machine write their rows into one block of shared memory made here
+        (``/dev/shm``; the arrays returned are views on it, owned by the caller), and others
+        send them back. Other executors: a task per batch. Results in batch order.
+        Anything else: ``TypeError``.
     batch_size : trajectories per task (executor only). Default: sized from the measured
         cost of a short pilot solve in this process so that each task runs about 0.5 s
         (Dask's per-task overhead is ~1 ms), the number of tasks a multiple of the workers
