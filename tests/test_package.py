@@ -40,3 +40,33 @@ def test_unknown_attribute_is_still_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'odee'"):
         sc.odee  # noqa: B018
     assert not hasattr(sc, "not_a_subpackage")
+
+
+_NOTHING_COMPILED = """
+from numba.core import event
+compiled = []
+class Listener(event.Listener):
+    def on_start(self, ev):
+        d = ev.data.get("dispatcher")
+        compiled.append(getattr(getattr(d, "py_func", None), "__qualname__", str(d)))
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Listener())
+import scichains.models
+from scichains.models import _lockstep, _neural_ode
+lazy = [_lockstep._lockstep_rhs, _lockstep._lockstep_vjp, _neural_ode._neural_rhs,
+        _neural_ode._neural_vjp]
+assert all(c._made is None for c in lazy), "a C-callable was compiled at import"
+assert not [c for c in compiled if c in ("_rhs", "_vjp", "_rhs_status", "_vjp_status")], compiled
+print("ok")
+"""
+
+
+def test_importing_models_compiles_no_model_callables():
+    # numba.cfunc compiles when its module is imported: with a cold cache, importing
+    # scichains.models compiled the lockstep and neural-ODE callables (~7 s) for every user
+    r = subprocess.run(
+        [sys.executable, "-c", _NOTHING_COMPILED], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ok" in r.stdout

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._jit import CFUNC_FLAGS, FLAGS
+from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..nn._chain import ChainKernel, SimpleChain
 from ..nn._compiled import (
@@ -29,7 +29,7 @@ from ..nn._compiled import (
     scatter_tile,
 )
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
-from ..ode._problem import ODEProblem, register_cfunc
+from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
 
 
 @numba.njit(**FLAGS)
@@ -76,8 +76,8 @@ def _vjp_status(v, u, p, t, k, ubar, pbar):
     return call_status7(_vjp_jit, v, u, p, t, k, ubar, pbar)
 
 
-_lockstep_rhs = numba.cfunc(RHS_SIGNATURE, **CFUNC_FLAGS)(_rhs_status)
-_lockstep_vjp = numba.cfunc(VJP_SIGNATURE, **CFUNC_FLAGS)(_vjp_status)
+_lockstep_rhs = LazyCfunc(RHS_SIGNATURE, _rhs_status)  # compiled when a problem first uses it
+_lockstep_vjp = LazyCfunc(VJP_SIGNATURE, _vjp_status)
 register_cfunc(_rhs_jit, _lockstep_rhs, True)
 register_cfunc(_vjp_jit, _lockstep_vjp, True)
 

@@ -7,7 +7,7 @@ import threading
 import numba
 import numpy as np
 
-from .._jit import CFUNC_FLAGS, FLAGS
+from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
@@ -25,7 +25,7 @@ from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
-from ..ode._problem import ODEProblem, register_cfunc
+from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._lockstep import lockstep_problem
 
@@ -53,8 +53,8 @@ def _vjp_status(v, u, p, t, k, ubar, pbar):
 # the C-callables the solver and the adjoints call (status 1: the kernel raised, e.g. a
 # length check), cached on disk; the dispatchers stand for them in the ODEProblem (and run the
 # same code when called from Python)
-_neural_rhs = numba.cfunc(RHS_SIGNATURE, **CFUNC_FLAGS)(_rhs_status)
-_neural_vjp = numba.cfunc(VJP_SIGNATURE, **CFUNC_FLAGS)(_vjp_status)
+_neural_rhs = LazyCfunc(RHS_SIGNATURE, _rhs_status)  # compiled when a problem first uses it
+_neural_vjp = LazyCfunc(VJP_SIGNATURE, _vjp_status)
 register_cfunc(_rhs_jit, _neural_rhs, True)
 register_cfunc(_vjp_jit, _neural_vjp, True)
 

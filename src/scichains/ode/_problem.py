@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numbers
+import threading
 
 import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
+from .._jit import CFUNC_FLAGS
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
 from ._kernels import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
@@ -98,8 +100,32 @@ _ADAPTERS: dict[int, tuple] = {}
 
 def register_cfunc(f, cfunc, takes_kernel: bool) -> None:
     """Use ``cfunc`` (compiled ahead, e.g. cached by a generated module) as the C-callable
-    of the dispatcher ``f`` instead of compiling an adapter per problem."""
+    of the dispatcher ``f`` instead of compiling an adapter per problem. ``cfunc`` may also be
+    a :class:`LazyCfunc`, compiled (or loaded from the cache) the first time a problem uses
+    ``f``."""
     _ADAPTERS[id(f)] = (f, cfunc, takes_kernel)
+
+
+class LazyCfunc:
+    """``numba.cfunc(sig, **CFUNC_FLAGS)(fn)``, compiled on first use instead of at import.
+
+    A module-level ``numba.cfunc`` compiles when its module is imported: with a cold cache,
+    importing ``scichains.models`` compiled the lockstep and neural-ODE right-hand sides and
+    vjps (~7 s, measured on an AMD EPYC Zen 4) for every user, whatever they went on to use.
+    """
+
+    def __init__(self, sig, fn):
+        self._sig = sig
+        self._fn = fn
+        self._made = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        """The compiled ``numba.cfunc``."""
+        with self._lock:
+            if self._made is None:
+                self._made = numba.cfunc(self._sig, **CFUNC_FLAGS)(self._fn)
+            return self._made
 
 
 def _as_cfunc(f, sig, k_at, what, form):
@@ -117,7 +143,8 @@ def _as_cfunc(f, sig, k_at, what, form):
         )
     known = _ADAPTERS.get(id(f))
     if known is not None and known[0] is f and known[1]._sig == sig:
-        return known[1], known[2]
+        cf = known[1]
+        return (cf.get() if isinstance(cf, LazyCfunc) else cf), known[2]
     short = sig.args[:k_at] + sig.args[k_at + 1 :]
     try:
         f.compile(sig.args)
