@@ -64,6 +64,14 @@ def test_made_once_per_signature():
     assert native(_scaled_row_sum, sig) is native_for(_scaled_row_sum, (0, a, 1.0))
 
 
+def test_an_address_does_not_travel():
+    import pickle
+
+    fn = native_for(_scaled_row_sum, (0, np.ones((2, 3)), 1.0))
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(fn)
+
+
 def test_error_in_callee_reaches_caller():
     a = np.ones((2, 3))
     fn = native_for(_scaled_row_sum, (0, a, 1.0))

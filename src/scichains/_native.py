@@ -48,6 +48,12 @@ class Native:
     def __repr__(self) -> str:
         return f"Native({self.dispatcher.py_func.__qualname__}{self.signature})"
 
+    def __reduce__(self):
+        raise TypeError(
+            "a Native holds a machine-code address of this process and cannot be pickled: "
+            "make it where it is called (scichains._native.native_for)"
+        )
+
 
 class NativeType(types.Type):
     """The numba type of a :class:`Native`: one type per kernel and signature."""
