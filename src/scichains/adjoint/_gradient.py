@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 
+from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
 from ..ode._esdirk import ESDIRK
 from ..ode._problem import ODEProblem, _check_p
@@ -31,11 +32,7 @@ def _check_finite(value, dp=None, du0=None) -> None:
     """``ODESolveError`` (status NONFINITE) when the loss or its gradient is not finite: a
     solve can succeed on a solution that grows too large for the loss (it overflows to inf,
     its gradient to NaN), which an optimiser must not be handed as a value."""
-    if (
-        math.isfinite(value)
-        and (dp is None or np.isfinite(dp).all())
-        and (du0 is None or np.isfinite(du0).all())
-    ):
+    if math.isfinite(value) and (dp is None or all_finite(dp)) and (du0 is None or all_finite(du0)):
         return
     what = None
     if not np.isfinite(value):
@@ -215,7 +212,7 @@ class Objective:
                 if u0.ndim == 2 and u0.shape[1:] == prob.u0.shape:
                     hint = " (for several trajectories use scichains.adjoint.MultiObjective)"
                 raise ValueError(f"u0 must have shape {prob.u0.shape}, got {u0.shape}{hint}")
-            if not np.isfinite(u0).all():
+            if not all_finite(u0):
                 raise ValueError("u0 contains NaN or infinite values")
         return p, u0
 

@@ -7,6 +7,7 @@ import threading
 import numba
 import numpy as np
 
+from .._checks import all_finite
 from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
@@ -353,7 +354,7 @@ class NeuralODE:
         data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
-        if not np.isfinite(data).all():
+        if not all_finite(data):
             raise ValueError("data contains NaN or infinite values")
         obj, sq, owned = self._claim()
         try:

@@ -9,6 +9,7 @@ import numba
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
+from .._checks import all_finite
 from .._jit import CFUNC_FLAGS
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
@@ -84,7 +85,7 @@ def _check_p(p) -> np.ndarray:
     p = as_real(p, "p")
     if p.ndim != 1:
         raise ValueError(f"p must be a vector, got shape {p.shape}")
-    if np.isfinite(p).all():
+    if all_finite(p):
         return p
     bad = np.flatnonzero(~np.isfinite(p))
     if bad.size:
