@@ -235,22 +235,13 @@ class _Trainer:
                     nk,
                     self.XYt,
                 )
-
-    def run(self, nsteps: int, losses: np.ndarray) -> int:
-        lock = parallel_lock()
-        if lock is None:
-            return self._run(nsteps, losses)
-        with lock:
-            return self._run(nsteps, losses)
-
-    def _run(self, nsteps: int, losses: np.ndarray) -> int:
-        c = self.cwl.chain
-        spec = c.spec_for(self.p.dtype)
-        body = _batch.valgrad_body(
-            spec,
-            c._fspec,
-            c._meta,
-            self.cwl.loss.kind,
+        # the threads' share of a step, called by address (see _batch.valgrad_thread)
+        self.spec = cwl.chain.spec_for(self.p.dtype)
+        self.body = _batch.valgrad_body(
+            self.spec,
+            cwl.chain._fspec,
+            meta,
+            cwl.loss.kind,
             self.p,
             self.X,
             self.Y,
@@ -261,9 +252,19 @@ class _Trainer:
             self.gX,
             self.XYt,
         )
+
+    def run(self, nsteps: int, losses: np.ndarray) -> int:
+        lock = parallel_lock()
+        if lock is None:
+            return self._run(nsteps, losses)
+        with lock:
+            return self._run(nsteps, losses)
+
+    def _run(self, nsteps: int, losses: np.ndarray) -> int:
+        c = self.cwl.chain
         return train_steps(
-            body,
-            spec,
+            self.body,
+            self.spec,
             c._fspec,
             c._meta,
             self.cwl.loss.kind,

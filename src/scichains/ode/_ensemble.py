@@ -527,13 +527,13 @@ def solve_ensemble(
         bounds = ex.batch_bounds(m, batch_size)
         if ex.is_dask(executor):
             if eprob.output_func is None:
-                return _dask_into_block(eprob, settings, executor, bounds, worker_threads)
-            # batches dealt out in turn to the problem's holders, one per worker thread
-            args = [
-                (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
-                for lo, hi in bounds
-            ]
-            outputs = eprob._holders(executor).run_each(_ensemble_call, args)
+                outputs = _dask_into_block(eprob, settings, executor, bounds, worker_threads)
+            else:  # batches dealt out in turn to the problem's holders, one per worker thread
+                args = [
+                    (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
+                    for lo, hi in bounds
+                ]
+                outputs = eprob._holders(executor).run_each(_ensemble_call, args)
         else:
             outputs = _submitted(executor, eprob, settings, bounds, worker_threads)
     if eprob.output_func is not None:
@@ -547,11 +547,12 @@ def solve_ensemble(
     return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
 
 
-def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> EnsembleSolution:
+def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> list:
     """The batches on the problem's chunk holders (dealt out in turn), each writing its rows
     of the results into one block of shared memory made here (``parallel._shm``) when the
-    worker runs on this machine, else returning them (copied in here). Without a block
-    (no ``/dev/shm``, or no room in it) every batch returns its rows."""
+    worker runs on this machine, else returning them (copied in here): ``[results]``, the
+    whole ensemble's. Without a block (no ``/dev/shm``, or no room in it) every batch returns
+    its rows: the batches' results, in order."""
     parts = _result_parts(eprob.m, settings.save.size, eprob.prob.u0.size)
     offsets, nbytes = shm.layout(parts)
     block = shm.SharedBlock.create(nbytes)
@@ -565,15 +566,13 @@ def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> Ensembl
         if block is not None:
             block.unlink()
     if block is None:
-        results = [np.concatenate([o[j] for o in outputs]) for j in range(5)]
-    else:
-        results = [block.array(o, shape, dt) for o, (shape, dt) in zip(offsets, parts)]
-        for (lo, hi), returned in zip(bounds, outputs):
-            if returned is not None:  # a worker on another machine
-                for a, r in zip(results, returned):
-                    a[lo:hi] = r
-    u, status, t_reached, fail, counts = results
-    return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
+        return outputs
+    results = [block.array(o, shape, dt) for o, (shape, dt) in zip(offsets, parts)]
+    for (lo, hi), returned in zip(bounds, outputs):
+        if returned is not None:  # a worker on another machine
+            for a, r in zip(results, returned):
+                a[lo:hi] = r
+    return [tuple(results)]
 
 
 def _submitted(executor, eprob, settings, bounds, worker_threads) -> list:

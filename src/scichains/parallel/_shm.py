@@ -44,7 +44,7 @@ def layout(parts: list[tuple[tuple[int, ...], np.dtype]]) -> tuple[list[int], in
     for shape, dtype in parts:
         offsets.append(at)
         at += _align(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
-    return offsets, max(at, HEADER)
+    return offsets, at
 
 
 def _sweep_stale() -> None:
@@ -102,8 +102,7 @@ class SharedBlock:
 
     def array(self, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
         """The array of ``shape`` and ``dtype`` at ``offset`` (a view keeping the mapping)."""
-        count = int(np.prod(shape, dtype=np.int64))
-        return np.frombuffer(self.map, dtype=dtype, count=count, offset=offset).reshape(shape)
+        return view(self.map, offset, shape, dtype)
 
     def unlink(self) -> None:
         """Remove the file; the mapping (and the arrays on it) stay valid."""
@@ -133,6 +132,7 @@ def attach(handle) -> mmap.mmap | None:
 
 
 def view(mapped: mmap.mmap, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """The array of ``shape`` and ``dtype`` at ``offset`` of a mapping from :func:`attach`."""
+    """The array of ``shape`` and ``dtype`` at ``offset`` of a mapping (a block's, or one from
+    :func:`attach`)."""
     count = int(np.prod(shape, dtype=np.int64))
     return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset).reshape(shape)
