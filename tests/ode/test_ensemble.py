@@ -231,35 +231,36 @@ def _results_by_shared_memory_or_not(e, ref, client):
     no room) every batch returns its rows. The same results every way."""
     from scichains.parallel import _shm as shm
 
-    real_attach, real_create = shm.attach, shm.SharedBlock.create
-    attached = []
+    real_write, real_create = shm.write, shm.SharedBlock.create
+    wrote = []
 
-    def counting(handle):
-        mapped = real_attach(handle)
-        attached.append(mapped is not None)
-        return mapped
+    def counting(handle, pieces):
+        done = real_write(handle, pieces)
+        wrote.append(done)
+        return done
 
-    def half(handle):  # every other batch "on another machine"
-        attached.append(len(attached) % 2 == 0)
-        return real_attach(handle) if attached[-1] else None
+    def half(handle, pieces):  # every other batch "on another machine" (or out of room)
+        wrote.append(len(wrote) % 2 == 0)
+        return real_write(handle, pieces) if wrote[-1] else False
 
     ways = {"shared": (counting, real_create), "some remote": (half, real_create)}
     ways["no block"] = (counting, lambda nbytes: None)
-    for way, (attach, create) in ways.items():
-        attached.clear()
+    for way, (write, create) in ways.items():
+        wrote.clear()
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(shm, "attach", attach)
+            mp.setattr(shm, "write", write)
             mp.setattr(shm.SharedBlock, "create", staticmethod(create))
             got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=7)
         for name in ("u", "status", "t_reached", "nf", "naccept", "nreject"):
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=way)
         batches = -(-e.m // 7)
         if way == "shared":
-            assert attached == [True] * batches
+            assert wrote == [True] * batches
         elif way == "some remote":
-            assert attached.count(False) == batches // 2
+            assert wrote.count(False) == batches // 2
+            assert got.u.base is None  # arrays of its own, not views on the block
         else:
-            assert attached == []  # no block: nothing to attach to
+            assert wrote == []  # no block: nothing to write to
     assert not list(shm.SHM_DIR.glob(f"{shm.PREFIX}{os.getpid()}-*"))  # every block removed
 
 

@@ -32,9 +32,9 @@ def test_a_worker_writes_the_caller_reads_and_the_file_goes():
     code = (
         "import sys, pickle, numpy as np; from scichains.parallel import _shm as shm; "
         "handle, offsets, parts = pickle.loads(bytes.fromhex(sys.argv[1])); "
-        "m = shm.attach(handle); u = shm.view(m, offsets[0], *parts[0])[2:4]; "
-        "u[:] = 7.5; s = shm.view(m, offsets[1], *parts[1]); s[:] = np.arange(5); "
-        "del u, s; m.close()"
+        "at = shm.rows_offset(offsets[0], *parts[0], 2); "
+        "assert shm.write(handle, [(at, np.full((2, 3, 2), 7.5)), "
+        "(offsets[1], np.arange(5))])"
     )
     import pickle
 
@@ -50,28 +50,46 @@ def test_a_worker_writes_the_caller_reads_and_the_file_goes():
     np.testing.assert_array_equal(status, np.arange(5))
 
 
-def test_attach_refuses_what_it_cannot_see():
+def test_write_refuses_what_it_cannot_see():
     offsets, nbytes = shm.layout(_parts())
     block = shm.SharedBlock.create(nbytes)
     path, token, size = block.handle
+    rows = [(offsets[1], np.arange(5))]
     try:
-        assert shm.attach((path, bytes(16), size)) is None  # another block's token
-        assert shm.attach((path, token, size + 64)) is None  # another size
-        assert shm.attach((path + "-elsewhere", token, size)) is None  # another machine
-        assert shm.attach(block.handle) is not None
+        assert not shm.write((path, bytes(16), size), rows)  # another block's token
+        assert not shm.write((path, token, size + 64), rows)  # another size
+        assert not shm.write((path + "-elsewhere", token, size), rows)  # another machine
+        with pytest.raises(ValueError, match="outside the block"):
+            shm.write(block.handle, [(nbytes - 8, np.arange(5))])
+        assert shm.write(block.handle, rows)
+        np.testing.assert_array_equal(block.array(offsets[1], *_parts()[1]), np.arange(5))
     finally:
         block.unlink()
-    assert shm.attach(block.handle) is None  # gone
+    assert not shm.write(block.handle, rows)  # gone
+
+
+def _full(fd, data, offset):
+    raise OSError(errno.ENOSPC, "No space left on device")
 
 
 def test_no_room_means_no_block(monkeypatch):
-    def full(fd, offset, length):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
     before = set(shm.SHM_DIR.glob(shm.PREFIX + "*"))
-    monkeypatch.setattr(shm.os, "posix_fallocate", full)
+    monkeypatch.setattr(shm.os, "pwrite", _full)
     assert shm.SharedBlock.create(1 << 20) is None
     assert set(shm.SHM_DIR.glob(shm.PREFIX + "*")) == before  # nothing left behind
+
+
+def test_no_room_for_the_rows_means_they_are_returned(monkeypatch):
+    offsets, nbytes = shm.layout(_parts())
+    block = shm.SharedBlock.create(nbytes)
+    try:
+        monkeypatch.setattr(shm.os, "pwrite", _full)
+        assert not shm.write(block.handle, [(offsets[1], np.arange(5))])
+        short = iter([8, 0])  # room for one int64, then none
+        monkeypatch.setattr(shm.os, "pwrite", lambda fd, data, offset: next(short))
+        assert not shm.write(block.handle, [(offsets[1], np.arange(5))])
+    finally:
+        block.unlink()
 
 
 def test_blocks_of_dead_processes_are_swept(monkeypatch):

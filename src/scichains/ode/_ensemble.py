@@ -132,18 +132,19 @@ class EnsembleProblem:
             self._spec = (made_from, ProblemSpec(prob))
         return self._spec[1]
 
-    def _holders(self, client) -> ex.ScatteredChunks:
+    def _holders(self, client, threads: dict[str, int] | None = None) -> ex.ScatteredChunks:
         """The problem placed on a Dask ``client``'s workers, one chunk holder (an actor) per
         worker thread: made on the first call and kept while the problem, the client and its
-        workers stay the same (for the four clients used last). A call then goes from here to
-        the workers and back without the scheduler's hops (measured loaded: 2.4-4 ms against
-        11-20 ms for two no-op tasks)."""
+        workers (``threads``: :func:`~scichains.parallel._executor.dask_threads`, read
+        here when not given) stay the same (for the four clients used last). A call then goes
+        from here to the workers and back without the scheduler's hops (measured loaded:
+        2.4-4 ms against 11-20 ms for two no-op tasks)."""
         spec = self.spec()
-        workers = tuple(sorted(client.scheduler_info()["workers"]))
-        key = (id(client), spec.token, workers)
+        threads = ex.dask_threads(client) if threads is None else threads
+        key = (id(client), spec.token, tuple(sorted(threads)))
         held = self._held.pop(key, None)
         if held is None or held.executor is not client:
-            held = ex.ScatteredChunks(client, [spec] * ex.n_workers(client))
+            held = ex.ScatteredChunks(client, [spec] * ex.n_workers(client, threads))
         self._held[key] = held  # the most recent last; a few clients' kept
         while len(self._held) > 4:
             self._held.pop(next(iter(self._held)))
@@ -394,15 +395,16 @@ def _ensemble_task(shared, U0, P, lo, hi, output_func, threads, outs=None):
 def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=None):
     """One batch on a worker's chunk holder (see ``EnsembleProblem._holders``). ``block``:
     ``(handle, offsets, parts)`` of the caller's :class:`~scichains.parallel._shm.SharedBlock`
-    holding the whole ensemble's results: a worker that can map it writes its rows there and
-    returns ``None``; one that cannot (another machine) returns them."""
-    mapped = None if block is None else shm.attach(block[0])
-    if mapped is None:
-        return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
-    _, offsets, parts = block
-    outs = [shm.view(mapped, o, shape, dt)[lo:hi] for o, (shape, dt) in zip(offsets, parts)]
-    _ensemble_task((spec, settings), U0, P, lo, hi, None, threads, outs)
-    return None  # the mapping goes with the last view on it
+    holding the whole ensemble's results: a worker that can write there writes its rows and
+    returns ``None``; one that cannot (another machine, no room) returns them."""
+    res = _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+    if block is None:
+        return res
+    handle, offsets, parts = block
+    pieces = [
+        (shm.rows_offset(o, shape, dt, lo), r) for o, (shape, dt), r in zip(offsets, parts, res)
+    ]
+    return None if shm.write(handle, pieces) else res
 
 
 def solve_ensemble(
@@ -520,20 +522,24 @@ def solve_ensemble(
                 for r, (lo, hi) in zip(outputs, bounds)
             ]
     else:
+        # a Dask cluster's workers, read once a call (a round trip to the scheduler)
+        threads_of = ex.dask_threads(executor) if ex.is_dask(executor) else None
         if batch_size is None:
             batch_size = ex.auto_batch_size(
-                m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor)
+                m, _seconds_per_trajectory(eprob, settings), ex.n_workers(executor, threads_of)
             )
         bounds = ex.batch_bounds(m, batch_size)
         if ex.is_dask(executor):
             if eprob.output_func is None:
-                outputs = _dask_into_block(eprob, settings, executor, bounds, worker_threads)
+                outputs = _dask_into_block(
+                    eprob, settings, executor, bounds, worker_threads, threads_of
+                )
             else:  # batches dealt out in turn to the problem's holders, one per worker thread
                 args = [
                     (settings, *eprob.rows(lo, hi), lo, hi, eprob.output_func, worker_threads)
                     for lo, hi in bounds
                 ]
-                outputs = eprob._holders(executor).run_each(_ensemble_call, args)
+                outputs = eprob._holders(executor, threads_of).run_each(_ensemble_call, args)
         else:
             outputs = _submitted(executor, eprob, settings, bounds, worker_threads)
     if eprob.output_func is not None:
@@ -547,7 +553,7 @@ def solve_ensemble(
     return EnsembleSolution(eprob, settings.save.copy(), u, status, t_reached, fail, counts)
 
 
-def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> list:
+def _dask_into_block(eprob, settings, client, bounds, worker_threads, threads_of) -> list:
     """The batches on the problem's chunk holders (dealt out in turn), each writing its rows
     of the results into one block of shared memory made here (``parallel._shm``) when the
     worker runs on this machine, else returning them (copied in here): ``[results]``, the
@@ -561,18 +567,27 @@ def _dask_into_block(eprob, settings, client, bounds, worker_threads) -> list:
         (settings, *eprob.rows(lo, hi), lo, hi, None, worker_threads, handle) for lo, hi in bounds
     ]
     try:
-        outputs = eprob._holders(client).run_each(_ensemble_call, args)
+        outputs = eprob._holders(client, threads_of).run_each(_ensemble_call, args)
     finally:
         if block is not None:
             block.unlink()
     if block is None:
         return outputs
-    results = [block.array(o, shape, dt) for o, (shape, dt) in zip(offsets, parts)]
+    if all(r is None for r in outputs):
+        return [tuple(_block_rows(block, offsets, parts, 0, eprob.m))]
+    # some rows came back (a worker elsewhere, or no room left): arrays of our own, so that
+    # no row of the block that no worker wrote is read
+    results = [np.empty(shape, dt) for shape, dt in parts]
     for (lo, hi), returned in zip(bounds, outputs):
-        if returned is not None:  # a worker on another machine
-            for a, r in zip(results, returned):
-                a[lo:hi] = r
+        got = _block_rows(block, offsets, parts, lo, hi) if returned is None else returned
+        for a, r in zip(results, got):
+            a[lo:hi] = r
     return [tuple(results)]
+
+
+def _block_rows(block, offsets, parts, lo, hi) -> list:
+    """Rows ``lo..hi-1`` of each result array in ``block`` (views)."""
+    return [block.array(o, shape, dt)[lo:hi] for o, (shape, dt) in zip(offsets, parts)]
 
 
 def _submitted(executor, eprob, settings, bounds, worker_threads) -> list:

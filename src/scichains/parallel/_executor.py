@@ -79,14 +79,20 @@ def check_executor(executor, what: str = "executor"):
     return executor
 
 
-def n_workers(executor) -> int:
-    """How many tasks the executor runs at once (Dask: its workers' threads)."""
+def dask_threads(client) -> dict[str, int]:
+    """``{address: threads}`` of a Dask client's workers (one round trip to the scheduler)."""
+    workers = client.scheduler_info()["workers"]
+    return {a: max(1, int(w.get("nthreads", 1))) for a, w in workers.items()}
+
+
+def n_workers(executor, threads: dict[str, int] | None = None) -> int:
+    """How many tasks the executor runs at once (Dask: its workers' threads, from
+    ``threads`` (:func:`dask_threads`) when given)."""
     if executor is None:
         return 1
     if is_dask(executor):
-        info = executor.scheduler_info()
-        workers = info.get("workers", {})
-        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+        threads = dask_threads(executor) if threads is None else threads
+        return max(1, sum(threads.values()))
     return max(1, int(getattr(executor, "_max_workers", os.cpu_count() or 1)))
 
 
