@@ -4,16 +4,19 @@
    drawn uniformly from [1, 2]^2): ``solve_ensemble`` on 1 and 2 threads, against a Python
    loop over ``solve`` (timed on ``--loop`` of the trajectories, per solve).
 2. The same ensemble on ``LocalCluster(n_workers=2, threads_per_worker=1)`` against
-   ``LocalCluster(n_workers=1, threads_per_worker=1)``, rounds interleaved; the saved states
-   compared with the in-process run, bit for bit.
+   ``LocalCluster(n_workers=1, threads_per_worker=1)``: one cluster alive at a time, in blocks
+   of 1, 2, 2 and 1 workers (``--rounds`` rounds each); the saved states compared with the
+   in-process run, bit for bit.
 3. Objective + gradient of a 1,000-subject simulated population (one-compartment oral PK,
-   random effects on ka, CL, V) on the same two clusters and in process, compared bit for bit.
+   random effects on ka, CL, V) in the same rounds, compared bit for bit with the in-process
+   run.
 4. The per-task costs behind the projection in the README (a no-op task's round trip, a no-op
-   call to the chunk holders, the per-subject cost, the bytes a task returns).
+   call to the chunk holders, the per-subject cost, the bytes a task returns), and the CPU
+   an idle 2-worker cluster spends on Dask's own periodic work.
 5. The FOCE-I objective + gradient (``scichains.pk.PopulationObjective``: each subject's EBE by
    Newton's method, its OFV term and exact outer gradient) of ``--pk-subjects`` subjects
    simulated from nlmixr2's Theophylline model, from the same warm starts each round, in
-   process and on the two clusters, compared bit for bit.
+   process and on the clusters (same rounds), compared bit for bit.
 
 Every ratio is taken from rounds of the same run (medians). Run: ``python benchmarks/ensemble.py``
 (``--quick`` for a smaller, faster check).
@@ -60,6 +63,11 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument(
+        "--quiet-dask",
+        action="store_true",
+        help="make Dask's periodic work rarer (QUIET_DASK) before the clusters start",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.trajectories, args.subjects, args.loop, args.rounds = 2_000, 100, 200, 3
@@ -121,185 +129,230 @@ def main(argv=None):
     if args.no_dask:
         return
 
-    # ---------------------------------------------------------------- 2-4. Dask
+    # ---------------------------------------------------------------- 2-5. Dask
+    import dask
     from distributed import Client, LocalCluster
 
     from scichains.parallel import warm_up
 
+    if args.quiet_dask:
+        dask.config.set(QUIET_DASK)
     model, subjects = simulated_subjects(args.subjects)
-    z = None
     kw = dict(rtol=1e-6, atol=1e-8)
     pop_local = Population(model, subjects, [0, 1, 2], OMEGA, **kw)
     z = pop_local.pack(THETA, 0.1 * rng.standard_normal((args.subjects, 3)))
     pop_local.value_and_grad(z)
     t_pop_local, _ = _median_time(lambda: pop_local.value_and_grad(z), args.rounds)
     v_ref, g_ref = pop_local.value_and_grad(z)
+    pk_ref = _PKReference(args.pk_subjects)
 
-    clusters = {}
-    try:
-        for k in (1, 2):
-            cl = LocalCluster(
-                n_workers=k, threads_per_worker=1, processes=True, dashboard_address=":0"
-            )
-            clusters[k] = (cl, Client(cl))
-        for k, (_, c) in clusters.items():
+    # One cluster at a time, in blocks 1, 2, 2, 1 workers (for the host's drift): an idle
+    # cluster's own periodic work (measured in section 4) would otherwise take CPU from the
+    # one being timed, and on two cores there is none to spare.
+    ens, pt, pkt = {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    pkt["here"] = [pk_ref.evaluate(pk_ref.local)[0] for _ in range(args.rounds)]
+    same = {"ensemble": {}, "population": {}, "FOCE-I": {}}
+    setup = {1: [], 2: []}
+    costs = None
+    for k in (1, 2, 2, 1):
+        t = time.perf_counter()
+        cl = LocalCluster(n_workers=k, threads_per_worker=1, processes=True, dashboard_address=":0")
+        c = Client(cl)
+        try:
+            started = time.perf_counter() - t
             info = warm_up(c)
-            print(
-                f"\nwarm-up, {k} worker(s): "
-                + ", ".join(f"{v['seconds']:.2f} s" for v in info.values())
-            )
-        # one untimed call each: a worker compiles the problem's own lane right-hand side
-        # (a C-callable made per problem, not cached across processes) at its first ensemble
-        first = {}
-        for k, (_, c) in clusters.items():
+            # one untimed call each: a worker compiles the problem's own lane right-hand side
+            # (a C-callable made per problem, not cached across processes) at its first ensemble
             t = time.perf_counter()
             ode.solve_ensemble(eprob, solver, saveat=ts, executor=c)
-            first[k] = time.perf_counter() - t
-        ens = {1: [], 2: []}
-        same_ens = {}
-        for _ in range(args.rounds):
-            for k, (_, c) in clusters.items():
+            first = time.perf_counter() - t
+            t = time.perf_counter()
+            pop = Population(model, subjects, [0, 1, 2], OMEGA, executor=c, **kw)
+            scatter = time.perf_counter() - t
+            t = time.perf_counter()
+            pop.value_and_grad(z)  # the workers build their objectives
+            build = time.perf_counter() - t
+            pk_remote, pk_first = pk_ref.remote(c)
+            setup[k].append((started, info, first, scatter, build, pk_first))
+            # each phase's rounds back to back, so that a median is of like calls (one A/B:
+            # 2-worker ensemble calls right after an in-process FOCE-I evaluation, which uses
+            # both cores, 105 ms against 91 back to back; after a remote one, 82)
+            for _ in range(args.rounds):
                 t = time.perf_counter()
                 sol = ode.solve_ensemble(eprob, solver, saveat=ts, executor=c)
                 ens[k].append(time.perf_counter() - t)
-                same_ens[k] = np.array_equal(sol.u, ref.u) and np.array_equal(
-                    sol.status, ref.status
+                same["ensemble"][k] = same["ensemble"].get(k, True) and (
+                    np.array_equal(sol.u, ref.u) and np.array_equal(sol.status, ref.status)
                 )
-        e1, e2 = statistics.median(ens[1]), statistics.median(ens[2])
-        print(f"\n2. the same {m:,} solves on Dask LocalCluster (processes, 1 thread per worker)")
-        print(f"   1 worker   {e1:8.3f} s (rounds {_fmt(ens[1])})")
-        print(f"   2 workers  {e2:8.3f} s (rounds {_fmt(ens[2])})")
-        print(f"   ratio: {e1 / e2:.2f}x (floor 1.6x); identical to in process: {same_ens}")
-        print(
-            "   first call (untimed above; the workers compile the problem's lane function): "
-            + ", ".join(f"{k} worker(s) {v:.2f} s" for k, v in first.items())
-        )
-
-        pops, build = {}, {}
-        for k, (_, c) in clusters.items():
-            t = time.perf_counter()
-            pops[k] = Population(model, subjects, [0, 1, 2], OMEGA, executor=c, **kw)
-            build[k] = time.perf_counter() - t
-            t = time.perf_counter()
-            pops[k].value_and_grad(z)  # the workers build their objectives
-            build[k] = (build[k], time.perf_counter() - t)
-        pt = {1: [], 2: []}
-        same_pop = {}
-        for _ in range(args.rounds):
-            for k in clusters:
+                del sol
+            for _ in range(args.rounds):
                 t = time.perf_counter()
-                v, g = pops[k].value_and_grad(z)
+                v, g = pop.value_and_grad(z)
                 pt[k].append(time.perf_counter() - t)
-                same_pop[k] = v == v_ref and np.array_equal(g, g_ref)
-        p1, p2 = statistics.median(pt[1]), statistics.median(pt[2])
-        n = args.subjects
-        print(f"\n3. objective + gradient, {n:,}-subject population ({z.size:,} unknowns)")
-        print(f"   in process {t_pop_local:8.3f} s ({t_pop_local / n * 1e6:.0f} us per subject)")
-        print(f"   1 worker   {p1:8.3f} s (rounds {_fmt(pt[1])})")
-        print(f"   2 workers  {p2:8.3f} s (rounds {_fmt(pt[2])})")
-        print(f"   ratio: {p1 / p2:.2f}x (floor 1.6x); identical to in process: {same_pop}")
-        for k in clusters:
-            print(
-                f"   {k} worker(s): scatter + client-side checks {build[k][0]:.2f} s, first "
-                f"evaluation (workers build {n:,} objectives) {build[k][1]:.2f} s"
-            )
-
-        # 4. per-task costs
-        c = clusters[2][1]
-        rt = []
-        for _ in range(30):
-            t = time.perf_counter()
-            c.submit(_noop, 1, pure=False).result()
-            rt.append(time.perf_counter() - t)
-        many = []
-        for _ in range(3):
-            t = time.perf_counter()
-            c.gather([c.submit(_noop, i, pure=False) for i in range(200)])
-            many.append((time.perf_counter() - t) / 200)
-        from scichains.parallel._executor import ScatteredChunks
-
-        held = ScatteredChunks(c, [0, 1])  # one chunk holder (actor) per worker
-        ra = []
-        for _ in range(30):
-            t = time.perf_counter()
-            held.run(_noop)
-            ra.append(time.perf_counter() - t)
-        bytes_per_task = lambda b: 8 * (-(-b // 16) * (1 + 3) + b * 3)  # noqa: E731
-        print("\n4. per-task costs (2-worker cluster)")
-        print(f"   one no-op task, submit to result: median {statistics.median(rt) * 1e3:.2f} ms")
-        print(f"   200 no-op tasks at once: {statistics.median(many) * 1e3:.3f} ms per task")
-        print(
-            "   one no-op call to both chunk holders (the actors that Population and "
-            f"EnsembleObjective use): median {statistics.median(ra) * 1e3:.2f} ms"
-        )
-        print(
-            f"   per subject, objective + gradient: {t_pop_local / n * 1e6:.0f} us (in process), "
-            f"{p1 / n * 1e6:.0f} us (one worker, including transfer)"
-        )
-        print(f"   a task's result for 1,563 subjects: {bytes_per_task(1563) / 1e3:.1f} kB")
-        print(f"   load average: {_load()}")
-
-        _pk_section(args, {k: c for k, (_, c) in clusters.items()})
-    finally:
-        for cl, c in clusters.values():
+                same["population"][k] = same["population"].get(k, True) and (
+                    v == v_ref and np.array_equal(g, g_ref)
+                )
+            for _ in range(args.rounds):
+                dt, ok = pk_ref.evaluate(pk_remote)
+                pkt[k].append(dt)
+                same["FOCE-I"][k] = same["FOCE-I"].get(k, True) and ok
+            if k == 2 and costs is None:
+                costs = _per_task_costs(c)
+        finally:
             c.close()
             cl.close()
 
+    e1, e2 = statistics.median(ens[1]), statistics.median(ens[2])
+    print(f"\n2. the same {m:,} solves on Dask LocalCluster (processes, 1 thread per worker)")
+    print(f"   one cluster at a time, blocks of 1, 2, 2, 1 workers, {args.rounds} rounds each")
+    print(f"   1 worker   {e1:8.3f} s (rounds {_fmt(ens[1])})")
+    print(f"   2 workers  {e2:8.3f} s (rounds {_fmt(ens[2])})")
+    print(f"   ratio: {e1 / e2:.2f}x (floor 1.6x); identical to in process: {same['ensemble']}")
+    for k in (1, 2):
+        for started, info, first, *_ in setup[k]:
+            print(
+                f"   {k} worker(s): cluster started {started:.2f} s, warm-up "
+                + ", ".join(f"{v['seconds']:.2f}" for v in info.values())
+                + f" s, first call (the workers compile the problem's lane function) {first:.2f} s"
+            )
 
-def _pk_section(args, clients):
-    """5. FOCE-I objective + gradient in process and on the clusters (see the docstring)."""
-    from _ensemble_models import pk_population
+    p1, p2 = statistics.median(pt[1]), statistics.median(pt[2])
+    n = args.subjects
+    print(f"\n3. objective + gradient, {n:,}-subject population ({z.size:,} unknowns)")
+    print(f"   in process {t_pop_local:8.3f} s ({t_pop_local / n * 1e6:.0f} us per subject)")
+    print(f"   1 worker   {p1:8.3f} s (rounds {_fmt(pt[1])})")
+    print(f"   2 workers  {p2:8.3f} s (rounds {_fmt(pt[2])})")
+    print(f"   ratio: {p1 / p2:.2f}x (floor 1.6x); identical to in process: {same['population']}")
+    for k in (1, 2):
+        for *_, scatter, build, _ in setup[k]:
+            print(
+                f"   {k} worker(s): scatter + client-side checks {scatter:.2f} s, first "
+                f"evaluation (workers build {n:,} objectives) {build:.2f} s"
+            )
 
-    from scichains import pk
+    rt, many, ra, idle = costs
+    bytes_per_task = lambda b: 8 * (-(-b // 16) * (1 + 3) + b * 3)  # noqa: E731
+    print("\n4. per-task costs (2-worker cluster)")
+    print(f"   one no-op task, submit to result: median {statistics.median(rt) * 1e3:.2f} ms")
+    print(f"   200 no-op tasks at once: {statistics.median(many) * 1e3:.3f} ms per task")
+    print(
+        "   one no-op call to both chunk holders (the actors that Population and "
+        f"EnsembleObjective use): median {statistics.median(ra) * 1e3:.2f} ms"
+    )
+    print(
+        f"   per subject, objective + gradient: {t_pop_local / n * 1e6:.0f} us (in process), "
+        f"{p1 / n * 1e6:.0f} us (one worker, including transfer)"
+    )
+    print(f"   a task's result for 1,563 subjects: {bytes_per_task(1563) / 1e3:.1f} kB")
+    print(
+        "   the idle cluster's own CPU (Dask's periodic work), ms per second: client process "
+        f"(scheduler, nannies) {idle[0]:.1f}, workers " + ", ".join(f"{x:.1f}" for x in idle[1:])
+    )
 
+    med = {k: statistics.median(v) for k, v in pkt.items()}
     n = args.pk_subjects
-    t = time.perf_counter()
-    model, data, x = pk_population(n)
-    print(f"\n5. FOCE-I objective + gradient, {n:,} simulated subjects ({data.n_obs:,} samples)")
-    print(f"   model and simulated data: {time.perf_counter() - t:.2f} s")
-    x1 = x + 0.01  # an outer step away from the point that gave the warm starts
-    local = pk.PopulationObjective(model, data)
-    t = time.perf_counter()
-    local.value_and_grad(x)  # the augmented system built (or loaded), the EBEs at x
-    print(f"   in process, first evaluation (builds the system): {time.perf_counter() - t:.2f} s")
-    etas0 = local.etas.copy()
-
-    def evaluate(obj):
-        obj.etas = etas0.copy()  # the same warm starts every round
-        t = time.perf_counter()
-        value = obj.value_and_grad(x1)
-        return time.perf_counter() - t, value
-
-    remote, first = {}, {}
-    for k, c in clients.items():
-        t = time.perf_counter()
-        remote[k] = pk.PopulationObjective(model, data, executor=c)
-        evaluate(remote[k])  # the workers build the model and their chunks' objectives
-        first[k] = time.perf_counter() - t
-    times = {"here": [], **{k: [] for k in remote}}
-    same = {k: True for k in remote}
-    for _ in range(args.rounds):  # interleaved
-        dt, (v_ref, g_ref) = evaluate(local)
-        times["here"].append(dt)
-        for k, obj in remote.items():
-            dt, (v, g) = evaluate(obj)
-            times[k].append(dt)
-            same[k] &= v == v_ref and np.array_equal(g, g_ref)
-            same[k] &= np.array_equal(obj.etas, local.etas)
-    med = {k: statistics.median(v) for k, v in times.items()}
+    print(
+        f"\n5. FOCE-I objective + gradient, {n:,} simulated subjects "
+        f"({pk_ref.data.n_obs:,} samples), from the same warm starts each round"
+    )
+    print(f"   model and simulated data: {pk_ref.made:.2f} s")
+    print(f"   in process, first evaluation (builds the system): {pk_ref.first:.2f} s")
     print(
         f"   in process {med['here']:8.3f} s ({med['here'] / n * 1e3:.2f} ms per subject; "
-        f"rounds {_fmt(times['here'])})"
+        f"rounds {_fmt(pkt['here'])})"
     )
-    for k in remote:
-        print(f"   {k} worker(s) {med[k]:7.3f} s (rounds {_fmt(times[k])})")
-    if 1 in med and 2 in med:
-        print(f"   ratio 1 worker / 2 workers: {med[1] / med[2]:.2f}x")
-    print(f"   ratio in process / 2 workers: {med['here'] / med.get(2, np.nan):.2f}x")
-    print(f"   OFV, gradient and EBEs identical to in process: {same}")
-    for k in remote:
-        print(f"   {k} worker(s): creation + first evaluation (workers build) {first[k]:.2f} s")
+    for k in (1, 2):
+        print(f"   {k} worker(s) {med[k]:7.3f} s (rounds {_fmt(pkt[k])})")
+    print(f"   ratio 1 worker / 2 workers: {med[1] / med[2]:.2f}x")
+    print(f"   ratio in process / 2 workers: {med['here'] / med[2]:.2f}x")
+    print(f"   OFV, gradient and EBEs identical to in process: {same['FOCE-I']}")
+    for k in (1, 2):
+        for *_, pk_first in setup[k]:
+            print(f"   {k} worker(s): creation + first evaluation (workers build) {pk_first:.2f} s")
     print(f"   load average: {_load()}")
+
+
+QUIET_DASK = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+}
+"""``--quiet-dask``: Dask's periodic work made rarer (see docs/guide/ensembles.md)."""
+
+
+def _per_task_costs(c):
+    """Section 4's figures, on client ``c``: no-op task round trips, 200 at once, no-op calls
+    to chunk holders, and the idle cluster's CPU per second (psutil, when installed)."""
+    rt = []
+    for _ in range(30):
+        t = time.perf_counter()
+        c.submit(_noop, 1, pure=False).result()
+        rt.append(time.perf_counter() - t)
+    many = []
+    for _ in range(3):
+        t = time.perf_counter()
+        c.gather([c.submit(_noop, i, pure=False) for i in range(200)])
+        many.append((time.perf_counter() - t) / 200)
+    from scichains.parallel._executor import ScatteredChunks
+
+    held = ScatteredChunks(c, [0, 1])  # one chunk holder (actor) per worker
+    ra = []
+    for _ in range(30):
+        t = time.perf_counter()
+        held.run(_noop)
+        ra.append(time.perf_counter() - t)
+    del held
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - distributed depends on it
+        return rt, many, ra, [float("nan")]
+    me = psutil.Process()
+    procs = [me] + [psutil.Process(pid) for pid in sorted(c.run(os.getpid).values())]
+    before = [sum(p.cpu_times()[:2]) for p in procs]
+    time.sleep(3.0)
+    idle = [(sum(p.cpu_times()[:2]) - b) / 3.0 * 1e3 for p, b in zip(procs, before)]
+    return rt, many, ra, idle
+
+
+class _PKReference:
+    """Section 5's problem (see the docstring): the model, data and point, the in-process
+    objective and its warm starts; ``remote(client)`` builds the objective on a cluster,
+    ``evaluate(obj)`` times one objective + gradient from the same warm starts and compares
+    it with the in-process one."""
+
+    def __init__(self, n):
+        from _ensemble_models import pk_population
+
+        from scichains import pk
+
+        self.pk = pk
+        t = time.perf_counter()
+        self.model, self.data, x = pk_population(n)
+        self.made = time.perf_counter() - t
+        self.x1 = x + 0.01  # an outer step away from the point that gave the warm starts
+        self.local = pk.PopulationObjective(self.model, self.data)
+        t = time.perf_counter()
+        self.local.value_and_grad(x)  # the augmented system built (or loaded), the EBEs at x
+        self.first = time.perf_counter() - t
+        self.etas0 = self.local.etas.copy()
+        self.local.etas = self.etas0.copy()
+        self.v, self.g = self.local.value_and_grad(self.x1)
+        self.etas1 = self.local.etas.copy()
+
+    def remote(self, client):
+        t = time.perf_counter()
+        obj = self.pk.PopulationObjective(self.model, self.data, executor=client)
+        self.evaluate(obj)  # the workers build the model and their chunks' objectives
+        return obj, time.perf_counter() - t
+
+    def evaluate(self, obj):
+        obj.etas = self.etas0.copy()  # the same warm starts every round
+        t = time.perf_counter()
+        v, g = obj.value_and_grad(self.x1)
+        dt = time.perf_counter() - t
+        same = v == self.v and np.array_equal(g, self.g)
+        return dt, same and np.array_equal(obj.etas, self.etas1)
 
 
 def _noop(x):
