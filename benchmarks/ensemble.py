@@ -5,8 +5,8 @@
    loop over ``solve`` (timed on ``--loop`` of the trajectories, per solve).
 2. The same ensemble on ``LocalCluster(n_workers=2, threads_per_worker=1)`` against
    ``LocalCluster(n_workers=1, threads_per_worker=1)``: one cluster alive at a time, in blocks
-   of 1, 2, 2 and 1 workers (``--rounds`` rounds each); the saved states compared with the
-   in-process run, bit for bit.
+   of 1, 2, 2, 1, 1, 2, 2, 1 workers (``--blocks``; ``--rounds`` rounds each); the saved states
+   compared with the in-process run, bit for bit.
 3. Objective + gradient of a 1,000-subject simulated population (one-compartment oral PK,
    random effects on ka, CL, V) in the same rounds, compared bit for bit with the in-process
    run.
@@ -62,6 +62,11 @@ def main(argv=None):
     ap.add_argument("--loop", type=int, default=2_000, help="solves timed in the Python loop")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--blocks",
+        default="12211221",
+        help="the Dask clusters' sizes, one alive at a time, in this order (digits 1 and 2)",
+    )
     ap.add_argument("--no-dask", action="store_true")
     ap.add_argument(
         "--quiet-dask",
@@ -71,7 +76,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.trajectories, args.subjects, args.loop, args.rounds = 2_000, 100, 200, 3
-        args.pk_subjects = 100
+        args.pk_subjects, args.blocks = 100, "1221"
+    if set(args.blocks) != {"1", "2"}:
+        ap.error(f"--blocks: digits 1 and 2, both, got {args.blocks!r}")
 
     import numba
 
@@ -146,15 +153,15 @@ def main(argv=None):
     v_ref, g_ref = pop_local.value_and_grad(z)
     pk_ref = _PKReference(args.pk_subjects)
 
-    # One cluster at a time, in blocks 1, 2, 2, 1 workers (for the host's drift): an idle
-    # cluster's own periodic work (measured in section 4) would otherwise take CPU from the
-    # one being timed, and on two cores there is none to spare.
+    # One cluster at a time, in blocks of 1, 2, 2, 1, ... workers (for the host's drift): an
+    # idle cluster's own periodic work (measured in section 4) would otherwise take CPU from
+    # the one being timed, and on two cores there is none to spare.
     ens, pt, pkt = {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
     pkt["here"] = [pk_ref.evaluate(pk_ref.local)[0] for _ in range(args.rounds)]
     same = {"ensemble": {}, "population": {}, "FOCE-I": {}}
     setup = {1: [], 2: []}
     costs = None
-    for k in (1, 2, 2, 1):
+    for k in [int(b) for b in args.blocks]:
         t = time.perf_counter()
         cl = LocalCluster(n_workers=k, threads_per_worker=1, processes=True, dashboard_address=":0")
         c = Client(cl)
