@@ -97,14 +97,17 @@ def main(argv=None):
 
     # ---------------------------------------------------------------- 1. in process
     ref = ode.solve_ensemble(eprob, solver, saveat=ts)  # compile / load, and the reference
-    t1s, t2s = [], []
-    for _ in range(args.rounds):  # interleaved: the machine's speed drifts
-        t1s.append(
-            _median_time(lambda: ode.solve_ensemble(eprob, solver, saveat=ts, threads=1), 1)[0]
-        )
-        t2s.append(
-            _median_time(lambda: ode.solve_ensemble(eprob, solver, saveat=ts, threads=2), 1)[0]
-        )
+
+    def thread_rounds():
+        t1s, t2s = [], []
+        for _ in range(args.rounds):  # interleaved: the machine's speed drifts
+            for k, ts_k in ((1, t1s), (2, t2s)):
+                t = time.perf_counter()
+                ode.solve_ensemble(eprob, solver, saveat=ts, threads=k)
+                ts_k.append(time.perf_counter() - t)
+        return t1s, t2s
+
+    t1s, t2s = thread_rounds()
     t1, t2 = statistics.median(t1s), statistics.median(t2s)
     n_loop = min(args.loop, m)
 
@@ -276,6 +279,10 @@ def main(argv=None):
     for k in (1, 2):
         for *_, pk_first in setup[k]:
             print(f"   {k} worker(s): creation + first evaluation (workers build) {pk_first:.2f} s")
+    # the host's state at the end: section 1's in-process ratio again (two cores' worth of
+    # work in one process: what the 2-worker figures above can hope for at this moment)
+    a, b = (statistics.median(x) for x in thread_rounds())
+    print(f"\nhost check: in process, 1 thread / 2 threads again: {a / b:.2f}x")
     print(f"   load average: {_load()}")
 
 
