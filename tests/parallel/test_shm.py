@@ -79,6 +79,21 @@ def test_no_room_means_no_block(monkeypatch):
     assert set(shm.SHM_DIR.glob(shm.PREFIX + "*")) == before  # nothing left behind
 
 
+def test_a_block_larger_than_the_room_left_is_not_made(monkeypatch):
+    free = os.statvfs(shm.SHM_DIR)
+    room = free.f_bavail * free.f_frsize
+    assert shm.SharedBlock.create(room + (1 << 30)) is None
+
+    class Small:
+        f_bavail, f_frsize = 10, 4096
+
+    monkeypatch.setattr(shm.os, "statvfs", lambda path: Small)
+    assert shm.SharedBlock.create(41_000) is None
+    block = shm.SharedBlock.create(40_000)
+    assert block is not None
+    block.unlink()
+
+
 def test_no_room_for_the_rows_means_they_are_returned(monkeypatch):
     offsets, nbytes = shm.layout(_parts())
     block = shm.SharedBlock.create(nbytes)

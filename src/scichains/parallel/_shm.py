@@ -17,7 +17,8 @@ where a write through a mapping would kill the process with ``SIGBUS``), ``write
 mapping and reads only rows that a worker wrote. The file is removed as soon as the call ends
 (its pages live on in the caller's mapping, which the returned arrays keep); files left by a
 process that died are removed by the next block made on the machine. Where there is no
-``/dev/shm``, :meth:`SharedBlock.create` returns ``None`` and results travel as usual.
+``/dev/shm``, or less room in it than the block needs (a container's default is 64 MB),
+:meth:`SharedBlock.create` returns ``None`` and results travel as usual.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ class SharedBlock:
         if os.name != "posix" or not SHM_DIR.is_dir():
             return None
         _sweep_stale()
+        try:  # a block that cannot fit is not made (workers would fill it, then send anyway)
+            st = os.statvfs(SHM_DIR)
+            if st.f_bavail * st.f_frsize < nbytes:
+                return None
+        except OSError:
+            return None
         token = secrets.token_bytes(16)
         path = SHM_DIR / f"{PREFIX}{os.getpid()}-{token.hex()}"
         try:
