@@ -14,11 +14,10 @@ The augmented parameter vector carries what that right-hand side needs: a header
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .._jit import CFUNC_FLAGS
 from ..ode._kernels import RHS_SIGNATURE, rhs_from_address, vjp_from_address
+from ..ode._problem import LazyCfunc
 
 HEADER = 4
 
@@ -60,8 +59,10 @@ def _augmented(dy, y, pa, t, k):
     return 0
 
 
-augmented_rhs = numba.cfunc(RHS_SIGNATURE, **CFUNC_FLAGS)(_augmented)
-"""The augmented right-hand side (a C-callable of RHS_SIGNATURE)."""
+augmented_rhs = LazyCfunc(RHS_SIGNATURE, _augmented)
+"""The augmented right-hand side (``augmented_rhs.get()``: a C-callable of RHS_SIGNATURE,
+compiled, or loaded from numba's cache, the first time forward sensitivities run rather than
+whenever ``scichains.adjoint`` is imported)."""
 
 
 def augmented_params(f_address: int, vjp_address: int, n: int, p: np.ndarray) -> np.ndarray:

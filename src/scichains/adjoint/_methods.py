@@ -302,7 +302,7 @@ class ForwardMethod(_RK):
         aug = self._aug
         n, npar = u0.size, p.size
         self._pa[4 : 4 + npar] = p
-        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.address)
+        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.get().address)
         check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
         m = int(aug.stats[0])
         if not find_save_positions(aug.ts, m, self.saveat, self._pos):
