@@ -5,10 +5,10 @@
    loop over ``solve`` (timed on ``--loop`` of the trajectories, per solve).
 2. The same ensemble on ``LocalCluster(n_workers=2, threads_per_worker=1)`` against
    ``LocalCluster(n_workers=1, threads_per_worker=1)``: one cluster alive at a time, in blocks
-   of 1, 2, 2, 1, 1, 2, 2, 1 workers (``--blocks``; ``--rounds`` rounds each); the saved states
-   compared with the in-process run, bit for bit.
+   of 1, 2, 2, 1, 1, 2, 2, 1 workers (``--blocks``; ``--rounds`` rounds each, ``--pk-rounds``
+   for section 5); the saved states compared with the in-process run, bit for bit.
 3. Objective + gradient of a 1,000-subject simulated population (one-compartment oral PK,
-   random effects on ka, CL, V) in the same rounds, compared bit for bit with the in-process
+   random effects on ka, CL, V) in the same blocks, compared bit for bit with the in-process
    run.
 4. The per-task costs behind the projection in the README (a no-op task's round trip, a no-op
    call to the chunk holders, the per-subject cost, the bytes a task returns), and the CPU
@@ -16,7 +16,7 @@
 5. The FOCE-I objective + gradient (``scichains.pk.PopulationObjective``: each subject's EBE by
    Newton's method, its OFV term and exact outer gradient) of ``--pk-subjects`` subjects
    simulated from nlmixr2's Theophylline model, from the same warm starts each round, in
-   process and on the clusters (same rounds), compared bit for bit.
+   process (before the clusters start) and in the same blocks, compared bit for bit.
 
 Every ratio is taken from rounds of the same run (medians). Run: ``python benchmarks/ensemble.py``
 (``--quick`` for a smaller, faster check).
@@ -60,7 +60,8 @@ def main(argv=None):
     ap.add_argument("--subjects", type=int, default=1_000)
     ap.add_argument("--pk-subjects", type=int, default=200)
     ap.add_argument("--loop", type=int, default=2_000, help="solves timed in the Python loop")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--pk-rounds", type=int, default=3, help="FOCE-I rounds per block")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
         "--blocks",
@@ -76,6 +77,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         args.trajectories, args.subjects, args.loop, args.rounds = 2_000, 100, 200, 3
+        args.pk_rounds = 2
         args.pk_subjects, args.blocks = 100, "1221"
     if set(args.blocks) != {"1", "2"}:
         ap.error(f"--blocks: digits 1 and 2, both, got {args.blocks!r}")
@@ -160,7 +162,7 @@ def main(argv=None):
     # idle cluster's own periodic work (measured in section 4) would otherwise take CPU from
     # the one being timed, and on two cores there is none to spare.
     ens, pt, pkt = {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
-    pkt["here"] = [pk_ref.evaluate(pk_ref.local)[0] for _ in range(args.rounds)]
+    pkt["here"] = [pk_ref.evaluate(pk_ref.local)[0] for _ in range(2 * args.pk_rounds)]
     same = {"ensemble": {}, "population": {}, "FOCE-I": {}}
     setup = {1: [], 2: []}
     costs = None
@@ -202,7 +204,7 @@ def main(argv=None):
                 same["population"][k] = same["population"].get(k, True) and (
                     v == v_ref and np.array_equal(g, g_ref)
                 )
-            for _ in range(args.rounds):
+            for _ in range(args.pk_rounds):
                 dt, ok = pk_ref.evaluate(pk_remote)
                 pkt[k].append(dt)
                 same["FOCE-I"][k] = same["FOCE-I"].get(k, True) and ok
@@ -214,7 +216,8 @@ def main(argv=None):
 
     e1, e2 = statistics.median(ens[1]), statistics.median(ens[2])
     print(f"\n2. the same {m:,} solves on Dask LocalCluster (processes, 1 thread per worker)")
-    print(f"   one cluster at a time, blocks of 1, 2, 2, 1 workers, {args.rounds} rounds each")
+    blocks = ", ".join(args.blocks)
+    print(f"   one cluster at a time, blocks of {blocks} workers, {args.rounds} rounds each")
     print(f"   1 worker   {e1:8.3f} s (rounds {_fmt(ens[1])})")
     print(f"   2 workers  {e2:8.3f} s (rounds {_fmt(ens[2])})")
     print(f"   ratio: {e1 / e2:.2f}x (floor 1.6x); identical to in process: {same['ensemble']}")
