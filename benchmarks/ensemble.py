@@ -75,10 +75,13 @@ def main(argv=None):
         help="make Dask's periodic work rarer (QUIET_DASK) before the clusters start",
     )
     args = ap.parse_args(argv)
-    if args.quick:
-        args.trajectories, args.subjects, args.loop, args.rounds = 2_000, 100, 200, 3
-        args.pk_rounds = 2
-        args.pk_subjects, args.blocks = 100, "1221"
+    if args.quick:  # smaller defaults; what was given stays
+        for name, value in dict(
+            trajectories=2_000, subjects=100, loop=200, rounds=3, pk_rounds=2,
+            pk_subjects=100, blocks="1221",
+        ).items():  # fmt: skip
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, value)
     if set(args.blocks) != {"1", "2"}:
         ap.error(f"--blocks: digits 1 and 2, both, got {args.blocks!r}")
 
@@ -320,6 +323,7 @@ def _per_task_costs(c):
         held.run(_noop)
         ra.append(time.perf_counter() - t)
     del held
+    time.sleep(1.0)  # the holders released before the idle cluster is measured
     try:
         import psutil
     except ImportError:  # pragma: no cover - distributed depends on it

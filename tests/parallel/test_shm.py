@@ -28,7 +28,7 @@ def test_a_worker_writes_the_caller_reads_and_the_file_goes():
     offsets, nbytes = shm.layout(_parts())
     block = shm.SharedBlock.create(nbytes)
     assert block is not None and block.path.exists()
-    # another process attaches and writes its rows
+    # another process writes its rows
     code = (
         "import sys, pickle, numpy as np; from scichains.parallel import _shm as shm; "
         "handle, offsets, parts = pickle.loads(bytes.fromhex(sys.argv[1])); "
@@ -72,9 +72,17 @@ def _full(fd, data, offset):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+def _plenty(path):
+    class Free:
+        f_bavail, f_frsize = 1 << 30, 4096
+
+    return Free
+
+
 def test_no_room_means_no_block(monkeypatch):
     before = set(shm.SHM_DIR.glob(shm.PREFIX + "*"))
-    monkeypatch.setattr(shm.os, "pwrite", _full)
+    monkeypatch.setattr(shm, "_statvfs", _plenty)  # room by statvfs; the write fails
+    monkeypatch.setattr(shm, "_pwrite", _full)
     assert shm.SharedBlock.create(1 << 20) is None
     assert set(shm.SHM_DIR.glob(shm.PREFIX + "*")) == before  # nothing left behind
 
@@ -87,7 +95,7 @@ def test_a_block_larger_than_the_room_left_is_not_made(monkeypatch):
     class Small:
         f_bavail, f_frsize = 10, 4096
 
-    monkeypatch.setattr(shm.os, "statvfs", lambda path: Small)
+    monkeypatch.setattr(shm, "_statvfs", lambda path: Small)
     assert shm.SharedBlock.create(41_000) is None
     block = shm.SharedBlock.create(40_000)
     assert block is not None
@@ -98,11 +106,32 @@ def test_no_room_for_the_rows_means_they_are_returned(monkeypatch):
     offsets, nbytes = shm.layout(_parts())
     block = shm.SharedBlock.create(nbytes)
     try:
-        monkeypatch.setattr(shm.os, "pwrite", _full)
+        monkeypatch.setattr(shm, "_pwrite", _full)
         assert not shm.write(block.handle, [(offsets[1], np.arange(5))])
         short = iter([8, 0])  # room for one int64, then none
-        monkeypatch.setattr(shm.os, "pwrite", lambda fd, data, offset: next(short))
+        monkeypatch.setattr(shm, "_pwrite", lambda fd, data, offset: next(short))
         assert not shm.write(block.handle, [(offsets[1], np.arange(5))])
+    finally:
+        block.unlink()
+
+
+def test_short_writes_are_resumed(monkeypatch):
+    offsets, nbytes = shm.layout(_parts())
+    block = shm.SharedBlock.create(nbytes)
+    calls = []
+
+    def seven_bytes(fd, data, offset):  # as a write interrupted after 7 bytes would
+        calls.append(offset)
+        return os.pwrite(fd, data[:7], offset)
+
+    try:
+        monkeypatch.setattr(shm, "_pwrite", seven_bytes)
+        u = np.arange(12.0).reshape(2, 3, 2) + 0.5
+        at = shm.rows_offset(offsets[0], *_parts()[0], 3)
+        assert shm.write(block.handle, [(at, u), (offsets[1], np.arange(5)), (offsets[2], [])])
+        assert len(calls) == -(-u.nbytes // 7) + -(-40 // 7)  # nothing for the empty piece
+        np.testing.assert_array_equal(block.array(offsets[0], *_parts()[0])[3:5], u)
+        np.testing.assert_array_equal(block.array(offsets[1], *_parts()[1]), np.arange(5))
     finally:
         block.unlink()
 

@@ -301,14 +301,13 @@ def _result_parts(m: int, nsave: int, n: int) -> list:
     return [((m, nsave, n), f8), ((m,), i8), ((m,), f8), ((m, 1 + n), f8), ((m, 3), i8)]
 
 
-def _run_rows(prob, settings, U0, P, m, threads, outs=None):
+def _run_rows(prob, settings, U0, P, m, threads):
     """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
-    ``threads`` threads; returns ``(u, status, t_reached, fail, counts)``, written into
-    ``outs`` when given (arrays as :func:`_result_parts` describes)."""
+    ``threads`` threads; returns new arrays ``(u, status, t_reached, fail, counts)`` (as
+    :func:`_result_parts` describes)."""
     n = prob.u0.size
     nsave = settings.save.size
-    if outs is None:
-        outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
+    outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
     out, status, t_reached, fail, counts = outs
     out.fill(np.nan)
     for a in outs[1:]:
@@ -381,12 +380,12 @@ def _reduce(reduction, outputs):
     return outputs
 
 
-def _ensemble_task(shared, U0, P, lo, hi, output_func, threads, outs=None):
+def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
     """One batch on a worker: the problem rebuilt once per worker process (cached under the
     spec's token), then the compiled ensemble loop."""
     spec, settings = shared
     prob = spec.problem()
-    res = _run_rows(prob, settings, U0, P, hi - lo, threads, outs)
+    res = _run_rows(prob, settings, U0, P, hi - lo, threads)
     if output_func is None:
         return res
     return output_func(res[0], res[1], np.arange(lo, hi))
@@ -444,8 +443,8 @@ def solve_ensemble(
         again and the batches repeated once (the same results). Without ``output_func``,
         workers on this machine write their rows into one block of shared memory made here
         (``/dev/shm``; the arrays returned are views on it, owned by the caller), and others
-        send them back. Other executors: a task per batch. Results in batch order.
-        Anything else: ``TypeError``.
+        send them back (then the arrays are new ones). Other executors: a task per batch.
+        Results in batch order. Anything else: ``TypeError``.
     batch_size : trajectories per task (executor only). Default: sized from the measured
         cost of a short pilot solve in this process so that each task runs about 0.5 s
         (Dask's per-task overhead is ~1 ms), the number of tasks a multiple of the workers
