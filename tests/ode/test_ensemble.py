@@ -4,6 +4,7 @@ batch size and executor; failures are per trajectory; bad input is named."""
 import mmap
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -236,46 +237,106 @@ def _root(a):
 
 def _results_by_shared_memory_or_not(e, ref, client):
     """Workers on this machine write into the caller's block of shared memory; a worker that
-    cannot write there (as on another machine) returns its rows; without a block (no /dev/shm or
-    no room) every batch returns its rows. The same results every way."""
+    cannot see it (as on another machine) returns its batch; one that finds no room returns
+    the chunks it could not write; without a block (no /dev/shm or no room) every batch
+    returns its rows. The same results every way."""
     from scichains.parallel import _shm as shm
 
-    real_write, real_create = shm.write, shm.SharedBlock.create
-    wrote = []
+    real_visible, real_write = shm.visible, shm.write
+    seen = []
     lock = threading.Lock()  # the in-process cluster's workers are threads
 
-    def counting(handle, pieces):
-        done = real_write(handle, pieces)
+    def half_visible(handle):  # every other batch "on another machine"
         with lock:
-            wrote.append(done)
-        return done
+            seen.append(len(seen) % 2 == 0)
+            mine = seen[-1]
+        return real_visible(handle) if mine else False
 
-    def half(handle, pieces):  # every other batch "on another machine" (or out of room)
-        with lock:
-            wrote.append(len(wrote) % 2 == 0)
-            mine = wrote[-1]
+    def half_full(handle, pieces):  # the inputs go in (the caller's first write), then no
+        with lock:  # room for every other chunk
+            seen.append(len(seen) % 2 == 0)
+            mine = seen[-1]
         return real_write(handle, pieces) if mine else False
 
-    ways = {"shared": (counting, real_create), "some remote": (half, real_create)}
-    ways["no block"] = (counting, lambda nbytes: None)
-    for way, (write, create) in ways.items():
-        wrote.clear()
+    ways = {
+        "shared": {},
+        "some remote": {"visible": half_visible},
+        "some full": {"write": half_full},
+        "no block": {"create": lambda nbytes: None},
+    }
+    for way, patches in ways.items():
+        seen.clear()
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(shm, "write", write)
-            mp.setattr(shm.SharedBlock, "create", staticmethod(create))
+            for name, fn in patches.items():
+                if name == "create":
+                    mp.setattr(shm.SharedBlock, "create", staticmethod(fn))
+                else:
+                    mp.setattr(shm, name, fn)
             got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=7)
         for name in ("u", "status", "t_reached", "nf", "naccept", "nreject"):
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=way)
-        batches = -(-e.m // 7)
         if way == "shared":
-            assert wrote == [True] * batches
             assert isinstance(_root(got.u), mmap.mmap)  # views on the caller's block
-        elif way == "some remote":
-            assert wrote.count(False) == batches // 2
-            assert not isinstance(_root(got.u), mmap.mmap)  # arrays of its own
         else:
-            assert wrote == []  # no block: nothing to write to
-    assert not list(shm.SHM_DIR.glob(f"{shm.PREFIX}{os.getpid()}-*"))  # every block removed
+            assert not isinstance(_root(got.u), mmap.mmap), way  # arrays of its own
+        if way != "shared" and way != "no block":
+            assert seen.count(False) >= 2, (way, seen)
+    assert not list(shm.SHM_DIR.glob(f"{shm.PREFIX}{os.getpid()}-*"))  # blocks, claims removed
+
+
+def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
+    """Work stealing: batch 0's worker starts late; the other worker claims and solves batch
+    0's chunks from the back meanwhile, and the results are the same bits."""
+    distributed = pytest.importorskip("distributed")
+    from scichains.ode import _ensemble as ens
+    from scichains.parallel import _shm as shm
+
+    u0s, ps = _rows(800, seed=8)
+    e = EnsembleProblem(_lv(), u0s=u0s, ps=ps)
+    ref = solve_ensemble(e, Tsit5(), saveat=TS)
+    real_call, real_claim = ens._ensemble_call, shm.claim
+    claims = []
+
+    def late_batch_zero(*args):
+        if args[-1] == 0:  # the batch index
+            time.sleep(1.5)
+        return real_call(*args)
+
+    def recording(handle, k):
+        got = real_claim(handle, k)
+        if got:
+            claims.append((k, threading.get_ident()))
+        return got
+
+    monkeypatch.setattr(ens, "_ensemble_call", late_batch_zero)
+    monkeypatch.setattr(shm, "claim", recording)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=400)
+    for name in ("u", "status", "t_reached", "nf", "naccept", "nreject"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+    chunks, owner = ens._chunks([(0, 400), (400, 800)], least=4 * ens.LANES)
+    assert sorted(k for k, _ in claims) == list(range(len(chunks)))  # each claimed once
+    by = {k: t for k, t in claims}
+    assert len({by[k] for k in range(len(chunks)) if owner[k] == 0}) == 1
+    assert {by[k] for k in range(len(chunks)) if owner[k] == 0} == {
+        by[k] for k in range(len(chunks)) if owner[k] == 1
+    }  # the late worker found every chunk taken
+
+
+def test_claim_order_and_chunks():
+    from scichains.ode._ensemble import _chunks, _claim_order
+
+    chunks, owner = _chunks([(0, 100), (100, 130), (130, 400)], per_batch=4, least=20)
+    assert chunks[0] == (0, 25) and chunks[-1][1] == 400
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))  # contiguous, in order
+    assert owner == [0, 0, 0, 0, 1, 2, 2, 2, 2]
+    assert _claim_order(owner, 1) == [4, 8, 7, 6, 5, 3, 2, 1, 0]
+    assert _claim_order(owner, 0) == [0, 1, 2, 3, 4, 8, 7, 6, 5]
 
 
 def test_public_names():

@@ -213,6 +213,27 @@ def _killing_output(marker):
     return out
 
 
+def _die_in_first_chunk(marker):
+    """A function for ``client.run``: the worker that first solves a chunk of an ensemble
+    dies there (the marker file says one has)."""
+
+    def patch():
+        from scichains.ode import _ensemble
+
+        real = _ensemble._run_rows
+
+        def run_rows(*args):
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return real(*args)
+            os._exit(1)
+
+        _ensemble._run_rows = run_rows
+
+    return patch
+
+
 def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
     distributed = pytest.importorskip("distributed")
     import sympy as sp
@@ -281,6 +302,15 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
         got = solve_ensemble(e3, saveat=ts, executor=client, batch_size=10)
         np.testing.assert_array_equal(got.u, ref)
         assert victim not in {h._address for h in e3._holders(client).holders}
+
+        # a worker dies in the middle of a call whose batches share claims on the block
+        # (work stealing): the repeat gets a new block and claims, and the same results
+        marker2 = str(tmp_path / "died-in-a-chunk")
+        client.run(_die_in_first_chunk(marker2))
+        got = solve_ensemble(e3, saveat=ts, executor=client, batch_size=20)
+        assert os.path.exists(marker2)
+        np.testing.assert_array_equal(got.u, ref)
+        np.testing.assert_array_equal(got.status, np.zeros(40, dtype=np.int64))
 
 
 def test_solve_errors_survive_pickling():

@@ -391,19 +391,73 @@ def _ensemble_task(shared, U0, P, lo, hi, output_func, threads):
     return output_func(res[0], res[1], np.arange(lo, hi))
 
 
-def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=None):
-    """One batch on a worker's chunk holder (see ``EnsembleProblem._holders``). ``block``:
-    ``(handle, offsets, parts)`` of the caller's :class:`~scichains.parallel._shm.SharedBlock`
-    holding the whole ensemble's results: a worker that can write there writes its rows and
-    returns ``None``; one that cannot (another machine, no room) returns them."""
-    res = _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=None, batch=0):
+    """Batch ``batch`` (trajectories ``lo..hi-1``, rows ``U0``/``P``) on a worker's chunk
+    holder (see ``EnsembleProblem._holders``).
+
+    Without ``block``: the batch's results (or ``output_func``'s). With ``block``,
+    ``(handle, offsets, parts, chunks, owner)`` of the caller's
+    :class:`~scichains.parallel._shm.SharedBlock` (the whole ensemble's results, then its
+    ``u0s`` and ``ps``), the ensemble cut into ``chunks`` (``(lo, hi)``, ``owner[k]`` the
+    batch that chunk ``k`` belongs to): the worker claims and solves its own batch's chunks
+    in order, then those of the other batches still unclaimed, from their ends (work
+    stealing: a worker slowed by the machine does less), and writes their rows into the
+    block. Returns the ``(lo, hi, results)`` it could not write there: none normally; its
+    whole batch when it cannot see the block (another machine)."""
     if block is None:
-        return res
-    handle, offsets, parts = block
-    pieces = [
-        (shm.rows_offset(o, shape, dt, lo), r) for o, (shape, dt), r in zip(offsets, parts, res)
-    ]
-    return None if shm.write(handle, pieces) else res
+        return _ensemble_task((spec, settings), U0, P, lo, hi, output_func, threads)
+    handle, offsets, parts, chunks, owner = block
+    if not shm.visible(handle):
+        return [(lo, hi, _ensemble_task((spec, settings), U0, P, lo, hi, None, threads))]
+    prob = spec.problem()
+    nres = len(parts) - 2
+    left = []
+    for k in _claim_order(owner, batch):
+        clo, chi = chunks[k]
+        if owner[k] == batch:
+            if shm.claim(handle, k) is False:
+                continue  # another worker took it
+            rows = [a[clo - lo : chi - lo] if a.shape[0] > 1 else a for a in (U0, P)]
+        else:  # the inputs read first: a claimed chunk must be solved
+            rows = [
+                shm.read_rows(handle, o, shape, dt, *((clo, chi) if shape[0] > 1 else (0, 1)))
+                for o, (shape, dt) in zip(offsets[nres:], parts[nres:])
+            ]
+            if any(r is None for r in rows) or not shm.claim(handle, k):
+                continue
+        res = _run_rows(prob, settings, rows[0], rows[1], chi - clo, threads)
+        pieces = [
+            (shm.rows_offset(o, shape, dt, clo), r)
+            for o, (shape, dt), r in zip(offsets[:nres], parts[:nres], res)
+        ]
+        if not shm.write(handle, pieces):
+            left.append((clo, chi, res))
+    return left
+
+
+def _claim_order(owner, batch) -> list[int]:
+    """The chunks in the order batch ``batch``'s worker claims them: its own from the front,
+    then each following batch's (in turn, wrapping round) from the back."""
+    own = [k for k, b in enumerate(owner) if b == batch]
+    batches = max(owner) + 1
+    order = list(own)
+    for step in range(1, batches):
+        other = (batch + step) % batches
+        order += [k for k, b in reversed(list(enumerate(owner))) if b == other]
+    return order
+
+
+def _chunks(bounds, per_batch: int = 8, least: int = 32) -> tuple[list, list]:
+    """Each batch of ``bounds`` cut into up to ``per_batch`` chunks of at least ``least``
+    trajectories: ``(chunks, owner)``, the chunks' ``(lo, hi)`` and their batches."""
+    chunks, owner = [], []
+    for b, (lo, hi) in enumerate(bounds):
+        count = max(1, min(per_batch, (hi - lo) // least))
+        edges = np.linspace(lo, hi, count + 1).round().astype(np.int64)
+        for c in range(count):
+            chunks.append((int(edges[c]), int(edges[c + 1])))
+            owner.append(b)
+    return chunks, owner
 
 
 def solve_ensemble(
@@ -553,34 +607,59 @@ def solve_ensemble(
 
 
 def _dask_into_block(eprob, settings, client, bounds, worker_threads, threads_of) -> list:
-    """The batches on the problem's chunk holders (dealt out in turn), each writing its rows
-    of the results into one block of shared memory made here (``parallel._shm``) when the
-    worker runs on this machine, else returning them (copied in here): ``[results]``, the
-    whole ensemble's. Without a block (no ``/dev/shm``, or no room in it) every batch returns
-    its rows: the batches' results, in order."""
-    parts = _result_parts(eprob.m, settings.save.size, eprob.prob.u0.size)
-    offsets, nbytes = shm.layout(parts)
-    block = shm.SharedBlock.create(nbytes)
-    handle = None if block is None else (block.handle, offsets, parts)
-    args = [
-        (settings, *eprob.rows(lo, hi), lo, hi, None, worker_threads, handle) for lo, hi in bounds
-    ]
-    try:
-        outputs = eprob._holders(client, threads_of).run_each(_ensemble_call, args)
-    finally:
+    """The batches on the problem's chunk holders (dealt out in turn), writing the results
+    into one block of shared memory made here (``parallel._shm``; the ensemble's ``u0s`` and
+    ``ps`` put there too, so that a worker can take over another's unclaimed chunks: see
+    :func:`_ensemble_call`): ``[results]``, the whole ensemble's. A worker that cannot see the
+    block (another machine) returns its batch, copied in here. Without a block (no
+    ``/dev/shm``, or no room in it) every batch returns its rows: the batches' results, in
+    order."""
+    m = eprob.m
+    parts = _result_parts(m, settings.save.size, eprob.prob.u0.size)
+    inputs = [eprob.u0s, eprob.ps]
+    all_parts = parts + [(a.shape, a.dtype) for a in inputs]
+    offsets, nbytes = shm.layout(all_parts)
+    chunks, owner = _chunks(bounds, least=4 * LANES)
+    blocks = []
+
+    def arguments():  # a new block for every attempt: claims start again
+        block = shm.SharedBlock.create(nbytes)
         if block is not None:
-            block.unlink()
+            put = [(o, a) for o, a in zip(offsets[len(parts) :], inputs)]
+            if not shm.write(block.handle, put):
+                block.unlink()
+                block = None
+        blocks.append(block)
+        handle = None if block is None else (block.handle, offsets, all_parts, chunks, owner)
+        return [
+            (settings, *eprob.rows(lo, hi), lo, hi, None, worker_threads, handle, b)
+            for b, (lo, hi) in enumerate(bounds)
+        ]
+
+    try:
+        outputs = eprob._holders(client, threads_of).run_each(
+            _ensemble_call, arguments(), fresh=arguments
+        )
+    finally:
+        for block in blocks:
+            if block is not None:
+                block.unlink()
+    block = blocks[-1]
     if block is None:
         return outputs
-    if all(r is None for r in outputs):
-        return [tuple(_block_rows(block, offsets, parts, 0, eprob.m))]
-    # some rows came back (a worker elsewhere, or no room left): arrays of our own, so that
-    # no row of the block that no worker wrote is read
+    pieces = [piece for returned in outputs for piece in returned]
+    if not pieces:
+        return [tuple(_block_rows(block, offsets, parts, 0, m))]
+    # some rows came back (a worker elsewhere, or no room left): arrays of our own, the rows
+    # of the block read only where a worker wrote them (chunks no piece covers)
     results = [np.empty(shape, dt) for shape, dt in parts]
-    for (lo, hi), returned in zip(bounds, outputs):
-        got = _block_rows(block, offsets, parts, lo, hi) if returned is None else returned
+    for clo, chi in chunks:
+        if not any(plo <= clo and chi <= phi for plo, phi, _ in pieces):
+            for a, r in zip(results, _block_rows(block, offsets, parts, clo, chi)):
+                a[clo:chi] = r
+    for plo, phi, got in pieces:
         for a, r in zip(results, got):
-            a[lo:hi] = r
+            a[plo:phi] = r
     return [tuple(results)]
 
 

@@ -279,11 +279,15 @@ class ScatteredChunks:
         """``[fn(chunk, *args) for chunk in chunks]``, run where the chunks are."""
         return self.run_each(fn, [args] * len(self.payloads))
 
-    def run_each(self, fn: Callable, args_list: Sequence) -> list:
+    def run_each(
+        self, fn: Callable, args_list: Sequence, fresh: Callable[[], Sequence] | None = None
+    ) -> list:
         """``fn(chunk_j, *args_list[k])`` for every ``k``, on chunk ``j = k mod len(chunks)``,
         results in the order of ``args_list``: arguments of each chunk's own (e.g. its rows of
         a larger array; one per chunk), or batches of work dealt out in turn to chunks that
-        all hold the same data (several per chunk queue on its worker)."""
+        all hold the same data (several per chunk queue on its worker). ``fresh()``, when
+        given, makes the arguments for the repeat after a lost worker (calls that share
+        state beyond their arguments, such as claims on shared work, start again clean)."""
         n = len(self.payloads)
         if not self.dask:
             futures = [
@@ -300,4 +304,6 @@ class ScatteredChunks:
                     raise
                 self._await_departure()
                 self.holders = self._place()
+                if fresh is not None:
+                    args_list = fresh()
         raise AssertionError("unreachable")  # pragma: no cover

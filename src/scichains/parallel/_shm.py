@@ -125,8 +125,10 @@ class SharedBlock:
         return view(self.map, offset, shape, dtype)
 
     def unlink(self) -> None:
-        """Remove the file; the mapping (and the arrays on it) stay valid."""
+        """Remove the file and its claim markers; the mapping (and the arrays on it) stay
+        valid."""
         self.path.unlink(missing_ok=True)
+        release_claims(self.path)
 
 
 def write(handle, pieces) -> bool:
@@ -156,6 +158,62 @@ def write(handle, pieces) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def visible(handle) -> bool:
+    """Whether this process sees the block of ``handle`` (same machine, same token)."""
+    path, token, nbytes = handle
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.fstat(fd).st_size == nbytes and os.pread(fd, len(token), 0) == token
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def claim(handle, k: int) -> bool | None:
+    """Claim piece of work ``k`` of the block of ``handle`` for this process: ``True`` if it is
+    now ours, ``False`` if another process claimed it first (its marker file exists), ``None``
+    if the marker could not be made (then an owner does the work anyway and others leave it).
+    A marker is a file beside the block, made with ``O_EXCL``: the one atomic step, on any
+    machine that shares the directory; :func:`release_claims` removes them."""
+    try:
+        os.close(os.open(f"{handle[0]}-c{k}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        return None
+
+
+def release_claims(path) -> None:
+    """Remove the claim markers of the block at ``path``."""
+    for f in Path(path).parent.glob(Path(path).name + "-c*"):
+        f.unlink(missing_ok=True)
+
+
+def read_rows(handle, offset: int, shape: tuple[int, ...], dtype, lo: int, hi: int):
+    """Rows ``lo..hi-1`` of the array of ``shape`` and ``dtype`` at ``offset`` of the block of
+    ``handle``, read into a new array (``None`` if this process cannot read them)."""
+    row = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
+    want = (hi - lo) * row
+    try:
+        fd = os.open(handle[0], os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, want, offset + lo * row)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) != want:
+        return None
+    return np.frombuffer(data, dtype=dtype).reshape((hi - lo, *shape[1:])).copy()
 
 
 def rows_offset(offset: int, shape: tuple[int, ...], dtype, lo: int) -> int:
