@@ -1,6 +1,7 @@
 """Ensembles: every trajectory as ``solve`` gives it, bit for bit, for any thread count,
 batch size and executor; failures are per trajectory; bad input is named."""
 
+import glob
 import mmap
 import os
 import threading
@@ -285,8 +286,8 @@ def _results_by_shared_memory_or_not(e, ref, client):
 
 
 def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
-    """Work stealing: batch 0's worker starts late; the other worker claims and solves batch
-    0's chunks from the back meanwhile, and the results are the same bits."""
+    """Work stealing: batch 0's worker starts only once the other worker has claimed every
+    chunk, batch 0's from the back; the results are the same bits."""
     distributed = pytest.importorskip("distributed")
     from scichains.ode import _ensemble as ens
     from scichains.parallel import _shm as shm
@@ -298,8 +299,11 @@ def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
     claims = []
 
     def late_batch_zero(*args):
-        if args[-1] == 0:  # the batch index
-            time.sleep(1.5)
+        if args[-1] == 0:  # the batch index: wait until the other worker took every chunk
+            path = args[-2][0][0]
+            deadline = time.monotonic() + 60
+            while len(glob.glob(path + "-c*")) < 16 and time.monotonic() < deadline:
+                time.sleep(0.01)
         return real_call(*args)
 
     def recording(handle, k):
@@ -337,6 +341,8 @@ def test_claim_order_and_chunks():
     assert owner == [0, 0, 0, 0, 1, 2, 2, 2, 2]
     assert _claim_order(owner, 1) == [4, 8, 7, 6, 5, 3, 2, 1, 0]
     assert _claim_order(owner, 0) == [0, 1, 2, 3, 4, 8, 7, 6, 5]
+    assert _claim_order(owner, 2) == [5, 6, 7, 8, 3, 2, 1, 0, 4]
+    assert _claim_order([0, 0, 0], 0) == [0, 1, 2]  # one batch
 
 
 def test_public_names():

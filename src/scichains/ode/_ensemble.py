@@ -426,6 +426,8 @@ def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=No
                 continue  # another worker took it
             rows = [a[clo - lo : chi - lo] if a.shape[0] > 1 else a for a in (U0, P)]
         else:  # the inputs read first: a claimed chunk must be solved
+            if shm.claimed(handle, k):
+                continue  # taken already (a cheap look before reading its inputs)
             rows = [
                 shm.read_rows(handle, o, shape, dt, *((clo, chi) if shape[0] > 1 else (0, 1)))
                 for o, (shape, dt) in zip(offsets[nres:], parts[nres:])
@@ -445,13 +447,17 @@ def _ensemble_call(spec, settings, U0, P, lo, hi, output_func, threads, block=No
 
 def _claim_order(owner, batch) -> list[int]:
     """The chunks in the order batch ``batch``'s worker claims them: its own from the front,
-    then each following batch's (in turn, wrapping round) from the back."""
-    own = [k for k, b in enumerate(owner) if b == batch]
-    batches = max(owner) + 1
-    order = list(own)
+    then each following batch's (in turn, wrapping round) from the back. ``owner`` lists the
+    chunks' batches in order (each batch's chunks contiguous): linear in the chunks."""
+    first = {}
+    for k, b in enumerate(owner):
+        first.setdefault(b, k)
+    batches = len(first)
+    ends = [first[b + 1] if b + 1 < batches else len(owner) for b in range(batches)]
+    order = list(range(first[batch], ends[batch]))
     for step in range(1, batches):
         other = (batch + step) % batches
-        order += [k for k, b in reversed(list(enumerate(owner))) if b == other]
+        order += range(ends[other] - 1, first[other] - 1, -1)
     return order
 
 

@@ -181,13 +181,22 @@ def claim(handle, k: int) -> bool | None:
     if the marker could not be made (then an owner does the work anyway and others leave it).
     A marker is a file beside the block, made with ``O_EXCL``: the one atomic step, on any
     machine that shares the directory; :func:`release_claims` removes them."""
+    marker = f"{handle[0]}-c{k}"
     try:
-        os.close(os.open(f"{handle[0]}-c{k}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        return True
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         return False
     except OSError:
         return None
+    if not os.path.exists(handle[0]):  # the call is over (the caller removed the block)
+        Path(marker).unlink(missing_ok=True)
+        return False
+    return True
+
+
+def claimed(handle, k: int) -> bool:
+    """Whether piece ``k`` of the block of ``handle`` has been claimed (a look, not a claim)."""
+    return os.path.exists(f"{handle[0]}-c{k}")
 
 
 def release_claims(path) -> None:
