@@ -131,19 +131,33 @@ class SharedBlock:
         release_claims(self.path)
 
 
+def _open_block(handle, flags: int) -> int | None:
+    """A descriptor of the block of ``handle`` opened with ``flags``, or ``None`` when this
+    process cannot see it (no such file here, or another size or token)."""
+    path, token, nbytes = handle
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size == nbytes and os.pread(fd, len(token), 0) == token:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
 def write(handle, pieces) -> bool:
     """Write ``pieces`` (``(offset, array)`` pairs, C-contiguous arrays) into the block of
     ``handle`` (from :attr:`SharedBlock.handle`); ``False`` when this process cannot see the
     block (another machine or file system, or a stale handle) or there is no room left (then
     the caller must not read those rows from the block)."""
-    path, token, nbytes = handle
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
+    nbytes = handle[2]
+    fd = _open_block(handle, os.O_RDWR)
+    if fd is None:
         return False
     try:
-        if os.fstat(fd).st_size != nbytes or os.pread(fd, len(token), 0) != token:
-            return False
         for offset, array in pieces:
             data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
             if offset < HEADER or offset + data.nbytes > nbytes:
@@ -162,17 +176,11 @@ def write(handle, pieces) -> bool:
 
 def visible(handle) -> bool:
     """Whether this process sees the block of ``handle`` (same machine, same token)."""
-    path, token, nbytes = handle
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fd = _open_block(handle, os.O_RDONLY)
+    if fd is None:
         return False
-    try:
-        return os.fstat(fd).st_size == nbytes and os.pread(fd, len(token), 0) == token
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    os.close(fd)
+    return True
 
 
 def claim(handle, k: int) -> bool | None:
@@ -208,14 +216,13 @@ def release_claims(path) -> None:
 def read_rows(handle, offset: int, shape: tuple[int, ...], dtype, lo: int, hi: int):
     """Rows ``lo..hi-1`` of the array of ``shape`` and ``dtype`` at ``offset`` of the block of
     ``handle``, read into a new array (``None`` if this process cannot read them)."""
-    row = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
-    want = (hi - lo) * row
+    want = (hi - lo) * _row_bytes(shape, dtype)
     try:
         fd = os.open(handle[0], os.O_RDONLY)
     except OSError:
         return None
     try:
-        data = os.pread(fd, want, offset + lo * row)
+        data = os.pread(fd, want, rows_offset(offset, shape, dtype, lo))
     except OSError:
         return None
     finally:
@@ -225,10 +232,13 @@ def read_rows(handle, offset: int, shape: tuple[int, ...], dtype, lo: int, hi: i
     return np.frombuffer(data, dtype=dtype).reshape((hi - lo, *shape[1:])).copy()
 
 
+def _row_bytes(shape: tuple[int, ...], dtype) -> int:
+    return int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
 def rows_offset(offset: int, shape: tuple[int, ...], dtype, lo: int) -> int:
     """Where row ``lo`` of the array of ``shape`` and ``dtype`` at ``offset`` begins."""
-    row = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
-    return offset + lo * row
+    return offset + lo * _row_bytes(shape, dtype)
 
 
 def view(mapped: mmap.mmap, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
