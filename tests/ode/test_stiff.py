@@ -324,3 +324,32 @@ def test_lu_reports_a_singular_column():
     A = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 0.0, 1.0]])
     piv = np.empty(3, dtype=np.int64)
     assert lu_factor_solve(A, piv, np.ones(3)) == 1
+
+
+@numba.njit
+def _robertson(du, u, p, t):
+    du[0] = -0.04 * u[0] + 1e4 * u[1] * u[2]
+    du[1] = 0.04 * u[0] - 1e4 * u[1] * u[2] - 3e7 * u[1] ** 2
+    du[2] = 3e7 * u[1] ** 2
+
+
+@numba.njit
+def _oscillator(du, u, p, t):
+    du[0] = u[1]
+    du[1] = -u[0]
+
+
+def test_max_steps_on_a_stiff_problem_says_it_looks_stiff():
+    # Tsit5 on Robertson: h |lambda| held at the stability limit (~3.3), never by accuracy
+    prob = ode.ODEProblem(_robertson, [1.0, 0.0, 0.0], (0.0, 1e5))
+    sol = ode.solve(prob, ode.Tsit5(), max_steps=20_000)
+    assert sol.status == ode.ReturnCode.MAX_STEPS
+    assert "looks stiff" in sol.message and "Rodas5P()" in sol.message
+    ratio = float(sol.message.split("h |lambda| = ")[1].split(" ")[0])
+    assert 1.5 < ratio < 5.0, sol.message
+    with pytest.raises(ode.ODESolveError, match="looks stiff"):
+        ode.solve(prob, ode.Tsit5(), max_steps=20_000, throw=True)
+    # a non-stiff problem that runs out of steps (a long span) gets no such hint
+    long = ode.ODEProblem(_oscillator, [1.0, 0.0], (0.0, 1e4))
+    sol = ode.solve(long, ode.Tsit5(), max_steps=2_000)
+    assert sol.status == ode.ReturnCode.MAX_STEPS and "stiff" not in sol.message

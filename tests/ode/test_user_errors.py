@@ -190,3 +190,64 @@ def test_user_loss_exception_reaches_the_user():
     obj = Objective(_problem(decay), PointwiseLoss(term), SAVE)
     with pytest.raises(KeyError, match="no datum"):
         obj.value_and_grad(np.array([1.0]))
+
+
+@numba.njit
+def misspelled(du, u, p, t):
+    du[0] = -fi * u[0]  # noqa: F821 - the user's typo under test
+
+
+@numba.njit
+def untypable(du, u, p, t):
+    du[0] = -u * 2.0  # an array into a scalar slot
+
+
+def test_a_compile_error_names_the_real_reason_first():
+    # numba's first line is "Failed in nopython mode pipeline (step: nopython frontend)"; the
+    # reason ("name 'fi' is not defined") was only further down, and the other call form's
+    # "signature mismatch" was reported beside it
+    with pytest.raises(TypeError) as info:
+        ODEProblem(misspelled, [1.0], (0.0, 1.0), [0.5])
+    first = str(info.value).splitlines()[0]
+    assert "'fi'" in first and "Failed in nopython" not in first
+    assert "Signature mismatch" not in str(info.value)
+    assert info.value.__cause__ is not None  # numba's whole report
+    with pytest.raises(TypeError, match=r"setitem\(array\(float64, 1d, C\).*line \d+"):
+        ODEProblem(untypable, [1.0], (0.0, 1.0), [0.5])
+
+
+TABLE = np.array([0.5, 2.0])
+
+
+@numba.njit
+def _scaled(x):
+    return TABLE[0] * x
+
+
+@numba.njit
+def reads_a_global_table(du, u, p, t):
+    du[0] = -_scaled(u[0])
+
+
+def test_a_global_array_in_the_rhs_is_warned_about():
+    # numba freezes global arrays at compile time: changing TABLE afterwards changes nothing
+    from scichains.ode import FrozenGlobalWarning
+
+    with pytest.warns(FrozenGlobalWarning, match=r"TABLE \(a global of .*Pass such values in p"):
+        prob = ODEProblem(reads_a_global_table, [1.0], (0.0, 1.0))
+    before = solve(prob, Tsit5(), saveat=[1.0]).u[-1, 0]
+    TABLE[0] = 5.0
+    try:
+        after = solve(prob, Tsit5(), saveat=[1.0]).u[-1, 0]
+    finally:
+        TABLE[0] = 0.5
+    assert after == before  # what the warning is about: the solve did not see the change
+
+
+def test_an_rhs_error_message_says_which_time_is_which():
+    with pytest.raises(ODESolveError) as info:
+        solve(ODEProblem(decay_raising, [1.0], (0.0, 5.0), [1.0]), Tsit5(), throw=True)
+    msg = str(info.value)
+    t_reached = float(info.value.solution.t_reached)
+    assert f"stopped at t = {t_reached!r}, the last point it reached" in msg
+    assert "raised ValueError: u[0] fell below 0.1 when called at t = " in msg

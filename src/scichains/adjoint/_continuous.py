@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
-from ..ode._control import E_FLOOR, pi_control, pi_gains
+from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
 from ..ode._kernels import rhs_from_address, vjp_from_address
 from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
 
@@ -129,8 +129,9 @@ def continuous_adjoint(
     ``(5, 2 n + len(p))``; ``K``: scratch of shape ``(stages, 2 n + len(p))``; ``stats``: out,
     ``[steps accepted, rejected, vjp calls]`` (added to). ``carry``: start from the adjoint
     state ``lam = ubar``, ``g = pbar`` given at the last entry (a checkpointed solve runs
-    one segment at a time) instead of zero. Returns 0, 1 if ``max_steps`` was hit, or 2 if
-    the right-hand side or the vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``).
+    one segment at a time) instead of zero. Returns 0, 1 if ``max_steps`` was hit, 2 if
+    the right-hand side or the vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``),
+    or 4 if the adjoint state became NaN or infinite at every step size tried (NONFINITE).
     Allocates nothing.
     """
     A, b, c, btilde, ctrl_order, _ = method
@@ -225,6 +226,7 @@ def continuous_adjoint(
                 break
             nvjp += s
             e = 0.0
+            finite = True
             for i in range(N):
                 acc = 0.0
                 acc2 = 0.0
@@ -232,12 +234,17 @@ def continuous_adjoint(
                     acc += b[j] * K[j, i]
                     acc2 += btilde[j] * K[j, i]
                 ynew[i] = y[i] + hs * acc
+                if not math.isfinite(ynew[i]):
+                    finite = False
                 if i < Ne:
                     sc = atol + max(abs(y[i]), abs(ynew[i])) * rtol
                     e += (hs * acc2 / sc) ** 2
-            e = math.sqrt(e / Ne)
+            e = math.sqrt(e / Ne) if finite else math.nan
             accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
             if not accepted:
+                if not math.isfinite(e) and h_try < NONFINITE_FLOOR * max(1.0, abs(t)):
+                    code = 4  # NaN or inf at every step size down to rounding: give up
+                    break
                 h = h_next
                 nreject += 1
                 continue
@@ -329,5 +336,7 @@ def adjoint_over_plan(
     )
     if code == 1:
         raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
+    if code == 4:
+        raise_failure(FailedSolve(ReturnCode.NONFINITE, np.nan, "adjoint solve: "))
     if code != 0:
         raise_failure(vjp_failure(prob, p, fail, "adjoint solve: "))

@@ -35,21 +35,21 @@ def _check_finite(value, dp=None, du0=None) -> None:
     if math.isfinite(value) and (dp is None or all_finite(dp)) and (du0 is None or all_finite(du0)):
         return
     what = None
+    why = (
+        "the adjoint pass (the vjp of the right-hand side along the solution) gave a NaN or "
+        "infinite value although the solve and the loss are finite; check the vjp "
+        "(scichains.adjoint.check_vjp) at these parameters"
+    )
     if not np.isfinite(value):
         what = f"the loss is {value}"
+        why = "the solution grew too large for the loss (the solve itself succeeded); try "
+        why += "other parameters"
     elif dp is not None and not np.isfinite(dp).all():
         what = f"dL/dp[{int(np.argmax(~np.isfinite(dp)))}] is {dp[~np.isfinite(dp)][0]}"
     elif du0 is not None and not np.isfinite(du0).all():
         what = f"dL/du0[{int(np.argmax(~np.isfinite(du0)))}] is {du0[~np.isfinite(du0)][0]}"
     if what is not None:
-        raise_failure(
-            FailedSolve(
-                ReturnCode.NONFINITE,
-                np.nan,
-                message=f"{what}: the solution grew too large for the loss (the solve itself "
-                "succeeded); try other parameters",
-            )
-        )
+        raise_failure(FailedSolve(ReturnCode.NONFINITE, np.nan, message=f"{what}: {why}"))
 
 
 def _one_call_per_buffer_set(method):

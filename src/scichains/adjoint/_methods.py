@@ -390,6 +390,8 @@ class RosenbrockMethod(_Planned):
             raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint solve: "))
         if code == 3:
             raise_failure(FailedSolve(ReturnCode.SINGULAR, np.nan, "adjoint solve: "))
+        if code == 4:
+            raise_failure(FailedSolve(ReturnCode.NONFINITE, np.nan, "adjoint solve: "))
         return value, dp, du0
 
     def stats(self) -> dict:

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
-from ..ode._control import E_FLOOR, pi_control, pi_gains
+from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
 from ..ode._kernels import vjp_from_address
 from ..ode._linalg import lu_factor, lu_solve_transposed
 from ._continuous import _hermite, record_vjp_failure
@@ -77,7 +77,8 @@ def rosenbrock_adjoint(
     there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``stats`` (added to):
     ``[steps accepted, rejected, vjp calls]``. Returns 0; 1 if ``max_steps`` was hit; 2 if the
     vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``); 3 if the iteration matrix
-    stayed singular while the step shrank to nothing.
+    stayed singular while the step shrank to nothing; 4 if the adjoint state became NaN or
+    infinite at every step size tried (NONFINITE).
     """
     a, C, c, dd, m, btilde, gamma, ctrl_order, _, _ = method
     vjp = vjp_from_address(vaddr)
@@ -253,6 +254,7 @@ def rosenbrock_adjoint(
             if code != 0:
                 break
             e = 0.0
+            finite = True
             for i in range(N):
                 acc = y[i]
                 acc2 = 0.0
@@ -263,11 +265,16 @@ def rosenbrock_adjoint(
                     acc -= hs * gamma * pbm[i - n]
                     acc2 -= hs * gamma * pbe[i - n]
                 ynew[i] = acc
+                if not math.isfinite(acc):
+                    finite = False
                 sc = atol + max(abs(y[i]), abs(acc)) * rtol
                 e += (acc2 / sc) ** 2
-            e = math.sqrt(e / N)
+            e = math.sqrt(e / N) if finite else math.nan
             accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
             if not accepted:
+                if not math.isfinite(e) and h_try < NONFINITE_FLOOR * max(1.0, abs(t)):
+                    code = 4  # NaN or inf at every step size down to rounding: give up
+                    break
                 h = h_next
                 nreject += 1
                 continue

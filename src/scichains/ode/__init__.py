@@ -8,7 +8,7 @@ many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), save
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
 from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
-from ._problem import ODEProblem
+from ._problem import FrozenGlobalWarning, ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
 from ._stiff import STIFF_SOLVERS, Rodas5P, Rosenbrock, Rosenbrock23
@@ -34,6 +34,7 @@ __all__ = [
     "Kvaerno5",
     "NetworkTerm",
     "ExplicitRK",
+    "FrozenGlobalWarning",
     "ODEProblem",
     "ODESolveError",
     "ReturnCode",

@@ -24,6 +24,9 @@ QMIN = 0.2  # the largest shrink per step: 1 / 5
 QMAX = 10.0  # the largest growth per step
 GAMMA = 0.9  # safety factor
 E_FLOOR = 1e-4  # the smallest error remembered as e_old
+NONFINITE_FLOOR = 1e-14
+"""The adjoint sweeps stop with NONFINITE when a step below ``NONFINITE_FLOOR max(1, |t|)``
+still gives a NaN or infinite adjoint state (they have no ``dtmin``)."""
 
 
 @numba.njit(inline="always", **FLAGS)
@@ -56,16 +59,25 @@ def error_norm(err, u, unew, rtol, atol, group):
     """The scaled RMS norm of the local error estimate ``err`` (n,) of a step from ``u`` to
     ``unew``: ``sqrt(mean((err_i / (atol + rtol max(|u_i|, |unew_i|)))^2))``; with ``group``
     > 0 the largest of the norms of consecutive groups of ``group`` components (each trajectory
-    of a lockstep system within tolerance on its own). NaN or inf if ``err`` is not finite."""
+    of a lockstep system within tolerance on its own). NaN if ``err`` or ``unew`` is not
+    finite (comparisons and numba's ``max``/``min`` ignore a NaN: ``max(0.0, nan)`` is 0.0)."""
     n = err.shape[0]
     e = 0.0
     eg = 0.0
     gsize = group if group > 0 else n
     for i in range(n):
-        sc = atol + max(abs(u[i]), abs(unew[i])) * rtol
+        x = unew[i]
+        if not math.isfinite(x):
+            # an infinite state makes its scale infinite and its term zero: never accurate
+            return math.nan
+        sc = atol + max(abs(u[i]), abs(x)) * rtol
         eg += (err[i] / sc) ** 2
         if (i + 1) % gsize == 0 or i == n - 1:
-            e = max(e, eg / gsize)
+            v = eg / gsize
+            if not math.isfinite(v):
+                # numba's max(e, nan) is e: a NaN estimate would read as an accurate step
+                return math.nan
+            e = max(e, v)
             eg = 0.0
     return math.sqrt(e)
 
@@ -102,7 +114,9 @@ def initial_probe(u, f0, span, direction, rtol, atol, tmp):
         d1 += (f0[i] / sc) ** 2
     d0 = math.sqrt(d0 / n)
     d1 = math.sqrt(d1 / n)
-    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    # (a non-finite f0 takes the smallest guess: the first step's error is then NaN, and the
+    # stepper shrinks it until it stops with NONFINITE)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5 or not math.isfinite(d1)) else 0.01 * d0 / d1
     h0 = min(h0, span)
     for i in range(n):
         tmp[i] = u[i] + direction * h0 * f0[i]
@@ -118,6 +132,8 @@ def initial_finish(u, f0, f1, h0, d1, rtol, atol, order):
         sc = atol + abs(u[i]) * rtol
         d2 += ((f1[i] - f0[i]) / sc) ** 2
     d2 = math.sqrt(d2 / n) / h0
+    if not (math.isfinite(d1) and math.isfinite(d2)):
+        return h0  # f non-finite at t0 or at the probe: the first step will tell
     dmax = max(d1, d2)
     q = max(order, 1)
     h1 = max(1e-6, h0 * 1e-3) if dmax <= 1e-15 else (0.01 / dmax) ** (1.0 / q)

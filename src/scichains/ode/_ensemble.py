@@ -311,8 +311,10 @@ def _run_rows(prob, settings, U0, P, m, threads, outs=None):
         outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
     out, status, t_reached, fail, counts = outs
     out.fill(np.nan)
-    for a in outs[1:]:
+    for a in outs[2:]:
         a.fill(0)
+    # not SUCCESS (0) until a stepper says so: a trajectory no block reached shows NOT_RUN
+    status.fill(ReturnCode.NOT_RUN)
     if lanes_apply(prob, settings):
         control = StepControl(*settings.control, 0)
         faddr = lane_rhs_address(prob.f, n, P.shape[1])

@@ -619,7 +619,8 @@ def lane_block(
             sc = ladd(atolv, lmul(lmax(labs(uv), labs(unv)), rtolv))
             r = ldiv(lmul(hsv, bv), sc)
             ev = ladd(ev, lmul(r, r))
-        ev = lsqrt(lmax(zero, ldiv(ev, lsplat(float(n)))))
+        # a sum of squares: no max(0, .) as the scalar norm has, which would turn NaN into 0
+        ev = lsqrt(ldiv(ev, lsplat(float(n))))
         lstore(E, 0, ev)
         if adaptive:
             # the PI controller's arithmetic (pi_control's operations) for all lanes at once;
@@ -638,8 +639,12 @@ def lane_block(
                 continue
             steps[lane] += 1
             if adaptive:
+                e = E[lane]
+                for q in range(n):
+                    if not math.isfinite(Unew[q, lane]):
+                        e = math.nan  # as error_norm: an infinite state is never accurate
                 verdict, h_next, qnew, nonfinite = _verdict(
-                    E[lane],
+                    e,
                     HACC[lane],
                     HREJ[lane],
                     QNEW[lane],

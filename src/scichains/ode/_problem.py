@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import numbers
+import re
 import threading
+import types as types_
+import warnings
 
 import numba
 import numpy as np
@@ -129,6 +132,102 @@ class LazyCfunc:
             return self._made
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NUMBA_FRAMING = ("Failed in ", "During: ", "- Resolution failure", "- Of which", "^")
+
+
+def compile_reason(error: BaseException) -> str:
+    """The first line of a numba compile error that says what is wrong (``NameError: name
+    'fi' is not defined``, ``Untyped global name 'fi'``, ``No implementation of function
+    ...``), with the user's source line where numba names it; numba's framing lines ("Failed
+    in nopython mode pipeline", "During: ...") and its terminal colours left out."""
+    lines = [_ANSI.sub("", line).strip() for line in str(error).splitlines()]
+    lines = [x for x in lines if x and not x.startswith(_NUMBA_FRAMING)]
+    if not lines:
+        return str(error).strip() or type(error).__name__
+    at = next((i for i, x in enumerate(lines) if not x.startswith(('File "', ">>> "))), 0)
+    reason = lines[at]
+    if reason.endswith(":") and at + 1 < len(lines) and lines[at + 1].startswith(">>> "):
+        reason = f"{reason} {lines[at + 1][4:]}"  # the signature numba could not type
+    where = next((x for x in lines if x.startswith('File "')), None)
+    return f"{reason} ({where.rstrip(':')})" if where else reason
+
+
+def _arity_mismatch(error: BaseException) -> bool:
+    return "argument types given, but function takes" in str(error)
+
+
+def _compile_error(what, form, e4, e5) -> TypeError:
+    """The TypeError for a user function that compiles in neither call form: the reason of
+    the form the function was written for (the other form's 'signature mismatch' says
+    nothing), the real reason first."""
+    if _arity_mismatch(e4) and not _arity_mismatch(e5):
+        detail = f"(as the form with the network kernels k) {compile_reason(e5)}"
+    elif _arity_mismatch(e5) and not _arity_mismatch(e4):
+        detail = compile_reason(e4)
+    else:
+        detail = f"{compile_reason(e4)}; with the network kernels k: {compile_reason(e5)}"
+    return TypeError(
+        f"the {what} could not be compiled as {form} with float64 arrays and t a float: {detail}"
+    )
+
+
+def frozen_globals(f, _seen=None) -> list[str]:
+    """Names of the numpy arrays that the compiled function ``f`` (or a compiled function it
+    calls by a global name) reads as globals or closure variables: numba compiles them into
+    the machine code as constants, so changing them afterwards changes nothing."""
+    seen = set() if _seen is None else _seen
+    py = getattr(f, "py_func", None)
+    if py is None or id(py) in seen or len(seen) > 50:
+        return []
+    if (getattr(py, "__module__", None) or "").startswith("scichains."):
+        return []  # the library's own constants (tables) are meant to be compiled in
+    seen.add(id(py))
+    found = []
+    codes = [py.__code__]
+    names = set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types_.CodeType))
+    glb = py.__globals__
+    for name in sorted(names):
+        value = glb.get(name)
+        if isinstance(value, np.ndarray):
+            found.append(f"{name} (a global of {glb.get('__name__', '?')})")
+        elif isinstance(value, CPUDispatcher):
+            found.extend(frozen_globals(value, seen))
+    for name, cell in zip(py.__code__.co_freevars, py.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, np.ndarray):
+            found.append(f"{name} (a closure variable of {py.__qualname__})")
+        elif isinstance(value, CPUDispatcher):
+            found.extend(frozen_globals(value, seen))
+    return found
+
+
+class FrozenGlobalWarning(UserWarning):
+    """A compiled user function reads a numpy array that is not an argument: numba froze its
+    values into the compiled code when it was first compiled."""
+
+
+def warn_frozen_globals(f, what: str) -> None:
+    """Warn (:class:`FrozenGlobalWarning`) when ``f`` reads global or closure arrays."""
+    names = frozen_globals(f)
+    if names:
+        warnings.warn(
+            f"the {what} {getattr(f, '__name__', '?')!r} reads the array(s) {', '.join(names)}. "
+            "numba compiles arrays that are not arguments into the function as constants: "
+            "changing them later has no effect on any solve. Pass such values in p (or "
+            "rebuild the function after changing them)",
+            FrozenGlobalWarning,
+            stacklevel=3,
+        )
+
+
 def _as_cfunc(f, sig, k_at, what, form):
     """Compile a user's function into a C-callable of signature ``sig`` (a ``numba.cfunc``).
 
@@ -157,11 +256,7 @@ def _as_cfunc(f, sig, k_at, what, form):
         try:
             f.compile(short)
         except Exception as e4:  # noqa: BLE001
-            raise TypeError(
-                f"the {what} could not be compiled as {form} with float64 arrays and t a "
-                f"float: {str(e4).splitlines()[0]}; nor with the network kernels k: "
-                f"{str(err5).splitlines()[0]}"
-            ) from None
+            raise _compile_error(what, form, e4, err5) from e4
     # the adapters return a status: an exception raised in the user's code cannot cross the C
     # call, so it becomes 1 here (scichains._status), the solver stops, and Python re-runs the
     # function to raise it
@@ -261,6 +356,7 @@ class ODEProblem:
     def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None):
         self.f = f
         if isinstance(f, CPUDispatcher):
+            warn_frozen_globals(f, "right-hand side")
             self._cfunc, five = _as_rhs(f)
             self.f_address = self._cfunc.address
         elif callable(f):
@@ -270,6 +366,8 @@ class ODEProblem:
             raise TypeError(f"the right-hand side must be a function, got {type(f).__name__}")
         self.takes_kernel = five
         self.vjp = vjp
+        if vjp is not None:
+            warn_frozen_globals(vjp, "vjp")
         self._vjp_cfunc, self.vjp_takes_kernel = (None, False) if vjp is None else _as_vjp(vjp)
         self.vjp_address = 0 if vjp is None else self._vjp_cfunc.address
         self.automatic_vjp = False  # True once ensure_vjp made one

@@ -34,6 +34,10 @@ class ReturnCode(enum.IntEnum):
         7: the Jacobian ``df/du`` held a NaN or infinite entry.
     NEWTON_FAILURE : int
         8: the ESDIRK solver's Newton iteration failed to converge 10 times in a row.
+    NOT_RUN : int
+        9: the trajectory was never solved. Status arrays start with this code, so that a
+        trajectory no path reached can never read as a success (seeing it is a bug of
+        scichains: please report it).
     """
 
     SUCCESS = 0
@@ -45,6 +49,7 @@ class ReturnCode(enum.IntEnum):
     SINGULAR = 6
     JACOBIAN_NONFINITE = 7
     NEWTON_FAILURE = 8
+    NOT_RUN = 9
 
     @property
     def message(self) -> str:
@@ -66,6 +71,7 @@ _MESSAGES = {
     ReturnCode.NEWTON_FAILURE: "the Newton iteration of the implicit (ESDIRK) solver failed to "
     "converge 10 times in a row, with a fresh Jacobian and the step shrinking 4x each time "
     "(check the model and its Jacobian, or try Rodas5P)",
+    ReturnCode.NOT_RUN: "the trajectory was never solved (a bug of scichains: please report it)",
 }
 
 
@@ -77,8 +83,8 @@ class ODESolveError(RuntimeError):
 
     def __init__(self, solution):
         super().__init__(
-            f"solve failed at t = {float(solution.t_reached)!r} ({solution.status.name}): "
-            f"{solution.message}"
+            f"solve stopped at t = {float(solution.t_reached)!r}, the last point it reached "
+            f"({solution.status.name}): {solution.message}"
         )
         self.solution = solution
 
@@ -135,14 +141,16 @@ def user_error_failure(prob, p, t, u, v=None, what=""):
     """A :class:`FailedSolve` (status RHS_ERROR) naming the exception a user function raised
     at ``(u, t)``; its ``exception`` is that exception (None if it could not be reproduced)."""
     exc, which = reproduce_user_error(prob, p, t, u, v)
+    # the call's own time: in a solve, a stage of the step after the last point reached
+    at = f"when called at t = {float(t)!r}"
     if exc is None:
         message = (
-            "a user function (right-hand side or vjp) raised an exception in compiled code, "
+            f"a user function (right-hand side or vjp) raised an exception in compiled code {at}, "
             "but not when called again from Python at the same point"
         )
     else:
-        message = f"the {which} raised {type(exc).__name__}: {exc}"
-    return FailedSolve(ReturnCode.RHS_ERROR, t, what, message + f" (at t = {float(t)!r})", exc)
+        message = f"the {which} raised {type(exc).__name__}: {exc} {at}"
+    return FailedSolve(ReturnCode.RHS_ERROR, t, what, message, exc)
 
 
 def vjp_failure(prob, p, fail, what=""):

@@ -35,6 +35,7 @@ from ._solution import (
     user_error_failure,
 )
 from ._stiff import Rosenbrock
+from ._stiffness import stiffness_hint
 from ._sundials import CVODESolver, solve_cvode
 from ._tableaus import ExplicitRK, Tsit5
 
@@ -573,7 +574,7 @@ def solve(
         plan.keep_stages()  # dense output by the method's own continuous extension
     code = run_plan(plan, prob.u0, prob.p)
     message = exc = None
-    if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE):
+    if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
         failure = plan_failure(plan, code, prob.p)
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
@@ -605,7 +606,11 @@ def plan_failure(plan: SolvePlan, code: int, p, what: str = ""):
             f"p = {np.asarray(p).tolist()!r}"
         )
         return FailedSolve(code, t, what, message)
-    return FailedSolve(code, plan.ts[int(plan.stats[0]) - 1], what)
+    m = int(plan.stats[0])
+    if code == ReturnCode.MAX_STEPS and not plan.stiff and plan.ctrl > 0:
+        hint = stiffness_hint(plan.prob, p, plan.ts[:m], plan.us[:m])
+        return FailedSolve(code, plan.ts[m - 1], what, ReturnCode.MAX_STEPS.message + hint)
+    return FailedSolve(code, plan.ts[m - 1], what)
 
 
 def check_run(plan: SolvePlan, code: int, p, what: str = "") -> None:
