@@ -60,3 +60,17 @@ def test_stlsq_threshold_zeroes_small_terms():
         stlsq(Th, Y[:10], 0.1)
     with pytest.raises(ValueError, match="finite"):
         stlsq(Th * np.nan, Y, 0.1)
+
+
+def test_a_coefficient_equal_to_the_threshold_is_kept():
+    # the docstring: coefficients *smaller* than the threshold are zeroed. Unit columns make
+    # every least-squares fit exact, so the middle coefficient equals the threshold to the
+    # bit in every round (a `<=` in place of `<` zeroes it)
+    Theta = np.eye(5)[:, :3]
+    Y = np.array([0.25, 0.5, 1.0, 0.0, 0.0])
+    free = stlsq(Theta, Y, 0.0)[:, 0]
+    assert free[1] == 0.5
+    Xi = stlsq(Theta, Y, threshold=free[1])[:, 0]
+    np.testing.assert_array_equal(Xi, [0.0, 0.5, 1.0])
+    Xi = stlsq(Theta, Y, threshold=np.nextafter(0.5, 1.0))[:, 0]
+    np.testing.assert_array_equal(Xi, [0.0, 0.0, 1.0])
