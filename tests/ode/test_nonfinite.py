@@ -254,3 +254,31 @@ def test_a_nonfinite_adjoint_sweep_raises(sensealg):
     obj = Objective(prob, SquaredError(np.zeros((5, 1))), ts, sensealg=sensealg)
     with pytest.raises(ODESolveError, match="NONFINITE"):
         obj.value_and_grad()
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "lockstep"])
+def test_a_neural_ode_that_blows_up_raises(batched):
+    import scichains as sc
+    from scichains.models import NeuralODE
+
+    chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(8, "tanh"), sc.Dense(2))
+    p = chain.init_params(seed=0, dtype=np.float64)
+    ts = np.linspace(0.0, 2.0, 5)
+    node = NeuralODE(chain, (0.0, 2.0), ts)
+    # u' = W2 tanh(W1 u^3 + b1) + b2, with the output weights and bias scaled by 1e300: the
+    # states overflow within the first step sizes the controller tries
+    q = p.copy()
+    q[-(8 * 2 + 2) :] *= 1e300
+    u0 = np.array([1.0, 0.5])
+    data = np.zeros((5, 2))
+    if batched:
+        u0 = np.stack([u0, -u0, 0.3 * u0])
+        data = np.zeros((3, 5, 2))
+    for call in (lambda: node.predict(u0, q), lambda: node.loss_and_grad(u0, q, data)):
+        try:
+            out = call()
+        except ODESolveError as e:
+            assert e.solution.status != ReturnCode.SUCCESS
+            continue
+        values = out if isinstance(out, np.ndarray) else np.concatenate([[out[0]], out[1]])
+        assert np.all(np.isfinite(values)), "a result with NaN or inf and no error"
