@@ -19,9 +19,10 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
+from ..ode._codes import MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
 from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
 from ..ode._kernels import rhs_from_address, vjp_from_address
-from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
+from ..ode._solution import raise_sweep_failure
 
 INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2
 
@@ -129,9 +130,10 @@ def continuous_adjoint(
     ``(5, 2 n + len(p))``; ``K``: scratch of shape ``(stages, 2 n + len(p))``; ``stats``: out,
     ``[steps accepted, rejected, vjp calls]`` (added to). ``carry``: start from the adjoint
     state ``lam = ubar``, ``g = pbar`` given at the last entry (a checkpointed solve runs
-    one segment at a time) instead of zero. Returns 0, 1 if ``max_steps`` was hit, 2 if
-    the right-hand side or the vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``),
-    or 4 if the adjoint state became NaN or infinite at every step size tried (NONFINITE).
+    one segment at a time) instead of zero. Returns a :class:`~scichains.ode.ReturnCode`
+    value: SUCCESS, MAX_STEPS, RHS_ERROR (the right-hand side or the vjp raised: ``fail =
+    [t, lam, u]`` there, length ``1 + 2 n``) or NONFINITE (the adjoint state NaN or infinite
+    at every step size tried).
     Allocates nothing.
     """
     A, b, c, btilde, ctrl_order, _ = method
@@ -160,7 +162,7 @@ def continuous_adjoint(
     naccept = 0
     nreject = 0
     nvjp = 0
-    code = 0
+    code = SUCCESS
     # first step: as long as the last forward step
     h = 0.0
     if carry:
@@ -197,7 +199,7 @@ def continuous_adjoint(
         qold = E_FLOOR
         while d * (t - tend) > 0.0:
             if naccept + nreject >= max_steps:
-                code = 1
+                code = MAX_STEPS
                 break
             dist = d * (t - tend)
             landing = h >= dist * (1.0 - 1e-12)
@@ -205,7 +207,7 @@ def continuous_adjoint(
             hs = -d * h_try
             if _adjoint_rhs(f, vjp, mode, k, p, ts, us, fs, lo, hi, d, t, y, K[0], ui, ub, pb):
                 record_vjp_failure(fail, t, y, ui)
-                code = 2
+                code = RHS_ERROR
                 break
             for st in range(1, s):
                 for i in range(N):
@@ -220,9 +222,9 @@ def continuous_adjoint(
                     f, vjp, mode, k, p, ts, us, fs, lo, hi, d, ts_, tmp, K[st], ui, ub, pb
                 ):
                     record_vjp_failure(fail, ts_, tmp, ui)
-                    code = 2
+                    code = RHS_ERROR
                     break
-            if code != 0:
+            if code != SUCCESS:
                 break
             nvjp += s
             e = 0.0
@@ -243,7 +245,7 @@ def continuous_adjoint(
             accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
             if not accepted:
                 if not math.isfinite(e) and h_try < NONFINITE_FLOOR * max(1.0, abs(t)):
-                    code = 4  # NaN or inf at every step size down to rounding: give up
+                    code = NONFINITE  # NaN or inf at every step size down to rounding: give up
                     break
                 h = h_next
                 nreject += 1
@@ -253,7 +255,7 @@ def continuous_adjoint(
                 y[i] = ynew[i]
             t = tend if landing else t + hs
             h = h_next if not landing else max(h_next, h)
-        if code != 0:
+        if code != SUCCESS:
             break
         hi = lo
     for i in range(n):
@@ -334,9 +336,4 @@ def adjoint_over_plan(
         carry,
         fail,
     )
-    if code == 1:
-        raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
-    if code == 4:
-        raise_failure(FailedSolve(ReturnCode.NONFINITE, np.nan, "adjoint solve: "))
-    if code != 0:
-        raise_failure(vjp_failure(prob, p, fail, "adjoint solve: "))
+    raise_sweep_failure(code, prob, p, fail, "adjoint solve: ")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .._jit import kernel
 from ..nn._compiled import grad_row, network_backward, work_rows_of
+from ..ode._codes import RHS_ERROR, SUCCESS
 from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
 from ._continuous import record_vjp_failure
 
@@ -59,8 +60,8 @@ def discrete_adjoint(
     ``save_pos[i]`` and was interpolated, ``u_prev + h sum_st save_w[i, st] K_st``, and the
     sweep differentiates through that continuous extension. Writes dL/dp into ``pbar`` and
     dL/du0 into ``ubar``. ``ws``: scratch of shape ``(2 s + 3, n)``; ``pb``: scratch like
-    ``p``. Returns 0, or 2 if the vjp raised (``fail = [t, v, u]`` of that call, length
-    ``1 + 2 n``). Allocates nothing.
+    ``p``. Returns SUCCESS (0), or RHS_ERROR (5: :class:`~scichains.ode.ReturnCode`) if the
+    vjp raised (``fail = [t, v, u]`` of that call, length ``1 + 2 n``). Allocates nothing.
     """
     vjp = vjp_from_address(vaddr)
     s = b.shape[0]
@@ -136,7 +137,7 @@ def discrete_adjoint(
                     y[i] = u[i] + h * acc
                 if vjp(Kbar[st], y, p, ts[m - 1] + c[st] * h, k, ybar, pb) != 0:
                     record_vjp_failure(fail, ts[m - 1] + c[st] * h, Kbar[st], y)
-                    return 2
+                    return RHS_ERROR
             for j in range(pbar.shape[0]):
                 pbar[j] += pb[j]
             for i in range(n):
@@ -150,7 +151,7 @@ def discrete_adjoint(
         for i in range(n):
             ubar[i] += dl_du[sp, i]
         sp -= 1
-    return 0
+    return SUCCESS
 
 
 @kernel

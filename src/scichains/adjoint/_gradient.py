@@ -11,11 +11,9 @@ import numpy as np
 
 from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
-from ..ode._esdirk import ESDIRK
+from ..ode._family import family_of
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
-from ..ode._stiff import Rosenbrock
-from ..ode._sundials import CVODESolver
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._loss import SolutionLoss
 from ._methods import make_method
@@ -131,10 +129,9 @@ class Objective:
             # and with the Rosenbrock methods' exact Jacobian (the discrete adjoint through
             # their steps: one backward step per forward step); the ESDIRK methods have only
             # the interpolating adjoint (integrated backward by Rodas5P)
-            continuous = isinstance(solver, (CVODESolver, ESDIRK)) or (
-                isinstance(solver, Rosenbrock) and solver.jacobian != "exact"
-            )
-            sensealg = InterpolatingAdjoint() if continuous else DiscreteAdjoint()
+            family_of(solver)
+            default = solver.default_sensealg
+            sensealg = DiscreteAdjoint() if default == "discrete" else InterpolatingAdjoint()
         if not isinstance(sensealg, (DiscreteAdjoint, _Continuous, ForwardSensitivity)):
             raise TypeError(f"unknown sensealg {sensealg!r}")
         self.sensealg = sensealg

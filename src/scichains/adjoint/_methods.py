@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ode._esdirk import ESDIRK
+from ..ode._family import family_of
 from ..ode._problem import ODEProblem
-from ..ode._solution import FailedSolve, ReturnCode, raise_failure, vjp_failure
+from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
 from ..ode._solve import (
     STATS_SIZE,
     check_run,
@@ -24,9 +24,8 @@ from ..ode._solve import (
     run_plan,
     stop_tables,
 )
-from ..ode._stiff import Rodas5P, Rosenbrock
-from ..ode._sundials import CVODESolver, solve_cvode
-from ..ode._tableaus import ExplicitRK
+from ..ode._stiff import Rodas5P
+from ..ode._sundials import solve_cvode
 from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
@@ -89,7 +88,7 @@ class _RK(_Planned):
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
-        if not isinstance(solver, ExplicitRK) or not solver.adaptive:
+        if family_of(solver) != "explicit" or not solver.adaptive:
             raise TypeError(
                 f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
             )
@@ -158,8 +157,7 @@ class DiscreteMethod(_RK):
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
         args = self.discrete_args(p, dp, du0)
-        if discrete_adjoint(*args) != 0:
-            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint sweep: "))
+        raise_sweep_failure(discrete_adjoint(*args), self.prob, p, self._fail, "adjoint sweep: ")
         return value, dp, du0
 
     def discrete_args(self, p, dp, du0, astore=None):
@@ -328,12 +326,13 @@ class RosenbrockMethod(_Planned):
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
+        esdirk = family_of(solver) == "esdirk"
         if not isinstance(sensealg, InterpolatingAdjoint) or sensealg.checkpointing:
-            backward = "Rodas5P" if isinstance(solver, ESDIRK) else solver.name
+            backward = "Rodas5P" if esdirk else solver.name
             raise TypeError(
                 f"with {solver.name} the gradient comes from InterpolatingAdjoint() (the adjoint "
                 f"integrated backward by {backward}, without checkpoints), not {sensealg!r}"
-                if isinstance(solver, ESDIRK)
+                if esdirk
                 else f"with {solver.name} the gradient comes from DiscreteAdjoint() (through its "
                 f"steps) or InterpolatingAdjoint() (the adjoint integrated backward by "
                 f"{solver.name}, without checkpoints), not {sensealg!r}"
@@ -346,9 +345,7 @@ class RosenbrockMethod(_Planned):
         )
         self.saveat = self.plan.save
         self._adjoint_tableau = (
-            rosenbrock_tableau(Rodas5P, self.plan.ctrl)
-            if isinstance(solver, ESDIRK)
-            else self.plan.tableau
+            rosenbrock_tableau(Rodas5P, self.plan.ctrl) if esdirk else self.plan.tableau
         )
         m, n = self.saveat.size, prob.u0.size
         loss.check(m, n)
@@ -384,14 +381,7 @@ class RosenbrockMethod(_Planned):
             self.adjoint_stats,
             self._fail,
         )
-        if code == 1:
-            raise_failure(FailedSolve(ReturnCode.MAX_STEPS, np.nan, "adjoint solve: "))
-        if code == 2:
-            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint solve: "))
-        if code == 3:
-            raise_failure(FailedSolve(ReturnCode.SINGULAR, np.nan, "adjoint solve: "))
-        if code == 4:
-            raise_failure(FailedSolve(ReturnCode.NONFINITE, np.nan, "adjoint solve: "))
+        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint solve: ")
         return value, dp, du0
 
     def stats(self) -> dict:
@@ -470,10 +460,7 @@ class RosenbrockDiscreteMethod(_Planned):
             self.adjoint_stats,
             self._fail,
         )
-        if code == 2:
-            raise_failure(vjp_failure(self.prob, p, self._fail, "adjoint sweep: "))
-        if code == 3:
-            raise_failure(FailedSolve(ReturnCode.SINGULAR, np.nan, "adjoint sweep: "))
+        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
         return value, dp, du0
 
     def stats(self) -> dict:
@@ -561,19 +548,29 @@ def make_method(
 ) -> SensitivityMethod:
     """The method object for ``solver`` x ``sensealg`` (``options``: rtol, atol, max_steps,
     tstops, jumps, dtmin)."""
-    if isinstance(solver, CVODESolver):
-        cls = CVODEMethod
-    elif isinstance(solver, Rosenbrock):
-        discrete = isinstance(sensealg, DiscreteAdjoint)
-        cls = RosenbrockDiscreteMethod if discrete else RosenbrockMethod
-    elif isinstance(solver, ESDIRK):
-        cls = RosenbrockMethod
-    elif isinstance(sensealg, DiscreteAdjoint):
-        cls = DiscreteMethod
-    elif isinstance(sensealg, ForwardSensitivity):
-        cls = ForwardMethod
-    elif isinstance(sensealg, _Continuous):
-        cls = CheckpointedMethod if sensealg.checkpointing else ContinuousMethod
-    else:
+    family = family_of(solver)
+    if not isinstance(sensealg, SensitivityAlgorithm):
         raise TypeError(f"unknown sensealg {sensealg!r}")
+    table = _METHODS[family]
+    kind = next((k for k in type(sensealg).__mro__ if k in table), None)
+    cls = table.get(kind)
+    if cls is None:
+        raise TypeError(f"unknown sensealg {sensealg!r} for the {family} solver {solver.name}")
+    if cls is ContinuousMethod and sensealg.checkpointing:
+        cls = CheckpointedMethod
     return cls(prob, loss, saveat, solver, sensealg, *options)
+
+
+_METHODS = {
+    # family -> {sensealg class (the most specific of its MRO found), or None for any: the
+    # method class}; the method classes refuse the algorithms they do not implement, by name
+    "cvode": {None: CVODEMethod},
+    "rosenbrock": {DiscreteAdjoint: RosenbrockDiscreteMethod, None: RosenbrockMethod},
+    "esdirk": {None: RosenbrockMethod},
+    "explicit": {
+        DiscreteAdjoint: DiscreteMethod,
+        ForwardSensitivity: ForwardMethod,
+        _Continuous: ContinuousMethod,
+    },
+}
+"""The sensitivity method classes of each solver family (see ``ode._family``)."""

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
+from ..ode._codes import MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
 from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
 from ..ode._kernels import vjp_from_address
 from ..ode._linalg import lu_factor, lu_solve_transposed
@@ -75,10 +76,10 @@ def rosenbrock_adjoint(
     ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times: doses);
     ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient
     there. Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``. ``stats`` (added to):
-    ``[steps accepted, rejected, vjp calls]``. Returns 0; 1 if ``max_steps`` was hit; 2 if the
-    vjp raised (``fail = [t, lam, u]`` there, length ``1 + 2 n``); 3 if the iteration matrix
-    stayed singular while the step shrank to nothing; 4 if the adjoint state became NaN or
-    infinite at every step size tried (NONFINITE).
+    ``[steps accepted, rejected, vjp calls]``. Returns a :class:`~scichains.ode.ReturnCode`
+    value: SUCCESS, MAX_STEPS, RHS_ERROR (the vjp raised: ``fail = [t, lam, u]`` there,
+    length ``1 + 2 n``), SINGULAR (the iteration matrix stayed singular while the step shrank
+    to nothing) or NONFINITE (the adjoint state NaN or infinite at every step size tried).
     """
     a, C, c, dd, m, btilde, gamma, ctrl_order, _, _ = method
     vjp = vjp_from_address(vaddr)
@@ -127,7 +128,7 @@ def rosenbrock_adjoint(
     naccept = 0
     nreject = 0
     nvjp = 0
-    code = 0
+    code = SUCCESS
     h = 0.0
     for j in range(nstore - 1, 0, -1):  # the last forward step (skipping a dose at the end)
         h = abs(ts[j] - ts[j - 1])
@@ -154,7 +155,7 @@ def rosenbrock_adjoint(
         fresh = False  # J, dF/dt and F0 at (t, y) are current
         while d * (t - tend) > 0.0:
             if naccept + nreject >= max_steps:
-                code = 1
+                code = MAX_STEPS
                 break
             dist = d * (t - tend)
             landing = h >= dist * (1.0 - 1e-12)
@@ -169,13 +170,13 @@ def rosenbrock_adjoint(
                     evec[i] = 1.0
                     if vjp(evec, u0, p, t, k, J[i], pb) != 0:
                         record_vjp_failure(fail, t, y, u0)
-                        code = 2
+                        code = RHS_ERROR
                         break
-                if code != 0:
+                if code != SUCCESS:
                     break
                 if _adjoint_f(vjp, k, p, ts, us, fs, lo, hi, d, t, y, F0, ui, ub, pb) != 0:
                     record_vjp_failure(fail, t, y, ui)
-                    code = 2
+                    code = RHS_ERROR
                     break
                 sgn = 1.0 if hs > 0.0 else -1.0
                 dt_ = CBRT_EPS * max(abs(t), abs(hs), 1e-300)
@@ -183,11 +184,11 @@ def rosenbrock_adjoint(
                 t2_ = t + 2.0 * sgn * dt_
                 if _adjoint_f(vjp, k, p, ts, us, fs, lo, hi, d, t1_, y, F1, ui, ub, pb) != 0:
                     record_vjp_failure(fail, t1_, y, ui)
-                    code = 2
+                    code = RHS_ERROR
                     break
                 if _adjoint_f(vjp, k, p, ts, us, fs, lo, hi, d, t2_, y, F2, ui, ub, pb) != 0:
                     record_vjp_failure(fail, t2_, y, ui)
-                    code = 2
+                    code = RHS_ERROR
                     break
                 for i in range(N):
                     Ft[i] = (4.0 * F1[i] - 3.0 * F0[i] - F2[i]) / (2.0 * sgn * dt_)
@@ -202,7 +203,7 @@ def rosenbrock_adjoint(
                 nreject += 1
                 h = 0.25 * h_try
                 if h < 1e-14 * max(1.0, abs(t)):
-                    code = 3
+                    code = SINGULAR
                     break
                 continue
             for st in range(s):
@@ -220,7 +221,7 @@ def rosenbrock_adjoint(
                         tst = tend
                     if _adjoint_f(vjp, k, p, ts, us, fs, lo, hi, d, tst, ystage, Fs, ui, ub, pb):
                         record_vjp_failure(fail, tst, ystage, ui)
-                        code = 2
+                        code = RHS_ERROR
                         break
                     nvjp += 1
                 for i in range(N):
@@ -232,7 +233,7 @@ def rosenbrock_adjoint(
                 lu_solve_transposed(A, piv, U[st, :n])
                 for j in range(npar):
                     U[st, n + j] *= hs * gamma
-            if code != 0:
+            if code != SUCCESS:
                 break
             # x_g,i = h gamma (r_g,i - f_p^T x_lam,i): f_p at (t, u(t)) for every stage and g
             # never feeds back into F, so the f_p^T terms reach u_new and the error estimate
@@ -248,10 +249,10 @@ def rosenbrock_adjoint(
                 xe[i] = acc2
             if vjp(xm, u0, p, t, k, ub, pbm) != 0 or vjp(xe, u0, p, t, k, ub, pbe) != 0:
                 record_vjp_failure(fail, t, xm, u0)
-                code = 2
+                code = RHS_ERROR
                 break
             nvjp += 2
-            if code != 0:
+            if code != SUCCESS:
                 break
             e = 0.0
             finite = True
@@ -273,7 +274,7 @@ def rosenbrock_adjoint(
             accepted, h_next, qold = pi_control(e, h_try, qold, beta1, beta2)
             if not accepted:
                 if not math.isfinite(e) and h_try < NONFINITE_FLOOR * max(1.0, abs(t)):
-                    code = 4  # NaN or inf at every step size down to rounding: give up
+                    code = NONFINITE  # NaN or inf at every step size down to rounding: give up
                     break
                 h = h_next
                 nreject += 1
@@ -284,7 +285,7 @@ def rosenbrock_adjoint(
             t = tend if landing else t + hs
             fresh = False
             h = h_next if not landing else max(h_next, h)
-        if code != 0:
+        if code != SUCCESS:
             break
         hi = lo
     for i in range(n):

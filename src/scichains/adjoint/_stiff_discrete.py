@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from ..ode._codes import RHS_ERROR, SINGULAR, SUCCESS
 from ..ode._kernels import rhs_from_address, vjp_from_address
 from ..ode._linalg import lu_factor, lu_solve_transposed
 from ._continuous import record_vjp_failure
@@ -74,8 +75,9 @@ def rosenbrock_discrete_adjoint(
     :class:`~scichains.ode._rosenbrock_kernel.RosenbrockTableau`.
 
     Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``; ``stats`` (added to): ``[steps, vjp
-    calls]``. Returns 0; 2 if the vjp or the right-hand side raised (``fail = [t, v, u]``
-    there); 3 if an iteration matrix the forward solve factored is singular here.
+    calls]``. Returns a :class:`~scichains.ode.ReturnCode` value: SUCCESS, RHS_ERROR (the vjp
+    or the right-hand side raised: ``fail = [t, v, u]`` there) or SINGULAR (an iteration
+    matrix the forward solve factored is singular here).
     """
     a, C, c, dd, m, _, gamma, _, _, _ = method
     f = rhs_from_address(faddr)
@@ -105,7 +107,7 @@ def rosenbrock_discrete_adjoint(
         pbar[j] = 0.0
     nvjp = 0
     steps = 0
-    code = 0
+    code = SUCCESS
     sp = save_pos.shape[0] - 1
     for e in range(nstore - 1, 0, -1):
         while sp >= 0 and save_pos[sp] == e:
@@ -138,15 +140,15 @@ def rosenbrock_discrete_adjoint(
                 evec[i] = 1.0
                 if vjp(evec, u, p, t, k, J[i], pb) != 0:
                     record_vjp_failure(fail, t, evec, u)
-                    code = 2
+                    code = RHS_ERROR
                     break
-            if code != 0:
+            if code != SUCCESS:
                 break
             nvjp += n
             dt_ = CBRT_EPS * max(abs(t), abs(hs), 1e-300)
             if f(tmp, u, p, t + direction * dt_, k) != 0:
                 record_vjp_failure(fail, t + direction * dt_, lam, u)
-                code = 2
+                code = RHS_ERROR
                 break
             autonomous = True
             for i in range(n):
@@ -158,7 +160,7 @@ def rosenbrock_discrete_adjoint(
                 W[i, j] = -J[i, j]
             W[i, i] += inv
         if lu_factor(W, piv) >= 0:
-            code = 3
+            code = SINGULAR
             break
         # the stage points
         for st in range(s):
@@ -187,7 +189,7 @@ def rosenbrock_discrete_adjoint(
                     Ub[j, i] += cj * Rb[st, i]
             if vjp(Rb[st], Y[st], p, t + c[st] * hs, k, ub, pb) != 0:
                 record_vjp_failure(fail, t + c[st] * hs, Rb[st], Y[st])
-                code = 2
+                code = RHS_ERROR
                 break
             nvjp += 1
             for i in range(n):
@@ -199,7 +201,7 @@ def rosenbrock_discrete_adjoint(
                 if aj != 0.0:
                     for i in range(n):
                         Ub[j, i] += aj * ub[i]
-        if code != 0:
+        if code != SUCCESS:
             break
         # grad_(u, p) sum_i Rb_i^T J(u, p) U_i: pairs (w, v), forward differences of the vjp
         unorm = 0.0
@@ -240,7 +242,7 @@ def rosenbrock_discrete_adjoint(
                 tmp[q] += eps
             if vjp(evec, tmp, p, t, k, ub, pb) != 0:
                 record_vjp_failure(fail, t, evec, tmp)
-                code = 2
+                code = RHS_ERROR
                 break
             nvjp += 1
             ie = 1.0 / eps
@@ -249,11 +251,11 @@ def rosenbrock_discrete_adjoint(
                 wsum[i] += evec[i] * ie
             for j in range(npar):
                 pbar[j] += pb[j] * ie
-        if code != 0:
+        if code != SUCCESS:
             break
         if vjp(wsum, u, p, t, k, ub, pb) != 0:
             record_vjp_failure(fail, t, wsum, u)
-            code = 2
+            code = RHS_ERROR
             break
         nvjp += 1
         for i in range(n):
@@ -271,7 +273,7 @@ def rosenbrock_discrete_adjoint(
                     tr, wr = t + 2.0 * direction * dt_, -1.0
                 if vjp(ftb, u, p, tr, k, ub, pb) != 0:
                     record_vjp_failure(fail, tr, ftb, u)
-                    code = 2
+                    code = RHS_ERROR
                     break
                 nvjp += 1
                 sc = wr / (2.0 * direction * dt_)
@@ -279,12 +281,12 @@ def rosenbrock_discrete_adjoint(
                     unew[i] += sc * ub[i]
                 for j in range(npar):
                     pbar[j] += sc * pb[j]
-            if code != 0:
+            if code != SUCCESS:
                 break
         for i in range(n):
             lam[i] = unew[i]
         steps += 1
-    while code == 0 and sp >= 0 and save_pos[sp] == 0:
+    while code == SUCCESS and sp >= 0 and save_pos[sp] == 0:
         for i in range(n):
             lam[i] += dl_du[sp, i]
         sp -= 1

@@ -15,7 +15,8 @@ import numpy as np
 
 from .._jit import parallel_kernel
 from ..nn._chain import ChainKernel
-from ._kernels import GROW, SUCCESS, StepStore, integrate, interpolate_saves
+from ._codes import GROW, SUCCESS
+from ._kernels import StepStore, integrate, interpolate_saves
 
 
 @parallel_kernel

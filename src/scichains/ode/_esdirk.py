@@ -88,6 +88,8 @@ class ESDIRK:
     interp_order: int = 3
 
     adaptive = True
+    family = "esdirk"
+    default_sensealg = "interpolating"  # integrated backward by Rodas5P
 
     def __post_init__(self):
         s = self.stages

@@ -40,24 +40,26 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
-from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
-from ._jacobian import JAC_FD, SINGULAR, jacobian_into
-from ._kernels import (
+from ._codes import (
     DT_UNDERFLOW,
-    F64,
     GROW,
     MAX_STEPS,
+    NEWTON_FAILURE,
     NONFINITE,
     RHS_ERROR,
+    SINGULAR,
     SUCCESS,
+)
+from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
+from ._jacobian import JAC_FD, jacobian_into
+from ._kernels import (
+    F64,
     _store,
     record_failure,
     rhs_from_address,
     vjp_from_address,
 )
 from ._linalg import lu_factor, lu_solve_columns, transpose_into
-
-NEWTON_FAILURE = 8
 
 KAPPA = 0.01
 """Newton stops when its estimated error is below ``KAPPA`` in the scaled norm (1 = the

@@ -7,10 +7,8 @@ from __future__ import annotations
 import math
 
 from .._jit import inline_kernel
-from ._kernels import RHS_ERROR, SUCCESS, record_failure
-
-SINGULAR, JACOBIAN_NONFINITE = 6, 7
-"""Status codes of the stiff steppers (see ``_solution.ReturnCode``)."""
+from ._codes import JACOBIAN_NONFINITE, RHS_ERROR, SUCCESS
+from ._kernels import record_failure
 
 JAC_EXACT, JAC_FD = 0, 1
 """How the Jacobian is made: from the vjp (``n`` calls, exact) or by forward differences."""

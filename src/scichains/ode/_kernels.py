@@ -21,6 +21,7 @@ from numba.extending import intrinsic
 
 from .._jit import FLAGS, function_from_address
 from ..nn._chain import ChainKernel, SimpleChain
+from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
 from ._control import (
     ACCEPT,
     E_FLOOR,
@@ -31,10 +32,6 @@ from ._control import (
     judge_step,
     pi_gains,
 )
-
-# return codes of the stepper (see _solution.ReturnCode); GROW is internal: the step buffers
-# are full, the caller grows them and resumes (see ``integrate``)
-SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW = 0, 1, 2, 3, 5, 100
 
 F64 = types.float64[::1]
 I64 = types.int64[::1]

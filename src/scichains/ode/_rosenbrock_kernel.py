@@ -21,20 +21,15 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
+from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
 from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
-from ._jacobian import SINGULAR, jacobian_into
+from ._jacobian import jacobian_into
 from ._kernels import (
     CONTROL_TYPE,
-    DT_UNDERFLOW,
     F64,
-    GROW,
     KERNEL_TYPE,
-    MAX_STEPS,
-    NONFINITE,
-    RHS_ERROR,
     STOPS_TYPE,
     STORE_TYPE,
-    SUCCESS,
     _store,
     record_failure,
     rhs_from_address,

@@ -160,6 +160,17 @@ def vjp_failure(prob, p, fail, what=""):
     return user_error_failure(prob, p, fail[0], fail[1 + n : 1 + 2 * n], fail[1 : 1 + n], what)
 
 
+def raise_sweep_failure(code: int, prob, p, fail, what: str) -> None:
+    """Raise :class:`ODESolveError` for an adjoint sweep's return code (a
+    :class:`ReturnCode` value; nothing for SUCCESS): RHS_ERROR names the exception the vjp or
+    right-hand side raised at the point recorded in ``fail`` (see :func:`vjp_failure`)."""
+    if code == ReturnCode.SUCCESS:
+        return
+    if code == ReturnCode.RHS_ERROR:
+        raise_failure(vjp_failure(prob, p, fail, what))
+    raise_failure(FailedSolve(code, float("nan"), what))
+
+
 def raise_failure(failure):
     """Raise :class:`ODESolveError` for ``failure``, chained to the user's exception."""
     raise ODESolveError(failure) from getattr(failure, "exception", None)

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..nn._validate import as_real
+from ._codes import GROW
 from ._esdirk import ESDIRK
 from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
 from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
 from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import (
-    GROW,
     NO_NETWORK,
     StepControl,
     StepStore,

@@ -95,6 +95,13 @@ class Rosenbrock:
     jacobian: str = "exact"
 
     adaptive = True
+    family = "rosenbrock"
+
+    @property
+    def default_sensealg(self) -> str:
+        """``"discrete"`` (through the steps: one backward step per forward step) with the
+        exact Jacobian, else ``"interpolating"``."""
+        return "discrete" if self.jacobian == "exact" else "interpolating"
 
     @property
     def stages(self) -> int:

@@ -66,6 +66,8 @@ class CVODESolver:
     method = ""
     name = ""
     adaptive = True
+    family = "cvode"
+    default_sensealg = "interpolating"  # CVODE has no discrete adjoint
 
     def __init__(
         self,

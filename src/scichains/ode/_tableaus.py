@@ -59,6 +59,17 @@ class ExplicitRK:
     interp: np.ndarray | None = field(default=None, repr=False)
     interp_order: int = 0
 
+    family = "explicit"
+    """The method family (:mod:`scichains.ode._family`): what ``solve``, the adjoints and
+    the models look up instead of the class."""
+
+    @property
+    def default_sensealg(self) -> str:
+        """The gradient method used when none is given: ``"discrete"`` (the exact gradient of
+        the discretised solution, 4-5x faster than the continuous adjoints on the spiral
+        neural ODE)."""
+        return "discrete"
+
     @property
     def adaptive(self) -> bool:
         return self.btilde is not None

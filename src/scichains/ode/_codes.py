@@ -1,0 +1,23 @@
+"""The compiled kernels' status codes: the values of :class:`~scichains.ode.ReturnCode`, the
+only numbering, as module constants that numba compiles in (``GROW`` is internal: the step
+buffers are full, the caller grows them and resumes). Every stepper, the ensemble loops and
+the adjoint sweeps return these."""
+
+from __future__ import annotations
+
+from ._solution import ReturnCode
+
+SUCCESS = int(ReturnCode.SUCCESS)
+MAX_STEPS = int(ReturnCode.MAX_STEPS)
+DT_UNDERFLOW = int(ReturnCode.DT_UNDERFLOW)
+NONFINITE = int(ReturnCode.NONFINITE)
+SOLVER_FAILURE = int(ReturnCode.SOLVER_FAILURE)
+RHS_ERROR = int(ReturnCode.RHS_ERROR)
+SINGULAR = int(ReturnCode.SINGULAR)
+JACOBIAN_NONFINITE = int(ReturnCode.JACOBIAN_NONFINITE)
+NEWTON_FAILURE = int(ReturnCode.NEWTON_FAILURE)
+NOT_RUN = int(ReturnCode.NOT_RUN)
+GROW = 100
+"""Internal, never a solution's status: the step buffers are full (see ``integrate``)."""
+
+assert GROW not in {int(c) for c in ReturnCode}
