@@ -1,13 +1,14 @@
 """NeuralODE: predictions against an independent integration, discrete-adjoint gradients
 against central finite differences, allocation-free reverse sweep."""
 
+import numba
 import numpy as np
 import pytest
 from numba.core.runtime import rtsys
 from scipy.integrate import solve_ivp
 
 import scichains as sc
-from scichains import ode
+from scichains import nn, ode
 from scichains.adjoint import (
     BacksolveAdjoint,
     DiscreteAdjoint,
@@ -422,5 +423,94 @@ def test_predict_at_other_times():
     ref = NeuralODE(chain, (0.0, 1.5), dense, rtol=1e-9, atol=1e-11).predict(u0, p)
     np.testing.assert_array_equal(got, ref)
     assert node.predict(np.stack([u0, u0 / 2]), p, saveat=dense).shape == (2, 31, 2)
-    with pytest.raises(ValueError, match="outside tspan"):
-        node.predict(u0, p, saveat=[0.0, 2.0])
+    with pytest.raises(ValueError, match="before the start t0 = 0.0"):
+        node.predict(u0, p, saveat=[-0.1, 1.0])
+
+
+@numba.njit
+def _network_rhs(du, u, p, t, k):
+    nn.chain_forward(k, p, u, du)
+
+
+def _direct_solve(chain, u0, p, tspan, saveat, **tols):
+    """The same network right-hand side solved by scichains.ode.solve, independently of
+    NeuralODE."""
+    prob = ode.ODEProblem(_network_rhs, u0, tspan, p, kernel=chain.kernel(np.float64))
+    sol = ode.solve(prob, ode.Tsit5, saveat=saveat, throw=True, **tols)
+    return sol.u
+
+
+def test_predict_beyond_tspan_extends_the_span():
+    """Save times past tspan[1] (past the data) are integrated to, in the same direction, as
+    diffrax does with a new t1; times before t0 are refused."""
+    chain, p = _spiral_model()
+    tols = dict(rtol=1e-9, atol=1e-11)
+    node = NeuralODE(chain, (0.0, 1.5), np.linspace(0, 1.5, 4), **tols)
+    u0 = np.array([2.0, 0.0])
+    far = np.linspace(0.0, 3.0, 31)
+    ref = _direct_solve(chain, u0, p, (0.0, 3.0), far, **tols)
+    np.testing.assert_allclose(node.predict(u0, p, saveat=far), ref, rtol=1e-12, atol=1e-14)
+    # many trajectories, in lockstep too
+    many = np.stack([u0, u0 / 2, -u0])
+    refs = np.stack([_direct_solve(chain, v, p, (0.0, 3.0), far, **tols) for v in many])
+    np.testing.assert_allclose(node.predict(many, p, saveat=far), refs, rtol=1e-12, atol=1e-14)
+    lock = NeuralODE(chain, (0.0, 1.5), np.linspace(0, 1.5, 4), lockstep=2, **tols)
+    np.testing.assert_allclose(lock.predict(many, p, saveat=far), refs, rtol=1e-6, atol=1e-8)
+    # backward in time: beyond t1 = 0 means below it
+    back = NeuralODE(chain, (1.0, 0.0), [1.0, 0.5, 0.0], **tols)
+    below = np.linspace(1.0, -1.0, 9)
+    ref = _direct_solve(chain, u0, p, (1.0, -1.0), below, **tols)
+    np.testing.assert_allclose(back.predict(u0, p, saveat=below), ref, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="after the start t0 = 1.0 .* backward"):
+        back.predict(u0, p, saveat=[1.5, 0.0])
+    with pytest.raises(ValueError, match="before the start t0 = 0.0 .* forward"):
+        node.predict(u0, p, saveat=[-0.5, 2.0])
+    with pytest.raises(ValueError, match="NaN"):
+        node.predict(u0, p, saveat=[0.5, np.nan])
+
+
+def test_lockstep_refuses_trajectories_with_times_of_their_own():
+    """lockstep=k cannot apply to Trajectory specs (each solved alone on its own times):
+    refused, where it used to be ignored (results bit-identical to no lockstep)."""
+    chain, p = _spiral_model()
+    node = NeuralODE(chain, (0.0, 1.0), [0.5, 1.0], lockstep=3)
+    specs = [
+        Trajectory(np.array([2.0, 0.0]), [0.5, 1.0], np.zeros((2, 2))),
+        Trajectory(np.array([1.0, 0.5]), [0.3], np.zeros((1, 2))),
+    ]
+    with pytest.raises(ValueError, match="lockstep=3 .* Trajectory specs have times of their"):
+        node.loss_and_grad(specs, p)
+    with pytest.raises(ValueError, match="lockstep=3"):
+        node.objective(specs)
+    plain = NeuralODE(chain, (0.0, 1.0), [0.5, 1.0])  # what the message asks for
+    assert np.isfinite(plain.loss_and_grad(specs, p)[0])
+
+
+def test_threads_for_one_trajectory_are_refused():
+    chain, p = _spiral_model()
+    node = NeuralODE(chain, (0.0, 1.0), [0.5, 1.0])
+    u0 = np.array([2.0, 0.0])
+    with pytest.raises(ValueError, match="threads=2 .* one trajectory"):
+        node.predict(u0, p, threads=2)
+    with pytest.raises(ValueError, match="threads=4 .* one trajectory"):
+        node.loss_and_grad(u0, p, np.zeros((2, 2)), threads=4)
+    with pytest.raises(ValueError, match="threads=2 .* one trajectory"):
+        node.predict(u0, p, threads=2, saveat=[0.5, 2.0])
+    np.testing.assert_array_equal(node.predict(u0, p, threads=1), node.predict(u0, p))
+    assert node.loss_and_grad(u0, p, np.zeros((2, 2)), threads=1)[0] > 0
+
+
+def test_solvers_it_does_not_take_are_refused_naming_the_ones_it_takes():
+    chain, _ = _spiral_model()
+    takes = ("BS3", "DP5", "Tsit5", "Vern7")
+    for solver in (ode.Rodas5P(), ode.Rosenbrock23(), ode.Kvaerno5(), ode.CVODE_BDF()):
+        with pytest.raises(TypeError) as e:
+            NeuralODE(chain, (0.0, 1.0), [1.0], solver=solver)
+        msg = str(e.value)
+        assert repr(solver) in msg and all(name in msg for name in takes) and "stiff" in msg
+    for solver in (ode.RK4, ode.Euler):
+        with pytest.raises(ValueError, match=f"fixed-step method {solver.name}") as e:
+            NeuralODE(chain, (0.0, 1.0), [1.0], solver=solver)
+        assert all(name in str(e.value) for name in takes)
+    for solver in (ode.BS3, ode.DP5(), ode.Vern7):
+        assert NeuralODE(chain, (0.0, 1.0), [1.0], solver=solver).solver is solver

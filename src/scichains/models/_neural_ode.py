@@ -27,7 +27,7 @@ from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
 from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
-from ..ode._tableaus import ExplicitRK, Tsit5
+from ..ode._tableaus import SOLVERS, ExplicitRK, Tsit5
 from ._lockstep import lockstep_problem
 
 
@@ -60,11 +60,29 @@ register_cfunc(_rhs_jit, _neural_rhs, True)
 register_cfunc(_vjp_jit, _neural_vjp, True)
 
 
+_ACCEPTED = (
+    "an adaptive explicit Runge-Kutta method: "
+    + ", ".join(name for name, m in SOLVERS.items() if m.adaptive)
+    + " (scichains.ode), or an ExplicitRK of your own with an error estimate"
+)
+
+
 def _finite_per_trajectory(a: np.ndarray, what: str) -> None:
     """``ValueError`` naming the first trajectory (leading index) of ``a`` with NaN/inf."""
     if not np.isfinite(a).all():
         i = int(np.argwhere(~np.isfinite(a))[0][0])
         raise ValueError(f"{what} contains NaN or infinite values (first in trajectory {i})")
+
+
+def _one_thread(threads) -> None:
+    """``ValueError`` for ``threads`` other than None or 1 on a call with one trajectory
+    (``u0`` of shape ``(n,)``): there is nothing to spread over threads."""
+    if threads is not None and resolve_trajectory_threads(threads) != 1:
+        raise ValueError(
+            f"threads={threads} spreads several trajectories over threads; u0 of shape (n,) "
+            "is one trajectory, solved on the calling thread: give u0 of shape (m, n), or "
+            "no threads="
+        )
 
 
 class NeuralODE:
@@ -75,10 +93,12 @@ class NeuralODE:
     chain : SimpleChain with input and output of the state's size ``n``
     tspan : (t0, t1)
     saveat : times (sorted in the direction of integration) where the solution is returned
-    solver : an adaptive explicit RK method (default Tsit5)
+    solver : an adaptive explicit RK method: Tsit5 (default), DP5, BS3, Vern7 (stiff and
+        fixed-step solvers raise ``TypeError`` and ``ValueError``, naming these)
     sensealg : DiscreteAdjoint() (default: exact for the discretised solution, and the
         fastest) or a continuous adjoint (InterpolatingAdjoint(), ...)
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
+    lockstep : block size ``k`` for many trajectories solved together (below), or None
 
     ``p`` is the chain's flat parameter vector (float64).
 
@@ -87,7 +107,10 @@ class NeuralODE:
     their gradients; ``predict`` then returns shape ``(m, len(saveat), n)``. The trajectories
     run in ``threads`` contiguous chunks on Python threads (default: numba's thread count; the
     compiled solver and adjoint release the GIL), each with buffers of its own, and the sums are
-    taken in trajectory order: results are identical bit for bit for any ``threads``.
+    taken in trajectory order: results are identical bit for bit for any ``threads`` (at
+    most one thread per trajectory, or per block with ``lockstep``). One trajectory (``u0`` of
+    shape ``(n,)``) runs on the calling thread: ``threads`` other than None or 1 then raise
+    ``ValueError``.
     Trajectories with times of their own: ``loss_and_grad([Trajectory(u0_i, saveat_i,
     data_i, weights_i, jumps_i), ...], p)`` (each solved to its last save time; ``saveat`` and
     ``tspan[1]`` of the model unused), or :meth:`objective` once for a training loop.
@@ -103,8 +126,10 @@ class NeuralODE:
     steps as its hardest one needs). The gradient is that of this discretisation (it differs
     from the per-trajectory solves' at the tolerance's level). Blocks, not trajectories, are
     spread over ``threads``; the blocks are fixed by ``k`` and summed in order, so results
-    are identical bit for bit for any thread count. Not for Trajectory lists (their times
-    differ). 16 spiral trajectories: 2.7x faster than per-trajectory solves on one thread
+    are identical bit for bit for any thread count. One trajectory (``u0`` of shape ``(n,)``)
+    is a block of one: solved alone. Trajectory lists (times of their own) cannot step
+    together: :meth:`loss_and_grad` and :meth:`objective` refuse them on a lockstep model
+    (``ValueError``). 16 spiral trajectories: 2.7x faster than per-trajectory solves on one thread
     (``benchmarks/neural_ode.py``).
 
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
@@ -135,10 +160,14 @@ class NeuralODE:
             )
         reject_class(solver, "solver")
         if not isinstance(solver, ExplicitRK):
-            raise TypeError(f"unknown solver {solver!r}")
+            raise TypeError(
+                f"NeuralODE does not take the solver {solver!r}: it takes {_ACCEPTED} "
+                "(stiff solvers such as Rodas5P, the ESDIRK methods and CVODE are not "
+                "supported by NeuralODE yet)"
+            )
         if not solver.adaptive:
             raise ValueError(
-                "NeuralODE uses adaptive solvers; fixed-step methods are not supported"
+                f"NeuralODE does not take the fixed-step method {solver.name}: it takes {_ACCEPTED}"
             )
         self.chain = chain
         self.n = chain.n_out
@@ -260,7 +289,8 @@ class NeuralODE:
         """A new :class:`~scichains.ode.ODEProblem` for du/dt = chain(u; p) on ``tspan``
         (network scratch of its own; the exact vjp), for the rest of the adjoint API, e.g.
         ``adjoint.MultipleShooting(node.problem(), data, saveat, group_size)``. ``u0``
-        defaults to zeros, ``p`` to zeros."""
+        defaults to zeros, ``p`` to zeros. It is the problem of one trajectory (``lockstep``
+        does not apply to it)."""
         prob = ODEProblem(
             _rhs_jit,
             np.zeros(self.n) if u0 is None else u0,
@@ -272,12 +302,24 @@ class NeuralODE:
         prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
         return prob
 
+    def _refuse_lockstep_for_trajectories(self) -> None:
+        """``ValueError`` when the model has ``lockstep``: Trajectory specs (times of their
+        own) are solved one by one, so the option could not apply."""
+        if self.lockstep is not None:
+            raise ValueError(
+                f"lockstep={self.lockstep} steps trajectories that share the model's saveat "
+                "(u0 of shape (m, n), data of shape (m, len(saveat), n)); Trajectory specs "
+                "have times of their own and are solved one by one, without lockstep: make "
+                "the NeuralODE without lockstep= for them"
+            )
+
     def objective(self, trajectories) -> MultiObjective:
         """A :class:`~scichains.adjoint.MultiObjective` on this model for ``trajectories``
         (a list of :class:`~scichains.adjoint.Trajectory` or tuples ``(u0, saveat, data[,
         weights[, jumps]])``, times of their own; ``t0`` defaults to ``tspan[0]``), with the
         model's solver, sensealg and tolerances: build it once for a training loop
         (``obj.value_and_grad(p, threads=..., batch=...)`` -> ``(L, dL/dp, dL/du0)``)."""
+        self._refuse_lockstep_for_trajectories()
         _, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
         prob = self._obj.prob
         return MultiObjective(
@@ -294,12 +336,25 @@ class NeuralODE:
     def predict(self, u0, p, threads: int | None = None, saveat=None) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``, or
         ``(m, len(saveat), n)`` for ``u0`` of shape ``(m, n)`` (``threads``: see the class).
-        ``saveat``: other times than the model's (within ``tspan``; e.g. a dense grid for a
-        plot), solved by a model made for them (same solver, tolerances, lockstep)."""
+        ``saveat``: other times than the model's (sorted in the direction of integration;
+        e.g. a dense grid for a plot, or times past the data), solved by a model made for them
+        (same solver, tolerances, lockstep) from ``tspan[0]``: to ``tspan[1]``, or to the
+        farthest of them when some lie beyond it (the span extended in the same direction, as
+        diffrax does with a new ``t1``). Times before ``tspan[0]`` (after it, for a backward
+        model) raise ``ValueError``."""
         if saveat is not None:
-            tspan, _, solver, sensealg, rtol, atol, max_steps = self._settings
+            _, _, solver, sensealg, rtol, atol, max_steps = self._settings
+            saveat = as_real(saveat, "saveat")
             other = NeuralODE(
-                self.chain, tspan, saveat, solver, sensealg, rtol, atol, max_steps, self.lockstep
+                self.chain,
+                self._span_to(saveat),
+                saveat,
+                solver,
+                sensealg,
+                rtol,
+                atol,
+                max_steps,
+                self.lockstep,
             )
             return other.predict(u0, p, threads)
         if np.ndim(u0) >= 2:
@@ -317,6 +372,7 @@ class NeuralODE:
                 return obj.saved_states(p, u0[i]).copy()
 
             return np.stack(self._run_batch(u0, p, threads, one))
+        _one_thread(threads)
         obj, _, owned = self._claim()
         try:
             p, u0 = obj._args(p, u0)
@@ -324,6 +380,26 @@ class NeuralODE:
         finally:
             if owned:
                 self._busy.release()
+
+    def _span_to(self, saveat: np.ndarray) -> tuple[float, float]:
+        """The model's ``tspan``, extended (same direction) to the farthest of ``saveat``
+        when some lie beyond ``tspan[1]``; ``ValueError`` for times before ``tspan[0]``."""
+        t0, t1 = self.tspan
+        if saveat.ndim != 1 or saveat.size == 0:
+            raise ValueError("saveat must be a non-empty vector of times")
+        if not np.isfinite(saveat).all():
+            raise ValueError("saveat contains NaN or infinite values")
+        d = 1.0 if t1 > t0 else -1.0
+        ahead = d * (saveat - t0)  # how far past t0 each time lies, along the integration
+        if ahead.min() < 0.0:
+            first = float(saveat[int(np.argmin(ahead))])
+            raise ValueError(
+                f"saveat has the time {first}, {'before' if d > 0 else 'after'} the start "
+                f"t0 = {t0} of tspan {self.tspan}: the model integrates "
+                f"{'forward' if d > 0 else 'backward'} from t0"
+            )
+        far = float(saveat[int(np.argmax(ahead))])
+        return (t0, far) if d * (far - t1) > 0.0 else (t0, t1)
 
     def loss_and_grad(self, u0, p, data=None, threads: int | None = None, batch=None):
         """``(L, dL/dp)`` for ``L = sum over saveat of |u(t_i) - data_i|^2``.
@@ -335,13 +411,15 @@ class NeuralODE:
         ``(m, len(saveat), n)``; ``L`` and ``dL/dp`` are then sums over the trajectories (in
         trajectory order, on ``threads`` threads: see the class) and ``last_du0`` has shape
         ``(m, n)``. Or ``u0`` a list of :class:`~scichains.adjoint.Trajectory` (times of
-        their own; ``data`` not given): builds :meth:`objective` on each call. ``batch``:
+        their own; ``data`` not given; not on a ``lockstep`` model): builds :meth:`objective`
+        on each call. ``threads``: see the class (None or 1 for one trajectory). ``batch``:
         trajectory indices; ``L``, ``dL/dp`` are then sums over the batch, ``last_du0`` has
         shape ``(len(batch), n)``.
         """
         if is_trajectory_list(u0):
             if data is not None:
                 raise ValueError("with Trajectory specs the data are in them: pass data=None")
+            self._refuse_lockstep_for_trajectories()
             loss, dp, du0 = self.objective(u0).value_and_grad(p, None, threads, batch)
             self._last.du0 = du0
             return loss, dp
@@ -351,6 +429,7 @@ class NeuralODE:
             return self._loss_and_grad_batch(u0, p, data, threads, batch)
         if batch is not None:
             raise ValueError("batch= selects among several trajectories: u0 of shape (m, n)")
+        _one_thread(threads)
         data = as_real(data, "data")
         if data.shape != (self.saveat.size, self.n):
             raise ValueError(f"data must have shape {(self.saveat.size, self.n)}, got {data.shape}")
