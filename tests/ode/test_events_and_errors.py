@@ -77,6 +77,27 @@ def test_singularity_reports_failure_not_hang():
     assert fixed.status == ode.ReturnCode.NONFINITE
 
 
+@numba.njit
+def nan_mid_span(du, u, p, t):
+    a = p[0] * u[0] * t * 1e3  # overflows to inf for t > ~0.01: du[0] = inf - inf = NaN
+    du[0] = a - a
+    du[1] = -u[1]
+
+
+@pytest.mark.parametrize("solver", [ode.Tsit5, ode.Rodas5P])
+def test_a_nan_the_step_control_accepts_is_never_success(solver):
+    # the stepper accepted steps into NaN and reported SUCCESS with a NaN solution
+    prob = ode.ODEProblem(nan_mid_span, [1e7, 1.0], (0.0, 1.0), [1e300])
+    sol = ode.solve(prob, solver=solver, saveat=[0.5, 1.0])
+    assert sol.status == ode.ReturnCode.NONFINITE
+    assert "NaN or infinite" in sol.message
+    assert not sol.success
+    with pytest.raises(ode.ODESolveError, match="NONFINITE"):
+        ode.solve(prob, solver=solver, throw=True)
+    ok = ode.solve(ode.ODEProblem(nan_mid_span, [1.0, 1.0], (0.0, 1.0), [1.0]), solver=solver)
+    assert ok.status == ode.ReturnCode.SUCCESS
+
+
 def test_bad_input():
     p = [1.3, 0.4]
     with pytest.raises(ValueError, match="zero length"):

@@ -152,3 +152,81 @@ def nn_model(hidden: int = 0, seed: int = 0, scale: float = 0.3):
         error=pk.Additive(0.7),
         networks=[net],
     )
+
+
+SIM_TIMES = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 12.0, 24.0])
+SIM_TRUTH = {"theta": [np.log(1.5), np.log(2.7), np.log(32.0)], "omega": [0.3, 0.1, 0.05]}
+
+
+def simulated_oral(error, sd, n_subjects=16, seed=0):
+    """``(model, data, x_true)``: the oral model (omega 0.3, 0.1, 0.05; ka 1.5, CL 2.7, V 32)
+    with ``error`` (an ErrorModel, standard deviations ``sd``) and data simulated at the
+    truth by :func:`simulated_data`."""
+    model = oral_model(error=error, omega=SIM_TRUTH["omega"])
+    x_true = model.pack(theta=SIM_TRUTH["theta"], omega=SIM_TRUTH["omega"], sd=sd)
+    omega = np.diag(SIM_TRUTH["omega"])
+    return model, simulated_data(model, x_true, n_subjects, seed, omega), x_true
+
+
+def simulated_data(model, x, n_subjects, seed=0, omega=None):
+    """``n_subjects`` given 320 mg into the first state at time 0 and sampled at
+    ``SIM_TIMES``, DV simulated from ``model`` at ``x`` (an Additive, Proportional or
+    Combined error; the EBEs, drawn from ``omega`` (default: that of ``x``), then the
+    residuals, with ``seed``)."""
+    rows = np.arange(2, 2 + SIM_TIMES.size)
+    subjects = [
+        pk.Subject(i + 1, [pk.Dose(0.0, 320.0, 0, row=1)], SIM_TIMES.copy(), np.ones(7), rows)
+        for i in range(n_subjects)
+    ]
+    data = pk.EventData(subjects, ())
+    _, omega_x, sd = model.unpack(x)
+    omega = omega_x if omega is None else omega
+    rng = np.random.default_rng(seed)
+    etas = rng.multivariate_normal(np.zeros(model.q), omega, n_subjects)
+    names = list(model.error.names)
+    out = []
+    for s, f in zip(subjects, pk.PopulationObjective(model, data).predict(x, etas)):
+        var = np.zeros_like(f)
+        if "add" in names:
+            var += sd[names.index("add")] ** 2
+        if "prop" in names:
+            var += (sd[names.index("prop")] * f) ** 2
+        dv = f + np.sqrt(var) * rng.standard_normal(f.size)
+        out.append(pk.Subject(s.id, s.doses, s.times, dv, s.rows))
+    return pk.EventData(out, ())
+
+
+def perturbed_start(model, x_true, seed):
+    """Typical values, omega variances and standard deviations of ``x_true``, each times
+    ``U(0.9, 1.1)`` (``default_rng(100 + seed)``), packed."""
+    rng = np.random.default_rng(100 + seed)
+    theta, omega, sd = model.unpack(x_true)
+    theta = theta * rng.uniform(0.9, 1.1, theta.size)
+    variances = np.diag(omega) * rng.uniform(0.9, 1.1, model.q)
+    return model.pack(theta=theta, omega=variances, sd=sd * rng.uniform(0.9, 1.1, sd.size))
+
+
+def capacity_model(tc=5.991464547107982):
+    """The oral model with an elimination that stops at a capacity ``cmax = exp(tc)`` of the
+    central compartment, ``cl / v center sqrt(1 - center / cmax)``: once the absorbed amount
+    would pass ``cmax`` the square root is NaN and the solve fails mid-span (a dose of 320 mg
+    peaks near 280 mg: below ``tc`` about 5.75 the solves fail, at the default 5.99 the
+    elimination is slowed at the peak, far above it is linear). Default ``tc``: log 400."""
+    depot, center, ka, cl, v, cmax = sp.symbols("depot center ka cl v cmax")
+    tka, tcl, tv, tc_ = sp.symbols("tka tcl tv tc")
+    eka, ecl = sp.symbols("eta_ka eta_cl")
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-ka * depot, ka * depot - cl / v * center * sp.sqrt(1 - center / cmax)],
+        individual={
+            ka: sp.exp(tka + eka),
+            cl: sp.exp(tcl + ecl),
+            v: sp.exp(tv),
+            cmax: sp.exp(tc_),
+        },
+        theta={tka: np.log(1.5), tcl: np.log(2.7), tv: np.log(32.0), tc_: float(tc)},
+        eta=[eka, ecl],
+        omega=[0.3, 0.1],
+        observe=center / v,
+        error=pk.Additive(0.3),
+    )

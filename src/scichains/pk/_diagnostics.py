@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._objective import PopulationObjective
+from ._objective import PopulationObjective, numerical_failure
 
 
 @dataclass
@@ -32,6 +32,14 @@ class Covariance:
     se_omega : the standard errors of the omega entries, shape ``(q, q)`` (delta method)
     se_sd : the standard errors of the error model's standard deviations, one per standard
         deviation (delta method)
+    success : False when the step could not give a covariance: ``R`` (or ``S``) singular,
+        ``R`` not positive definite (``x`` is not a minimum), or a gradient that could not be
+        evaluated on either side of ``x`` along an entry; the estimates that cannot be
+        computed are NaN (``R`` and ``S`` are kept as far as they were computed)
+    message : why, when not ``success`` (else ``""``); also names the rejected points
+    n_rejected : the points ``x +- h e_k`` at which the gradient failed (an ODE solve, an
+        EBE, ...): each entry with one failing side uses the one-sided difference of the
+        other side with the gradient at ``x``
     """
 
     kind: str
@@ -45,6 +53,9 @@ class Covariance:
     rse_theta: np.ndarray
     se_omega: np.ndarray
     se_sd: np.ndarray
+    success: bool = True
+    message: str = ""
+    n_rejected: int = 0
 
 
 def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **objective_kwargs):
@@ -64,9 +75,14 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
         ``inner_tol``, ``inner_maxiter``, ``sensitivities``); the objective is FOCE-I's
         whatever method the fit used
 
-    Returns a :class:`Covariance`. Raises ``ValueError`` for an unknown ``kind`` and
-    ``np.linalg.LinAlgError`` when ``R`` (or ``S``) is singular: the model is then not
-    identifiable from the data at ``x``.
+    Returns a :class:`Covariance`; when the step cannot give a covariance (see its
+    ``success`` and ``message``: ``R`` singular, i.e. the model is not identifiable from the
+    data at ``x``, or not positive definite) the standard errors are NaN, never an exception
+    that loses what was computed. A gradient that fails at ``x + h e_k`` or ``x - h e_k`` (an
+    ODE solve, an EBE: a rejected point, counted in ``n_rejected``) is replaced by the
+    one-sided difference on the other side. Raises ``ValueError`` for an unknown ``kind`` and
+    when the objective cannot be evaluated at ``x`` itself (chained to the failure); an error
+    in code (not a numerical failure) is raised as it is.
     """
     if kind not in ("sandwich", "r", "s"):
         raise ValueError(f"kind must be 'sandwich', 'r' or 's', got {kind!r}")
@@ -76,29 +92,82 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
         obj.etas = np.array(fit.etas, dtype=np.float64)
     start = obj.etas.copy()
     n = x.size
+    try:
+        _, gi = obj.per_subject(x, grad=True)
+        if not np.all(np.isfinite(gi)):
+            raise FloatingPointError("the subjects' gradients are not finite")
+    except Exception as e:
+        if not numerical_failure(e):
+            raise
+        raise ValueError(
+            f"the covariance step cannot evaluate the objective at the estimates: "
+            f"{type(e).__name__}: {e}"
+        ) from e
+    g0 = gi.sum(axis=0)
+    rejected = []
+
+    def grad_at(z):
+        obj.etas = start.copy()
+        try:
+            g = obj.value_and_grad(z)[1]
+            if not np.all(np.isfinite(g)):
+                raise FloatingPointError("the gradient is not finite")
+            return g
+        except Exception as e:
+            if not numerical_failure(e):
+                raise
+            rejected.append(f"{type(e).__name__}: {e}")
+            return None
+
     H = np.zeros((n, n))
     for k in range(n):
         e = np.zeros(n)
         e[k] = h
-        obj.etas = start.copy()
-        gp = obj.value_and_grad(x + e)[1]
-        obj.etas = start.copy()
-        gm = obj.value_and_grad(x - e)[1]
-        H[k] = (gp - gm) / (2 * h)
+        gp, gm = grad_at(x + e), grad_at(x - e)
+        if gp is not None and gm is not None:
+            H[k] = (gp - gm) / (2 * h)
+        elif gp is not None:
+            H[k] = (gp - g0) / h
+        elif gm is not None:
+            H[k] = (g0 - gm) / h
+        else:
+            H[k] = np.nan
     R = 0.25 * (H + H.T)  # half the Hessian of the OFV, symmetrised
-    obj.etas = start.copy()
-    _, gi = obj.per_subject(x, grad=True)
     scores = -0.5 * gi
     S = scores.T @ scores
-    if kind == "r":
-        cov = np.linalg.inv(R)
-    elif kind == "s":
-        cov = np.linalg.inv(S)
-    else:
-        Ri = np.linalg.inv(R)
-        cov = Ri @ S @ Ri
+    problems = []
+    names = model.parameter_names()
+    bad_rows = [names[k] for k in range(n) if not np.all(np.isfinite(H[k]))]
+    if bad_rows and kind != "s":
+        problems.append(
+            f"the gradient failed on both sides of x along {', '.join(bad_rows)}: R is incomplete"
+        )
+    elif kind != "s":
+        try:
+            np.linalg.cholesky(R)
+        except np.linalg.LinAlgError:
+            problems.append(
+                "R (half the Hessian of the OFV) is not positive definite: x is not a "
+                "minimum, or the model is not identifiable from the data there"
+            )
+    cov = np.full((n, n), np.nan)
+    if not problems:
+        try:
+            if kind == "r":
+                cov = np.linalg.inv(R)
+            elif kind == "s":
+                cov = np.linalg.inv(S)
+            else:
+                Ri = np.linalg.inv(R)
+                cov = Ri @ S @ Ri
+        except np.linalg.LinAlgError:
+            which = "S" if kind == "s" else "R"
+            problems.append(
+                f"{which} is singular: the model is not identifiable from the data at x"
+            )
     cov = 0.5 * (cov + cov.T)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    var = np.diag(cov)
+    se = np.sqrt(np.where(var >= 0, var, np.nan))
     p, no = model.p, model.n_omega
     theta = x[:p]
     se_theta = se[:p].copy()
@@ -108,12 +177,19 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
     J = np.stack([d.ravel() for d in dom], axis=1)  # d vec(Omega) / d w
     cw = cov[p : p + no, p : p + no]
     var_om = np.einsum("ia,ab,ib->i", J, cw, J).reshape(model.q, model.q)
-    se_omega = np.sqrt(np.clip(var_om, 0.0, None))
+    se_omega = np.sqrt(np.where(var_om >= 0, var_om, np.nan))
     sd = np.exp(x[p + no :])
     se_sd = sd * se[p + no :]
+    message = "; ".join(problems)
+    if rejected:
+        message += (
+            f"{'; ' if message else ''}{len(rejected)} gradient evaluation(s) near x rejected "
+            f"(one-sided differences used), the last with {rejected[-1]}"
+        )
     return Covariance(
-        kind, x.copy(), model.parameter_names(), R, S, cov, se, se_theta, rse, se_omega, se_sd
-    )
+        kind, x.copy(), names, R, S, cov, se, se_theta, rse, se_omega, se_sd,
+        success=not problems, message=message, n_rejected=len(rejected),
+    )  # fmt: skip
 
 
 def shrinkage(fit) -> np.ndarray:

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._objective import InnerFailure, PopulationObjective
-from ._predict import PKSolveError
+from ._objective import PopulationObjective, numerical_failure
 
 
 @dataclass
@@ -23,9 +22,12 @@ class FitResult:
     ``omega`` (``(q, q)`` covariance of the random effects), ``sd`` (error model name ->
     standard deviation); ``etas`` (``(N, q)``, the EBEs, subjects in data order);
     ``success``/``status``/``message`` from the optimiser (the estimates are its best point
-    either way); ``n_evaluations`` of the objective and gradient; ``seconds`` of wall time;
-    ``penalty``: the L2 prior's value at the estimates (``fit(l2=...)``; 0 without one; the
-    minimised objective was ``ofv + penalty``).
+    either way; ``success`` is also False when the run stopped on rejected trial points, and
+    the message then says so); ``n_evaluations`` of the objective and gradient; ``seconds``
+    of wall time; ``penalty``: the L2 prior's value at the estimates (``fit(l2=...)``; 0
+    without one; the minimised objective was ``ofv + penalty``); ``n_rejected``: the trial
+    points whose evaluation failed numerically and counted as ``inf`` (see :func:`fit`),
+    ``rejection``: the last one's reason (``""`` when none was rejected).
     """
 
     method: str
@@ -43,6 +45,8 @@ class FitResult:
     n_evaluations: int
     seconds: float
     penalty: float = 0.0
+    n_rejected: int = 0
+    rejection: str = ""
 
     def omega_cv(self) -> np.ndarray:
         """Percent CV of log-normal individual parameters, ``100 sqrt(exp(omega_kk) - 1)``
@@ -91,9 +95,22 @@ def fit(
     objective_kwargs : ``rtol``, ``atol``, ``inner_tol``, ``block`` of
         :class:`PopulationObjective`
 
-    BFGS (SciPy) on the exact gradient of the OFV (see :mod:`scichains.pk._objective`). A
-    trial point where an ODE solve or an EBE fails counts as ``inf`` (the line search backs
-    off); the result is the best point evaluated, with the optimiser's status and message.
+    BFGS (SciPy) on the exact gradient of the OFV (see :mod:`scichains.pk._objective`).
+
+    A trial point whose evaluation fails numerically is a rejected point: a failed ODE solve
+    (individual parameters that overflow to inf or NaN fail before any solve; a solve that
+    ends on NaN is a failed one), an EBE search that does not converge, a singular or
+    indefinite matrix (``LinAlgError``), an OFV or gradient that is not finite, a
+    floating-point error (``ArithmeticError``). It counts as ``inf`` (the line search backs
+    off), the EBE warm starts are those before it, and ``FitResult.n_rejected`` counts it.
+    In the inner EBE search a failing trial eta makes that line search back off in the same
+    way. The fit never ends on an exception from a
+    trial point: the result is the best point evaluated, with the optimiser's status and a
+    message that names the rejected points, and says when the run stopped on them
+    (``success`` False). A numerical failure at the starting point raises ``ValueError``
+    (chained to it: there is no point to return). An error that is not numerical (an
+    exception raised in user code, a bug, an executor's error) is never a rejected point: it
+    is raised, at the start or later.
     """
     import scipy.optimize
 
@@ -106,31 +123,48 @@ def fit(
     lam = _l2_weights(model, l2)
     best = {"f": math.inf, "pen": 0.0, "x": x.copy(), "etas": obj.etas.copy()}
     count = [0]
+    rejected = {"n": 0, "run": 0, "last": ""}  # all, since the last accepted point, why
 
     def fun(z):
         count[0] += 1
         saved = obj.etas.copy()
         try:
             f, g = obj.value_and_grad(z)
-        except (InnerFailure, PKSolveError, np.linalg.LinAlgError, FloatingPointError):
+            if not (np.isfinite(f) and np.all(np.isfinite(g))):
+                raise FloatingPointError(f"the OFV or its gradient is not finite (OFV {f})")
+        except Exception as e:
             obj.etas = saved
+            if not numerical_failure(e):
+                raise  # an error in code (yours or ours) is never a rejected point
+            if count[0] == 1:
+                raise ValueError(
+                    f"the objective cannot be evaluated at the starting point: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            rejected["n"] += 1
+            rejected["run"] += 1
+            rejected["last"] = f"{type(e).__name__}: {e}"
             return math.inf, np.zeros_like(z)
-        if not np.isfinite(f):
-            obj.etas = saved
-            return math.inf, np.zeros_like(z)
+        rejected["run"] = 0
         pen = float(np.sum(lam * z * z))
         if f + pen < best["f"] + best["pen"]:
             best.update(f=f, pen=pen, x=z.copy(), etas=obj.etas.copy())
         return f + pen, g + 2.0 * lam * z
 
     t0 = time.perf_counter()
-    f0, _ = fun(x)
-    if not np.isfinite(f0):
-        raise ValueError("the objective cannot be evaluated at the starting point")
+    fun(x)
     res = scipy.optimize.minimize(
         fun, x, jac=True, method="BFGS", options={"gtol": gtol, "maxiter": maxiter}
     )
     seconds = time.perf_counter() - t0
+    message = str(res.message)
+    if rejected["run"]:
+        message += (
+            f" (it stopped on rejected trial points: the last {rejected['run']} evaluations "
+            f"failed, the last with {rejected['last']}; the result is the best point evaluated)"
+        )
+    elif rejected["n"]:
+        message += f" ({rejected['n']} trial point(s) rejected on the way)"
     xb = best["x"]
     theta, om, sd = model.unpack(xb)
     n_obs = data.n_obs
@@ -144,12 +178,14 @@ def fit(
         omega=om,
         sd={k: float(v) for k, v in zip(model.error.names, sd)},
         etas=best["etas"].copy(),
-        success=bool(res.success),
+        success=bool(res.success) and rejected["run"] == 0,
         status=int(res.status),
-        message=str(res.message),
+        message=message,
         n_evaluations=count[0],
         seconds=seconds,
         penalty=float(best["pen"]),
+        n_rejected=rejected["n"],
+        rejection=rejected["last"],
     )
 
 

@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from ..ode._solution import ODESolveError, ReturnCode
 from ..parallel import _executor as ex
 from ._predict import PKSolveError, Regimen, predict_subject
 
@@ -40,10 +41,32 @@ class InnerFailure(RuntimeError):
     """The empirical Bayes estimate of a subject did not converge."""
 
 
+def numerical_failure(e: BaseException) -> bool:
+    """Whether ``e`` is a numerical failure of an evaluation at a trial point: a failed ODE
+    solve (:class:`PKSolveError`, or an ``ODESolveError`` other than ``RHS_ERROR``), an EBE
+    that does not converge (:class:`InnerFailure`), a singular or indefinite matrix
+    (``LinAlgError``) or floating point (``ArithmeticError``: overflow, division by zero).
+    Anything else (``TypeError``, ``ValueError``, an exception a user function raised, an
+    executor's error) is an error in code and is never treated as a rejected point."""
+    if isinstance(e, ODESolveError):
+        return e.solution.status != ReturnCode.RHS_ERROR
+    return isinstance(e, (InnerFailure, PKSolveError, np.linalg.LinAlgError, ArithmeticError))
+
+
 class _Eval:
     """Everything at one subject's ``eta`` that the inner and outer steps need."""
 
     __slots__ = ("L", "gL", "H", "GN", "f", "G", "Hf", "Ft", "B", "Tf", "Tt", "terms")
+
+
+def _finite(ev: _Eval) -> bool:
+    """The inner objective and the derivatives its Newton step uses are finite."""
+    return bool(
+        np.isfinite(ev.L)
+        and np.all(np.isfinite(ev.gL))
+        and np.all(np.isfinite(ev.H))
+        and np.all(np.isfinite(ev.GN))
+    )
 
 
 class PopulationObjective:
@@ -310,24 +333,39 @@ class PopulationObjective:
         else the Gauss-Newton/Fisher one), with a backtracking line search."""
         q = self.model.q
         eta = np.array(eta0, dtype=np.float64)
+        sid = self.data.subjects[i].id
         try:
             ev = self._evaluate(i, theta, eta, oinv, log_sd)
-            if not np.isfinite(ev.L):
+            if not _finite(ev):
                 raise FloatingPointError
-        except (PKSolveError, FloatingPointError):
+        except Exception as e:  # the warm start fails at these x: start again from 0
+            if not numerical_failure(e):
+                raise
             eta = np.zeros(q)
             ev = self._evaluate(i, theta, eta, oinv, log_sd)
+            if not _finite(ev):
+                raise InnerFailure(
+                    f"subject ID {sid}: the inner objective or its derivatives are not finite "
+                    "at eta = 0"
+                ) from None
         last_dec = np.inf
         for _ in range(self.inner_maxiter):
             try:
-                c = np.linalg.cholesky(ev.H)
-                step = -np.linalg.solve(c.T, np.linalg.solve(c, ev.gL))
-            except np.linalg.LinAlgError:
-                step = -np.linalg.solve(ev.GN, ev.gL)
-            slope = float(ev.gL @ step)
-            if slope >= 0:
-                step = -np.linalg.solve(ev.GN, ev.gL)
+                try:
+                    c = np.linalg.cholesky(ev.H)
+                    step = -np.linalg.solve(c.T, np.linalg.solve(c, ev.gL))
+                except np.linalg.LinAlgError:
+                    step = -np.linalg.solve(ev.GN, ev.gL)
                 slope = float(ev.gL @ step)
+                if slope >= 0:
+                    step = -np.linalg.solve(ev.GN, ev.gL)
+                    slope = float(ev.gL @ step)
+            except np.linalg.LinAlgError:
+                raise InnerFailure(
+                    f"subject ID {sid}: the Hessian of the inner objective is singular"
+                ) from None
+            if not (np.all(np.isfinite(step)) and np.isfinite(slope)):
+                raise InnerFailure(f"subject ID {sid}: the EBE's Newton step is not finite")
             # Converged when the Newton step is negligible: the OFV's log det A term moves
             # to first order with eta, so eta itself must be accurate, not only L. Below the
             # ODE's accuracy the steps stop shrinking: stop there too (a stall).
@@ -342,22 +380,24 @@ class PopulationObjective:
                 cand = eta + alpha * step
                 try:
                     new = self._evaluate(i, theta, cand, oinv, log_sd)
-                    ok = np.isfinite(new.L) and (
+                    ok = _finite(new) and (
                         new.L <= ev.L + 1e-4 * alpha * slope or -alpha * slope < 1e-6
                     )
-                except PKSolveError:
+                except Exception as e:  # a failing trial eta: back off
+                    if not numerical_failure(e):
+                        raise
                     ok = False
                 if ok:
                     break
                 alpha *= 0.5
             else:
                 raise InnerFailure(
-                    f"subject ID {self.data.subjects[i].id}: the EBE line search failed "
+                    f"subject ID {sid}: the EBE line search failed "
                     f"(gradient {np.max(np.abs(ev.gL)):.3g})"
                 )
             eta, ev = cand, new
         raise InnerFailure(
-            f"subject ID {self.data.subjects[i].id}: the EBE did not converge in "
+            f"subject ID {sid}: the EBE did not converge in "
             f"{self.inner_maxiter} iterations (gradient {np.max(np.abs(ev.gL)):.3g})"
         )
 
@@ -466,7 +506,16 @@ class PopulationObjective:
         """All subjects of this objective (on a worker: one chunk's) from the warm starts
         ``etas`` (``(N, q)``, not changed): ``(OFV terms, gradient terms or None, new
         EBEs)``, the terms per subject with ``per_subject``, else summed over each block of
-        ``self.block`` consecutive subjects (in subject order)."""
+        ``self.block`` consecutive subjects (in subject order).
+
+        NumPy's floating-point warnings are off here: an overflow (``exp(theta + eta)`` at a
+        far trial point) gives inf or NaN, which the checks of the individual parameters,
+        the solves and the inner objective turn into a failure of that point (so a program
+        run with warnings as errors sees the same failures as any other)."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            return self._part_checked(x, etas, grad, per_subject)
+
+    def _part_checked(self, x, etas, grad, per_subject):
         model = self.model
         theta, om, dom, log_sd = self._unpack(x)
         oinv = np.linalg.inv(om)

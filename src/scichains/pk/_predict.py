@@ -120,6 +120,14 @@ def predict_subject(sens, regimen, par, rtol, atol):
     out = np.empty((subject.times.size, size))
     y = np.zeros(size)
     npar = pars.shape[1]
+    if not np.all(np.isfinite(pars)):
+        # e.g. exp(theta + eta) overflowing at a trial point: that point fails here, as a
+        # solve would, instead of reaching the ODE problem's check of its parameters
+        k, j = np.argwhere(~np.isfinite(pars))[0]
+        raise PKSolveError(
+            f"subject ID {subject.id}: the ODE's parameters are not finite (entry {j} is "
+            f"{pars[k, j]}: an individual parameter, or its derivative, overflowed)"
+        )
     p = np.empty(npar + n)
     lags = sens.lag_values(pars[0])
     if lags is not None and not np.all(np.isfinite(lags)):
@@ -135,6 +143,10 @@ def predict_subject(sens, regimen, par, rtol, atol):
             else:
                 amount = sum(am for _, am in boluses)
                 y = sens.lagged_jump(y, ls, amount, r_before, r_after, cur)
+        if not np.all(np.isfinite(y)):
+            raise PKSolveError(
+                f"subject ID {subject.id}: the state at time {a:g} (after its doses) is not finite"
+            )
         if b <= a:
             out[sel] = y
             continue
@@ -149,10 +161,22 @@ def predict_subject(sens, regimen, par, rtol, atol):
                 f"subject ID {subject.id}: the ODE solve on [{a:g}, {b:g}] failed with "
                 f"{sol.status.name}: {sol.message}"
             )
+        _check_saved(sol, uniq.size, subject, a, b)
         if sel.size:
             out[sel] = sol.u[np.searchsorted(uniq, ts)]
         y = sol.u[-1].copy()
     return out
+
+
+def _check_saved(sol, n_saved, subject, a, b) -> None:
+    """A solve reported as successful must have saved ``n_saved`` finite states: anything
+    else (an empty or truncated solution, NaN or inf) is a failed solve of that subject."""
+    if sol.u.shape[0] != n_saved or not np.all(np.isfinite(sol.u)):
+        raise PKSolveError(
+            f"subject ID {subject.id}: the ODE solve on [{a:g}, {b:g}] returned "
+            f"{sol.u.shape[0]} of {n_saved} saved states"
+            f"{'' if np.all(np.isfinite(sol.u)) else ', not all finite'}"
+        )
 
 
 def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
@@ -181,6 +205,7 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
                 f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
                 f"[0, {b:g}] failed with {sol.status.name}: {sol.message}"
             )
+        _check_saved(sol, 1, subject, a, b)
         return sol.u[-1].copy()
 
     def P(y):
