@@ -29,8 +29,10 @@ _WORDS = (
     "input",
     "parameter vector",
     "output",
+    "k.work",
+    "work buffer",
 )
-_FORWARD, _VJP, _X, _P, _OUT, _V, _PBAR, _XBAR, _INPUT, _PARAMS, _OUTPUT = range(11)
+_FORWARD, _VJP, _X, _P, _OUT, _V, _PBAR, _XBAR, _INPUT, _PARAMS, _OUTPUT, _WORK, _ROWS = range(13)
 
 
 class ChainLengthError(ValueError):
@@ -45,6 +47,12 @@ class ChainLengthError(ValueError):
         if len(self.args) != 5:
             return super().__str__()
         fn, name, got, want, what = self.args
+        if name == _WORK:
+            return (
+                f"{_WORDS[fn]}: k.work has length {got}, but the chain's work buffer needs at "
+                f"least {want} entries; build the kernel with chain.kernel(dtype) (one per "
+                "thread)"
+            )
         return (
             f"{_WORDS[fn]}: {_WORDS[name]} has length {got}, but the chain's {_WORDS[what]} "
             f"has {want} entries; pass an array of exactly that length (a slice, e.g. "
@@ -58,7 +66,7 @@ def _length_error(fn, name, got, want, what):
 
 
 @kernel
-def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname):
+def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname, nwork):
     # the error branch of the entry points' checks, reached only when a length is wrong;
     # out of line, with one call site per entry point, so that the message building (which
     # allocates) stays off the fast path. np.int64(): integers, not literals, so that
@@ -74,6 +82,8 @@ def _report_lengths(fn, meta, nx, n_in_arr, nout, oname, np_, npbar, pname):
         _length_error(i(fn), i(pname), npbar, meta[M_NPARAMS], i(_PARAMS))
     if n_in_arr != meta[M_NIN]:
         _length_error(i(fn), i(_XBAR), n_in_arr, meta[M_NIN], i(_INPUT))
+    if nwork < meta[M_ROWS]:  # a ChainKernel built by hand with too small a work buffer
+        _length_error(i(fn), i(_WORK), nwork, meta[M_ROWS], i(_ROWS))
 
 
 @kernel
@@ -86,7 +96,8 @@ def chain_forward(k, p, x, out):
     ``ChainKernel`` serves one thread. Dropout layers are the identity here (inference).
 
     The lengths are checked (a few integer compares): each array must have *exactly* the length
-    above, else ``ValueError`` naming the array. Longer arrays are refused too, since a state
+    above, else ``ValueError`` naming the array (and ``k.work``, when a ``ChainKernel`` is
+    built by hand, at least the chain's work rows). Longer arrays are refused too, since a state
     or parameter vector longer than the chain's is as likely a wrong model as a deliberate
     prefix: pass a slice (``u[:2]``, ``p[3:3 + num_params]``, free in numba) to use part of one.
     """
@@ -97,7 +108,12 @@ def chain_forward(k, p, x, out):
     p = borrow(p)
     x = borrow(x)
     out = borrow(out)
-    if x.shape[0] != meta[M_NIN] or out.shape[0] != meta[M_NOUT] or p.shape[0] != meta[M_NPARAMS]:
+    if (
+        x.shape[0] != meta[M_NIN]
+        or out.shape[0] != meta[M_NOUT]
+        or p.shape[0] != meta[M_NPARAMS]
+        or w.shape[0] < meta[M_ROWS]
+    ):
         _report_lengths(
             np.int64(_FORWARD),
             meta,
@@ -108,6 +124,7 @@ def chain_forward(k, p, x, out):
             p.shape[0],
             p.shape[0],
             np.int64(_P),
+            w.shape[0],
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]
@@ -142,6 +159,7 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
         or v.shape[0] != meta[M_NOUT]
         or p.shape[0] != n_p
         or p_bar.shape[0] != n_p
+        or w.shape[0] < meta[M_ROWS]
     ):
         _report_lengths(
             np.int64(_VJP),
@@ -153,6 +171,7 @@ def chain_vjp(k, p, x, v, x_bar, p_bar):
             p.shape[0],
             p_bar.shape[0],
             np.int64(_PBAR),
+            w.shape[0],
         )
     for f in range(meta[M_NIN]):
         w[f] = x[f]

@@ -10,6 +10,7 @@ Scaling convention, used identically by the value, the gradient and training: th
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -18,7 +19,18 @@ from .._jit import kernel, resolve_threads
 from . import _batch
 from . import _layout as K
 from ._chain import TILE, SimpleChain, parallel_lock, tile_width
-from ._validate import as_data, check_buffer, check_params, reject_class
+from ._validate import (
+    as_count,
+    as_data,
+    as_flag,
+    as_labels,
+    as_real,
+    check_buffer,
+    check_disjoint,
+    check_params,
+    float_dtype,
+    reject_class,
+)
 
 _NOT_PRETILED = {t: np.zeros((0, 0), dtype=t) for t in (np.float32, np.float64)}
 
@@ -76,19 +88,7 @@ class LogitCrossEntropyLoss(Loss):
     kind = K.LOSS_LOGITCE
 
     def __init__(self, labels):
-        labels = np.asarray(labels)
-        if labels.dtype.kind not in "iu":
-            if (
-                labels.dtype.kind == "f"
-                and np.all(np.isfinite(labels))
-                and np.all(labels == np.round(labels))
-            ):
-                labels = labels.astype(np.int64)
-            else:
-                raise TypeError(
-                    f"LogitCrossEntropyLoss: labels must be integers, got dtype {labels.dtype}"
-                )
-        self.labels = np.ascontiguousarray(labels.reshape(-1), dtype=np.int64)
+        self.labels = as_labels(labels, "LogitCrossEntropyLoss: labels")
 
     def targets(self, chain, n, dtype):
         nclass = chain.n_out
@@ -105,6 +105,20 @@ class LogitCrossEntropyLoss(Loss):
         return np.zeros((1, 1), dtype=dtype), self.labels
 
 
+def _weight(lam, what: str) -> float:
+    """A penalty's weight as a float: a real number (else ``TypeError``), finite (else
+    ``ValueError``)."""
+    if isinstance(lam, (complex, np.complexfloating, str, bytes)):
+        raise TypeError(f"{what}: lam must be a real number, got {lam!r}")
+    try:
+        lam = float(lam)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}: lam must be a real number, got {lam!r}") from None
+    if not math.isfinite(lam):
+        raise ValueError(f"{what}: lam must be finite, got {lam}")
+    return lam
+
+
 class Penalty:
     """Base class of parameter penalties (added to the loss once, not averaged)."""
 
@@ -116,7 +130,7 @@ class L1Penalty(Penalty):
     """``lam * sum(|p|)`` over all parameters."""
 
     def __init__(self, lam: float):
-        self.lam = float(lam)
+        self.lam = _weight(lam, "L1Penalty")
 
     def encode(self, chain):
         return np.array([self.lam, 0.0, self.lam, 0.0, 0.0])
@@ -126,7 +140,7 @@ class L2Penalty(Penalty):
     """``lam * sum(p^2)`` over all parameters."""
 
     def __init__(self, lam: float):
-        self.lam = float(lam)
+        self.lam = _weight(lam, "L2Penalty")
 
     def encode(self, chain):
         return np.array([0.0, self.lam, 0.0, self.lam, 0.0])
@@ -265,6 +279,14 @@ class ChainWithLoss:
         return b
 
 
+def _check_cwl(cwl, what: str) -> None:
+    if not isinstance(cwl, ChainWithLoss):
+        reject_class(cwl, "cwl")
+        raise TypeError(
+            f"{what} needs a chain with a loss (chain.add_loss(...)), got {type(cwl).__name__}"
+        )
+
+
 def _run_valgrad(
     cwl,
     X,
@@ -338,14 +360,27 @@ def valgrad(
 
     Safe to call from several threads at once on one ``cwl`` (with separate ``grad`` and
     ``grad_x`` buffers): the results are those of the same calls made one after another.
+
+    Errors: ``p`` as in :func:`evaluate_loss`; ``grad`` and ``grad_x`` must be numpy arrays
+    (else ``TypeError``) of their shape and ``p``'s dtype (else ``ValueError``/``TypeError``),
+    C-contiguous and writeable, and share no memory with ``p``, ``X``, the targets or each
+    other (else ``ValueError``): they are written in place, never into a copy. ``train`` must
+    be a bool and ``step`` an integer (else ``TypeError``).
     """
+    _check_cwl(cwl, "valgrad")
     p = check_params(cwl.chain, p)
     grad = check_buffer(grad, p.shape, p.dtype, "grad")
+    train = as_flag(train, "train")
+    step = as_count(step, "step", None)
     Xc, Y, labels = cwl.prepare(X, p, targets)
     N = Xc.shape[0]
     nthreads = resolve_threads(threads)
+    # the outputs are written while p, X and the targets are read (grad: also after)
+    inputs = ((p, "p"), (Xc, "X"), (Y, "the targets"))
+    check_disjoint(grad, "grad", inputs)
     if grad_x is not None:
         grad_x = check_buffer(grad_x, np.shape(X), p.dtype, "grad_x")
+        check_disjoint(grad_x, "grad_x", inputs + ((grad, "grad"),))
         gX = grad_x.reshape(N, -1)
     else:
         gX = np.zeros((1, 1), dtype=p.dtype)
@@ -395,6 +430,7 @@ def evaluate_loss(cwl: ChainWithLoss, X, p, targets=None) -> float:
     float
         The loss, computed on one thread.
     """
+    _check_cwl(cwl, "evaluate_loss")
     p = check_params(cwl.chain, p)
     Xc, Y, labels = cwl.prepare(X, p, targets)
     chain = cwl.chain
@@ -444,9 +480,10 @@ def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | Non
         ``fun(p)``: ``p`` is any array of ``num_params`` numbers (converted to ``dtype``, never
         modified); it returns the loss (float, mean over samples plus penalty) and its
         gradient (a new float64 array of shape ``(num_params,)``). A ``p`` of another length
-        raises ``ValueError``.
+        raises ``ValueError``, one of complex or object dtype ``TypeError``.
     """
-    dt = np.dtype(dtype)
+    _check_cwl(cwl, "loss_and_grad")
+    dt = float_dtype(dtype, "dtype")
     p0 = np.zeros(cwl.chain.num_params, dtype=dt)
     Xc, Y, labels = cwl.prepare(X, p0)
     N = Xc.shape[0]
@@ -455,8 +492,7 @@ def loss_and_grad(cwl: ChainWithLoss, X, *, dtype=np.float64, threads: int | Non
     gX = np.zeros((1, 1), dtype=dt)
 
     def fun(p):
-        p = np.ascontiguousarray(p, dtype=dt)
-        p = check_params(cwl.chain, p)
+        p = check_params(cwl.chain, as_real(p, "p", dt))
         g = np.empty_like(p)
         v = _run_valgrad(cwl, Xc, Y, labels, p, g, gX, False, samples, 0, N, nthreads, train=False)
         return float(v), g.astype(np.float64)
@@ -477,8 +513,9 @@ def accuracy_and_loss(cwl: ChainWithLoss, X, labels, p, *, threads: int | None =
     X : array_like
         The inputs, shape ``(N, *chain.input_shape)`` (validated as for ``chain(X, p)``).
     labels : array_like
-        Integer class indices, shape ``(N,)``, each in ``0..n_out-1``; another shape or a
-        label out of range raises ``ValueError``.
+        Integer class indices, shape ``(N,)``, each in ``0..n_out-1`` (floats with integral
+        values are accepted); another shape or a label out of range raises ``ValueError``,
+        another dtype (fractions, complex, object) ``TypeError``.
     p : numpy.ndarray
         The parameters, shape ``(num_params,)``, float32 or float64.
     threads : int, optional
@@ -491,17 +528,18 @@ def accuracy_and_loss(cwl: ChainWithLoss, X, labels, p, *, threads: int | None =
         ``(accuracy, loss)``: the fraction of samples whose largest output is at index
         ``labels[i]``, and the loss (mean over samples plus penalty, dropout off).
     """
-    labels = np.asarray(labels)
+    _check_cwl(cwl, "accuracy_and_loss")
+    shape = np.shape(labels)
+    labels = as_labels(labels, "labels")
     out = cwl.chain(X, p, threads=threads)
     out = out.reshape(out.shape[0], -1)
-    if labels.shape != (out.shape[0],):
-        raise ValueError(f"labels must have shape ({out.shape[0]},), got {labels.shape}")
+    if shape != (out.shape[0],):
+        raise ValueError(f"labels must have shape ({out.shape[0]},), got {shape}")
     if isinstance(cwl.loss, LogitCrossEntropyLoss):
         targets = labels
     else:
-        lab = np.asarray(labels, dtype=np.int64)
-        if lab.min() < 0 or lab.max() >= out.shape[1]:
+        if labels.min() < 0 or labels.max() >= out.shape[1]:
             raise ValueError(f"labels must lie in 0..{out.shape[1] - 1}")
-        targets = np.eye(out.shape[1], dtype=p.dtype)[lab]
+        targets = np.eye(out.shape[1], dtype=p.dtype)[labels]
     acc = float(np.mean(np.argmax(out, axis=1) == labels))
     return acc, evaluate_loss(cwl, X, p, targets)

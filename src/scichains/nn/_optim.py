@@ -10,10 +10,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._jit import kernel
+from ._validate import FLOAT_DTYPES, as_real, check_inplace
 
 OPT_SGD, OPT_ADAM, OPT_ADAMW = 0, 1, 2
+#: the update rules the compiled code knows (``Optimizer.kind``)
+KINDS = frozenset((OPT_SGD, OPT_ADAM, OPT_ADAMW))
+#: the number of hyperparameters the update rules read (``Optimizer.hyper()``)
+N_HYPER = 6
+_F64 = np.dtype(np.float64)
+# what :func:`checked_update` found wrong (0: nothing; the update was applied)
+_G_LENGTH, _G_SHARES, _G_NONFINITE = 1, 2, 3
 
 
 class Optimizer:
@@ -34,7 +43,9 @@ class Optimizer:
     state : numpy.ndarray or None
         Shape ``(2, num_params)``, ``p``'s dtype: the moments (SGD: the momentum buffer in
         row 0; Adam/AdamW: the first and second moments in rows 0 and 1); None before first
-        use and after :meth:`reset`.
+        use and after :meth:`reset`. It may be assigned (to restore a checkpoint): an array
+        of another shape, dtype or layout (not C-contiguous and writeable, as the moments are
+        updated in place) raises ``ValueError``/``TypeError``.
     t : numpy.ndarray
         Shape ``(1,)``, int64: the step count (also read through :attr:`steps`).
 
@@ -45,15 +56,46 @@ class Optimizer:
     kind = -1
 
     def __init__(self):
-        self.state: np.ndarray | None = None
+        self._state: np.ndarray | None = None
         self.t = np.zeros(1, dtype=np.int64)
+
+    @property
+    def state(self) -> np.ndarray | None:
+        """The moments: ``(2, num_params)``, the parameters' dtype (None before first use)."""
+        return self._state
+
+    @state.setter
+    def state(self, value) -> None:
+        # checked here, once, so that every step need only compare its length and dtype
+        if value is not None:
+            if not isinstance(value, np.ndarray):
+                raise TypeError(f"state must be a numpy array or None, got {type(value).__name__}")
+            if value.dtype not in FLOAT_DTYPES:
+                raise TypeError(f"state must be float32 or float64, got dtype {value.dtype}")
+            if value.ndim != 2 or value.shape[0] != 2:
+                raise ValueError(f"state must have shape (2, num_params), got {value.shape}")
+            if not value.flags.carray:
+                raise ValueError(
+                    "state must be a writeable contiguous array (the moments are updated in place)"
+                )
+        self._state = value
+
+    def __setstate__(self, d: dict) -> None:
+        if "state" in d:  # pickled before ``state`` was a property
+            d["_state"] = d.pop("state")
+        self.__dict__.update(d)
 
     def hyper(self) -> np.ndarray:
         raise NotImplementedError
 
+    def _fits(self, p: np.ndarray) -> bool:
+        """Whether the state arrays are those of a vector like ``p`` (length and dtype)."""
+        state = self._state  # a (2, n) contiguous, writeable float array (see the setter)
+        return state is not None and state.shape[1] == p.shape[0] and state.dtype == p.dtype
+
     def bind(self, p: np.ndarray):
         """State arrays for ``p`` (created on first use; kept across calls)."""
-        if self.state is None or self.state.shape[1] != p.shape[0] or self.state.dtype != p.dtype:
+        if not self._fits(p):
             self.state = np.zeros((2, p.shape[0]), dtype=p.dtype)
             self.t[0] = 0
         return self.state
@@ -68,9 +110,73 @@ class Optimizer:
         """Number of updates applied so far."""
         return int(self.t[0])
 
-    def step(self, p: np.ndarray, g: np.ndarray) -> None:
-        """Apply one update to ``p`` in place from the gradient ``g``."""
-        opt_update(self.kind, self.hyper(), self.bind(p), self.t, p, g)
+    def checked_hyper(self) -> np.ndarray:
+        """:meth:`hyper`, after checking that the compiled code knows this optimizer's rule
+        and can read what ``hyper()`` returned (a subclass may override either): else
+        ``TypeError``."""
+        self._check_kind()
+        return self._check_hyper(self.hyper())
+
+    def _check_kind(self) -> None:
+        if self.kind not in KINDS:
+            raise TypeError(
+                f"{type(self).__name__} is not an optimizer the compiled code knows: use SGD, "
+                "Adam or AdamW (or a subclass of one that keeps its kind)"
+            )
+
+    def _check_hyper(self, h) -> np.ndarray:
+        if type(h) is not np.ndarray or h.dtype != _F64 or h.shape != (N_HYPER,):
+            raise TypeError(
+                f"{type(self).__name__}.hyper() must return a float64 array of shape "
+                f"({N_HYPER},), got {type(h).__name__} {getattr(h, 'dtype', '')} "
+                f"{getattr(h, 'shape', '')} (are the hyperparameters (lr, ...) real numbers?)"
+            )
+        return h
+
+    def step(self, p: np.ndarray, g: ArrayLike) -> None:
+        """Apply one update to ``p`` in place from the gradient ``g``.
+
+        Parameters
+        ----------
+        p : numpy.ndarray
+            The parameters, shape ``(n,)``, float32 or float64, C-contiguous and writeable:
+            updated in place, never copied. Another type or dtype raises ``TypeError``;
+            another shape, a non-contiguous (strided) or a read-only array ``ValueError``.
+        g : array_like
+            The gradient, ``n`` real numbers (converted to ``p``'s dtype when it is not
+            already a contiguous array of it; never modified). A non-real dtype (complex,
+            object) raises ``TypeError``; another length, NaN/inf entries, or memory shared
+            with ``p`` (``opt.step(p, p)``) or with the optimizer's state ``ValueError``.
+
+        Nothing is changed (neither ``p`` nor the optimizer's state) when an error is raised.
+        """
+        # the fast path: a few attribute checks (the lengths, the memory overlaps and the
+        # finiteness of g are checked in compiled code, before the update)
+        if not (
+            type(p) is np.ndarray and p.dtype in FLOAT_DTYPES and p.ndim == 1 and p.flags.carray
+        ):
+            check_inplace(p, "p")  # raises, but for an array subclass or an unaligned array
+        if not (type(g) is np.ndarray and g.dtype is p.dtype and g.flags.c_contiguous):
+            g = as_real(g, "g", p.dtype)
+        if g.ndim != 1:
+            raise ValueError(f"g must have shape {p.shape} like p, got {g.shape}")
+        builtin = type(self) in _BUILTIN  # their hyper() returns a float64 array of 6
+        if not builtin:
+            self._check_kind()
+        hyper = self.hyper()
+        if not builtin or hyper.dtype is not _F64:  # (not float64: an lr set to a string)
+            self._check_hyper(hyper)
+        if self._fits(p):
+            status = checked_update(self.kind, hyper, self._state, self.t, p, g)
+        else:  # a new vector: fresh state, kept only once the update is applied
+            state = np.zeros((2, p.shape[0]), dtype=p.dtype)
+            t = np.zeros(1, dtype=np.int64)
+            status = checked_update(self.kind, hyper, state, t, p, g)
+            if not status:
+                self.state = state
+                self.t[0] = t[0]
+        if status:
+            _step_error(status, p, g)
 
 
 def _check_lr(lr):
@@ -215,3 +321,57 @@ def opt_update(kind, hyper, state, tcount, p, g):
         m[j] = mj
         v[j] = vj
         p[j] -= step * mj / (math.sqrt(vj) * inv_bc2 + eps)
+
+
+@kernel
+def _overlaps(a, b):
+    """Whether the memory of the contiguous arrays ``a`` and ``b`` overlaps."""
+    if a.size == 0 or b.size == 0:
+        return False
+    a0 = a.ctypes.data
+    b0 = b.ctypes.data
+    return a0 < b0 + b.nbytes and b0 < a0 + a.nbytes
+
+
+@kernel
+def _finite_vector(g):
+    """Whether every entry of ``g`` is finite, in one pass that vectorises: ``x * 0`` is NaN
+    exactly when ``x`` is NaN or infinite, and the sum of those is NaN when one is (the kernels
+    keep IEEE semantics for NaN and inf: see ``_jit.FASTMATH``). ``_checks.all_finite``'s
+    early-exit loop stays scalar; this one runs on every entry at every step."""
+    acc = g.dtype.type(0.0)
+    for j in range(g.shape[0]):
+        acc += g[j] * g.dtype.type(0.0)
+    return acc == 0.0
+
+
+@kernel
+def checked_update(kind, hyper, state, tcount, p, g):
+    """:func:`opt_update` after the checks that read the arrays: returns 0 when the update was
+    applied, else what is wrong (``_G_*``), with nothing written."""
+    if g.shape[0] != p.shape[0]:
+        return _G_LENGTH
+    if _overlaps(g, p) or _overlaps(g, state) or _overlaps(p, state):
+        return _G_SHARES
+    if not _finite_vector(g):
+        return _G_NONFINITE
+    opt_update(kind, hyper, state, tcount, p, g)
+    return 0
+
+
+def _step_error(status: int, p: np.ndarray, g: np.ndarray):
+    if status == _G_LENGTH:
+        raise ValueError(f"g must have shape {p.shape} like p, got {g.shape}")
+    if status == _G_SHARES:
+        raise ValueError(
+            "g shares memory with p (or p or g with the optimizer's state): the update would "
+            "read entries it has already overwritten; pass a separate gradient array"
+        )
+    bad = np.flatnonzero(~np.isfinite(g))
+    raise ValueError(
+        f"g contains NaN or infinite values ({bad.size} of {g.size}, the first at index "
+        f"{bad[0]}: {g[bad[0]]}); the parameters and the optimizer's state are unchanged"
+    )
+
+
+_BUILTIN = frozenset((SGD, Adam, AdamW))

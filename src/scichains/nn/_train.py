@@ -27,7 +27,7 @@ from ._chain import parallel_lock, tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._memory import zeros_huge
 from ._optim import Optimizer, opt_update
-from ._validate import check_params, reject_class
+from ._validate import as_count, check_disjoint, check_params, reject_class
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -186,15 +186,16 @@ class _Trainer:
         reject_class(opt, "opt")
         if not isinstance(opt, Optimizer):
             raise TypeError(f"opt must be a scichains optimizer, got {type(opt).__name__}")
+        opt._check_kind()  # an update rule the compiled code knows
         self.p = check_params(cwl.chain, p)
         if not self.p.flags.writeable:
             raise ValueError("parameters must be writeable (they are updated in place)")
         self.cwl = cwl
         self.X, self.Y, self.labels = cwl.prepare(X, self.p)
+        # p is updated in place while the data is read
+        check_disjoint(self.p, "p", ((self.X, "X"), (self.Y, "the targets")))
         self.N = self.X.shape[0]
-        batch = self.N if batch is None else int(batch)
-        if batch < 1:
-            raise ValueError(f"batch_size must be positive, got {batch}")
+        batch = self.N if batch is None else as_count(batch, "batch_size", 1)
         self.batch = min(batch, self.N)
         nthreads = resolve_threads(threads)
         self.nthreads = max(1, min(nthreads, -(-self.batch // 16)))
@@ -284,7 +285,7 @@ class _Trainer:
             self.gX,
             self.cwl._pen,
             self.opt.kind,
-            self.opt.hyper(),
+            self.opt.checked_hyper(),
             self.state,
             self.opt.t,
             self.pprev,
@@ -368,11 +369,11 @@ def train_unbatched(
 
     Several threads may train at once with one ``cwl``, each with its own ``p`` and ``opt``.
     """
+    iters = as_count(iters, "iters")
+    every = _every(iters, callback, callback_every, progress)
     with _training(p, cwl, opt, "train_unbatched") as store:
         tr = _Trainer(p, cwl, X, opt, threads, None, pretile=True, store=store)
-        iters = int(iters)
         losses = np.zeros(iters, dtype=np.float64)
-        every = _every(iters, callback, callback_every, progress)
         bar = _Progress(iters, progress, "train")
         for done, n in _chunks(iters, every):
             k = tr.run(n, losses[done : done + n])
@@ -462,6 +463,9 @@ def train_batched(
         :func:`train_unbatched`).
     """
     threads_n = resolve_threads(threads)
+    epochs = as_count(epochs, "epochs")
+    if callback is not None:
+        as_count(callback_every, "callback_every", 1)
     N = np.shape(X)[0] if np.ndim(X) else 0
     if batch_size is None:
         batch_size = max(1, min(N, 64 * threads_n))
@@ -469,12 +473,12 @@ def train_batched(
         tr = _Trainer(p, cwl, X, opt, threads_n, batch_size, store=store)
         rng = np.random.default_rng(seed)
         per_epoch = -(-tr.N // tr.batch)
-        total = int(epochs) * per_epoch
+        total = epochs * per_epoch
         losses = np.zeros(total, dtype=np.float64)
         every = _every(total, callback, callback_every, progress)
         bar = _Progress(total, progress, "train")
         pos = 0
-        for _ in range(int(epochs)):
+        for _ in range(epochs):
             rng.shuffle(tr.samples)
             for done, n in _chunks(per_epoch, every):
                 k = tr.run(n, losses[pos + done : pos + done + n])
@@ -485,9 +489,7 @@ def train_batched(
 
 def _every(total, callback, callback_every, progress):
     if callback is not None:
-        if int(callback_every) < 1:
-            raise ValueError("callback_every must be positive")
-        return int(callback_every)
+        return as_count(callback_every, "callback_every", 1)
     if progress:
         return max(1, total // 100)
     return max(total, 1)

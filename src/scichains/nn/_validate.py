@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import math
+import operator
 
 import numpy as np
 
@@ -100,3 +102,97 @@ def as_real(x, what: str, dtype=np.float64) -> np.ndarray:
     if a.dtype.kind not in "fiub":
         raise TypeError(f"{what} must hold real numbers, got dtype {a.dtype}")
     return np.ascontiguousarray(a, dtype=dtype)
+
+
+def check_inplace(p, what: str) -> np.ndarray:
+    """``p``, a vector that compiled code updates in place: a writeable, C-contiguous 1-D
+    float32/float64 numpy array. Never converted or copied (the update would be written into a
+    copy the caller never sees): anything else raises ``TypeError`` (type, dtype) or
+    ``ValueError`` (shape, layout, read-only) naming ``what``."""
+    if not isinstance(p, np.ndarray):
+        raise TypeError(
+            f"{what} must be a numpy array (it is updated in place), got {type(p).__name__}"
+        )
+    if p.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{what} must be float32 or float64, got dtype {p.dtype}")
+    if p.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got shape {p.shape}")
+    flags = p.flags
+    if not flags.c_contiguous:
+        raise ValueError(
+            f"{what} must be a contiguous array (it is updated in place, and an update written "
+            "into a contiguous copy would be lost): pass a contiguous array, e.g. "
+            "np.ascontiguousarray(...), and read the result from it"
+        )
+    if not flags.writeable:
+        raise ValueError(f"{what} must be writeable (it is updated in place)")
+    return p
+
+
+def check_disjoint(out: np.ndarray, what: str, inputs) -> None:
+    """``ValueError`` when the output ``out`` shares memory with one of ``inputs``, pairs
+    ``(array, name)`` of the numpy arrays the compiled code reads while it writes ``out``:
+    writing one would change the other while it is read. Arrays whose memory numpy allocated
+    for different owners (a view's ``base`` is its owner) are told apart without a
+    ``np.may_share_memory`` call."""
+    oo = out.base
+    if oo is None:
+        oo = out
+    owned = type(oo) is np.ndarray and oo.flags.owndata
+    for a, name in inputs:
+        ao = a.base
+        if ao is None:
+            ao = a
+        if owned and ao is not oo and type(ao) is np.ndarray and ao.flags.owndata:
+            continue  # two allocations of numpy's: disjoint
+        if np.may_share_memory(out, a):
+            raise ValueError(
+                f"{what} shares memory with {name}: it is overwritten while {name} is read; "
+                f"pass a separate array for {what}"
+            )
+
+
+def as_count(n, what: str, minimum: int | None = 0) -> int:
+    """``n`` as an int of at least ``minimum`` (None: no bound): an integer, or a float with an
+    integral value (``1e4``); ``TypeError`` for other types, ``ValueError`` naming ``what`` for
+    a fraction or a value below ``minimum``."""
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an integer, got {n!r}")
+    try:
+        i = operator.index(n)
+    except TypeError:
+        if not isinstance(n, (float, np.floating)):
+            raise TypeError(f"{what} must be an integer, got {type(n).__name__}") from None
+        if not (math.isfinite(n) and n == math.floor(n)):
+            raise ValueError(f"{what} must be a whole number, got {n!r}") from None
+        i = int(n)
+    if minimum is not None and i < minimum:
+        raise ValueError(f"{what} must be at least {minimum}, got {i}")
+    return int(i)
+
+
+def as_flag(b, what: str) -> bool:
+    """``b`` as a bool: a bool, numpy bool or the integers 0 and 1, else ``TypeError``."""
+    if isinstance(b, (bool, np.bool_)):
+        return bool(b)
+    if isinstance(b, (int, np.integer)) and b in (0, 1):
+        return bool(b)
+    raise TypeError(f"{what} must be True or False, got {b!r}")
+
+
+def as_labels(labels, what: str) -> np.ndarray:
+    """Class labels as a C-contiguous int64 vector: integers, or floats with integral values;
+    ``TypeError`` naming ``what`` for other dtypes (complex, object, strings, fractions),
+    ``ValueError`` for a shape other than ``(N,)`` or ``(N, 1)``."""
+    a = np.asarray(labels)
+    if a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise TypeError(f"{what} must be integers, got dtype {a.dtype}")
+    if a.ndim > 1 and not (a.ndim == 2 and a.shape[1] == 1):
+        raise ValueError(
+            f"{what} must be class indices of shape (N,), got shape {a.shape} (for one-hot "
+            "targets use a regression loss, or pass their argmax along axis 1)"
+        )
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
