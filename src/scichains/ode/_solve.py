@@ -625,16 +625,6 @@ def _solution(prob, save, code, st, su, sf, stats, message, throw, dense=None, e
     direction = 1.0 if t1 > t0 else -1.0
     n = prob.u0.size
     status = ReturnCode(int(code))
-    if status == ReturnCode.SUCCESS and not (np.isfinite(st[-1]) and np.all(np.isfinite(su[-1]))):
-        # a NaN that the step-size control did not see (e.g. in states outside its error
-        # norm, or a NaN error norm accepted) is never a successful solve
-        status = ReturnCode.NONFINITE
-        bad = np.flatnonzero(~np.isfinite(su[-1]))
-        where = f", u[{bad[0]}] = {float(su[-1][bad[0]])!r}" if bad.size else ""
-        message = (
-            f"the solution became NaN or infinite (at the last step t = {float(st[-1])!r}"
-            f"{where}), which the step-size control did not catch"
-        )
     if save is not None:
         reached = direction * (save - st[-1]) <= 0
         sol_t = save if reached.all() else save[reached]
