@@ -19,9 +19,9 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
+from ..ode._abi import rhs_from_address, vjp_from_address
 from ..ode._codes import MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
 from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
-from ..ode._kernels import rhs_from_address, vjp_from_address
 from ..ode._solution import raise_sweep_failure
 
 INTERPOLATING, QUADRATURE, BACKSOLVE = 0, 1, 2

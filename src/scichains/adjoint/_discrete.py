@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from .._jit import kernel
 from ..nn._compiled import grad_row, network_backward, work_rows_of
+from ..ode._abi import vjp_from_address
 from ..ode._codes import RHS_ERROR, SUCCESS
-from ..ode._kernels import find_save_positions, vjp_from_address  # noqa: F401 (re-export)
+from ..ode._kernels import find_save_positions  # noqa: F401 (re-export)
 from ._continuous import record_vjp_failure
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ode._kernels import RHS_SIGNATURE, rhs_from_address, vjp_from_address
+from ..ode._abi import RHS_SIGNATURE, rhs_from_address, vjp_from_address
 from ..ode._problem import LazyCfunc
 
 HEADER = 4

@@ -25,9 +25,9 @@ import math
 import numpy as np
 
 from .._jit import inline_kernel, kernel
+from ..ode._abi import vjp_from_address
 from ..ode._codes import MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
 from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
-from ..ode._kernels import vjp_from_address
 from ..ode._linalg import lu_factor, lu_solve_transposed
 from ._continuous import _hermite, record_vjp_failure
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from ..ode._abi import rhs_from_address, vjp_from_address
 from ..ode._codes import RHS_ERROR, SINGULAR, SUCCESS
-from ..ode._kernels import rhs_from_address, vjp_from_address
 from ..ode._linalg import lu_factor, lu_solve_transposed
 from ._continuous import record_vjp_failure
 

@@ -28,7 +28,7 @@ from ..nn._compiled import (
     network_forward,
     scatter_tile,
 )
-from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
+from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
 
 

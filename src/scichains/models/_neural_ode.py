@@ -25,7 +25,7 @@ from ..adjoint._sensealg import DiscreteAdjoint, SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
-from ..ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE
+from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
 from ..ode._tableaus import SOLVERS, ExplicitRK, Tsit5
 from ._lockstep import lockstep_problem

@@ -5,9 +5,9 @@ loop is compiled.
 many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
 """
 
+from ._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
 from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
-from ._kernels import RHS_SIGNATURE, VJP_SIGNATURE
 from ._problem import FrozenGlobalWarning, ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve

@@ -28,7 +28,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .._jit import CFUNC_FLAGS
-from ._kernels import NO_NETWORK, rhs_from_address, vjp_from_address
+from ._abi import NO_NETWORK, rhs_from_address, vjp_from_address
 
 CV_ADAMS, CV_BDF = 1, 2
 CV_NORMAL, CV_ONE_STEP = 1, 2

@@ -19,10 +19,11 @@ from ..nn._chain import parallel_lock
 from ..parallel import _executor as ex
 from ..parallel import _shm as shm
 from ..parallel._transport import ProblemSpec, as_rows
+from ._abi import StepControl, Stops
 from ._ensemble_kernels import solve_batch
 from ._ensemble_lanes import LANES, lane_rhs_address, solve_lanes
 from ._esdirk import ESDIRK
-from ._kernels import StepControl, Stops, ensure_lean_integrate
+from ._kernels import ensure_lean_integrate
 from ._problem import ODEProblem
 from ._solution import ReturnCode, user_error_failure
 from ._solve import plan_solve

@@ -16,7 +16,8 @@ import numpy as np
 from .._jit import parallel_kernel
 from ..nn._chain import ChainKernel
 from ._codes import GROW, SUCCESS
-from ._kernels import StepStore, integrate, interpolate_saves
+from ._abi import StepStore
+from ._kernels import integrate, interpolate_saves
 
 
 @parallel_kernel

@@ -43,6 +43,7 @@ from numba.extending import intrinsic
 from .._jit import FLAGS, VECTOR_BYTES, function_from_address, parallel_kernel
 from .._status import call_status4
 from ..nn._simd import Vec
+from ._abi import float64_pointer
 from ._codes import DT_UNDERFLOW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
 from ._control import (
     ACCEPT,
@@ -56,7 +57,6 @@ from ._control import (
     initial_probe,
     pi_gains,
 )
-from ._kernels import float64_pointer
 from ._pow import emit_pow
 
 LANES = max(4, 2 * VECTOR_BYTES // 8)

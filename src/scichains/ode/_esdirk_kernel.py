@@ -40,6 +40,13 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
+from ._abi import (
+    F64,
+    record_failure,
+    rhs_from_address,
+    store_point,
+    vjp_from_address,
+)
 from ._codes import (
     DT_UNDERFLOW,
     GROW,
@@ -52,13 +59,6 @@ from ._codes import (
 )
 from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
 from ._jacobian import JAC_FD, jacobian_into
-from ._kernels import (
-    F64,
-    _store,
-    record_failure,
-    rhs_from_address,
-    vjp_from_address,
-)
 from ._linalg import lu_factor, lu_solve_columns, transpose_into
 
 KAPPA = 0.01
@@ -102,7 +102,7 @@ ESDIRK_TABLEAU_TYPE = types.NamedTuple(
 def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     """Integrate from ``t0`` to ``t1`` (either direction) with the stiffly accurate ESDIRK
     method ``method`` (:class:`ESDIRKTableau`), storing every step in ``store``
-    (:class:`~scichains.ode._kernels.StepStore`) as the explicit stepper does: the stages kept
+    (:class:`~scichains.ode._abi.StepStore`) as the explicit stepper does: the stages kept
     in ``store.kstore`` are the stage derivatives ``k_i``.
 
     Returns SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR (``fail = [t, u]`` of the
@@ -184,7 +184,7 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
         if f(K[0], u, p, t, k) != 0:
             record_failure(fail, t, u)
             code = RHS_ERROR
-        _store(ts, us, fs, 0, t, u, K[0])
+        store_point(ts, us, fs, 0, t, u, K[0])
         nstore = 1
         if dt0 > 0.0:
             h = dt0
@@ -381,7 +381,7 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
         if landing:
             j0 = jump_index[stop_i]
             if j0 >= 0:
-                _store(ts, us, fs, nstore, t, u, K[0])
+                store_point(ts, us, fs, nstore, t, u, K[0])
                 nstore += 1
                 for j in range(j0, j0 + jump_count[stop_i]):
                     u[jump_state[j]] += jump_amount[j]
@@ -391,7 +391,7 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
                     code = RHS_ERROR
                 need_jac = True
             stop_i += 1
-        _store(ts, us, fs, nstore, t, u, K[0])
+        store_point(ts, us, fs, nstore, t, u, K[0])
         nstore += 1
         if adaptive and not need_jac and 1.0 <= h_next / h_try <= H_KEEP:
             h_next = h_try  # keep the factorisation

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from .._jit import inline_kernel
+from ._abi import record_failure
 from ._codes import JACOBIAN_NONFINITE, RHS_ERROR, SUCCESS
-from ._kernels import record_failure
 
 JAC_EXACT, JAC_FD = 0, 1
 """How the Jacobian is made: from the vjp (``n`` calls, exact) or by forward differences."""

@@ -16,7 +16,7 @@ from .._checks import all_finite
 from .._jit import CFUNC_FLAGS
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
-from ._kernels import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
+from ._abi import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
 
 
 def _call(f, du, u, p, t0, kernel, five):

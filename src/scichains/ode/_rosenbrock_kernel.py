@@ -21,20 +21,20 @@ import numpy as np
 from numba import types
 
 from .._jit import FLAGS
-from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
-from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
-from ._jacobian import jacobian_into
-from ._kernels import (
+from ._abi import (
     CONTROL_TYPE,
     F64,
     KERNEL_TYPE,
     STOPS_TYPE,
     STORE_TYPE,
-    _store,
     record_failure,
     rhs_from_address,
+    store_point,
     vjp_from_address,
 )
+from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
+from ._control import ACCEPT, E_FLOOR, GIVE_UP, error_norm, initial_step, judge_step, pi_gains
+from ._jacobian import jacobian_into
 from ._linalg import lu_factor, lu_solve_columns, transpose_into
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
@@ -83,7 +83,7 @@ _SIG = types.int64(
 def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     """Integrate from ``t0`` to ``t1`` (either direction) with the Rosenbrock method
     ``method`` (:class:`RosenbrockTableau`), storing every step in ``store``
-    (:class:`~scichains.ode._kernels.StepStore`) exactly as the explicit stepper does; the
+    (:class:`~scichains.ode._abi.StepStore`) exactly as the explicit stepper does; the
     stages kept in ``store.kstore`` are ``U_i / h`` (the dense output's form). A non-empty
     ``store.astore`` (shape ``(cap, n + 1, max(n, 2))``) keeps, at the entry where each step
     ends, its Jacobian ``J`` (rows ``0..n-1``), whether its ``df/dt`` was zero (``[n, 0]``:
@@ -163,7 +163,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
         if f(f0, u, p, t, k) != 0:
             record_failure(fail, t, u)
             code = RHS_ERROR
-        _store(ts, us, fs, 0, t, u, f0)
+        store_point(ts, us, fs, 0, t, u, f0)
         nstore = 1
         if dt0 > 0.0:
             h = dt0
@@ -336,7 +336,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
         if landing and code == SUCCESS:
             j0 = jump_index[stop_i]
             if j0 >= 0:
-                _store(ts, us, fs, nstore, t, u, f0)
+                store_point(ts, us, fs, nstore, t, u, f0)
                 nstore += 1
                 for j in range(j0, j0 + jump_count[stop_i]):
                     u[jump_state[j]] += jump_amount[j]
@@ -345,7 +345,7 @@ def rosenbrock_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops,
                     record_failure(fail, t, u)
                     code = RHS_ERROR
             stop_i += 1
-        _store(ts, us, fs, nstore, t, u, f0)
+        store_point(ts, us, fs, nstore, t, u, f0)
         nstore += 1
         h = h_next if not landing else max(h_next, h)
     stats[0] = nstore

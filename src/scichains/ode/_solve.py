@@ -9,21 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..nn._validate import as_real
+from ._abi import NO_NETWORK, StepControl, StepStore, Stops
 from ._codes import GROW
 from ._esdirk import ESDIRK
 from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
 from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
 from ._jacobian import JAC_EXACT, JAC_FD
-from ._kernels import (
-    NO_NETWORK,
-    StepControl,
-    StepStore,
-    Stops,
-    Tableau,
-    find_save_positions,
-    integrate,
-    interpolate_saves,
-)
+from ._kernels import Tableau, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
 from ._rosenbrock_kernel import CARRY_SIZE, RosenbrockTableau, rosenbrock_integrate
 from ._solution import (

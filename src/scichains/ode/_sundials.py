@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
-from ._kernels import vjp_from_address
+from ._abi import vjp_from_address
 from ._solution import ReturnCode, user_error_failure
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from .._jit import SOURCE_DIGEST
 from ..nn._chain import ChainKernel, SimpleChain
 from ..nn._compiled import M_ROWS
-from ._kernels import NO_NETWORK
+from ._abi import NO_NETWORK
 from ._problem import register_cfunc
 
 _VJP_LOCK = threading.Lock()
@@ -358,7 +358,7 @@ class SymbolicModel:
             "from scichains._jit import FLAGS",
             "from scichains._status import call_status5, call_status7",
             "from scichains.nn import chain_forward, chain_vjp",
-            "from scichains.ode._kernels import RHS_SIGNATURE, VJP_SIGNATURE",
+            "from scichains.ode._abi import RHS_SIGNATURE, VJP_SIGNATURE",
             "",
             "_CF = {k: v for k, v in FLAGS.items() if k != 'nogil'}",
             "",

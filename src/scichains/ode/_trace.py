@@ -358,7 +358,7 @@ def network_vjp_source(states, params, eqs, calls, base: int) -> str:
         "from scichains._jit import FLAGS",
         "from scichains._status import call_status7",
         "from scichains.nn import chain_forward, chain_vjp",
-        "from scichains.ode._kernels import VJP_SIGNATURE",
+        "from scichains.ode._abi import VJP_SIGNATURE",
         "",
         "",
         "def _vjp(v, u, p, t, k, ubar, pbar):",
