@@ -15,8 +15,8 @@ import numpy as np
 
 from .._jit import parallel_kernel
 from ..nn._chain import ChainKernel
-from ._codes import GROW, SUCCESS
 from ._abi import StepStore
+from ._codes import GROW, SUCCESS
 from ._kernels import integrate, interpolate_saves
 
 

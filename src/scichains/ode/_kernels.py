@@ -9,7 +9,6 @@ called indirectly (~1-3 ns per call), and the method as tableau arrays. The netw
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import NamedTuple
 
@@ -27,20 +26,9 @@ from ._abi import (
     STORE_TYPE,
     call_rhs,
     record_failure,
-    rhs_function,
-    store_point,
 )
-from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
-from ._control import (
-    ACCEPT,
-    E_FLOOR,
-    GIVE_UP,
-    error_norm,
-    initial_finish,
-    initial_probe,
-    judge_step,
-    pi_gains,
-)
+from ._codes import RHS_ERROR
+from ._loop import PROCEED, register_family, run_loop
 
 
 class Tableau(NamedTuple):
@@ -75,229 +63,154 @@ LEAN_STEP_SIG = types.int64(types.uint64, *_STEP_SIG.args[1:])
 compiled on first use by :func:`ensure_lean_integrate` (the ensembles' form)."""
 
 
-@numba.njit(_STEP_SIG, **FLAGS)
-def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
-    """Integrate from ``t0`` to ``t1`` (either direction) with the explicit method ``method``
-    (:class:`Tableau`), storing every step in ``store`` (:class:`StepStore`).
+# the family's step, as the hooks of the one loop (scichains.ode._loop)
 
-    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW). Jumps at a
-    stop are applied when the stepper lands on it; the stored state there is the value after
-    the jumps. RHS_ERROR: the right-hand side returned nonzero (raised); ``store.fail`` holds
-    the time and state of that call. GROW: the step buffers are full; the stepper's state is
-    in ``stats`` and ``carry``: copy the stored entries into larger buffers and call again
-    with ``stats[6] = 1`` to go on exactly where it stopped.
-    """
-    A, b, c, btilde, ctrl_order, fsal = method
-    rtol, atol, dt0, dtmin, max_steps, group = control
-    stops, jump_index, jump_count, jump_state, jump_amount = stops
-    ts, us, fs, stats, kstore, astore, carry, fail = store
-    f = rhs_function(faddr)
-    n = u0.shape[0]
-    s = b.shape[0]
-    R = astore.shape[2]
-    acap = astore.shape[0]
-    cap = ts.shape[0]
+
+def _workspace(method, u0, p, store):
+    s = method.b.shape[0]
+    R = store.astore.shape[2]
+    K = np.empty((s, u0.shape[0]))  # the stages; K[0] = f(t, u)
     acur0 = np.empty(R)  # k.work[:R] after the evaluation of stage 0 of the next step
+    return K, acur0
+
+
+def _current_f(method, ws):
+    return ws[0][0]
+
+
+def _evaluate(method, ws, f, u, p, t, k):
+    K, acur0 = ws
+    failed = call_rhs(f, K[0], u, p, t, k)
     work = k.work
-    direction = 1.0 if t1 >= t0 else -1.0
-    K = np.empty((s, n))
-    u = u0.copy()
-    unew = np.empty(n)
-    tmp = np.empty(n)
-    err = np.empty(n)
-    adaptive = ctrl_order > 0
-    code = SUCCESS
-    if stats[6] != 0:
-        # resume after GROW: the last stored entry is the current point
-        nstore = stats[0]
-        nf = stats[1]
-        naccept = stats[2]
-        nreject = stats[3]
-        steps = stats[4]
-        stop_i = stats[5]
-        t = ts[nstore - 1]
+    for i in range(acur0.shape[0]):
+        acur0[i] = work[i]
+    return failed
+
+
+def _has_room(method, ws, store, nstore):
+    return True
+
+
+def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail):
+    A, b, c, btilde, ctrl_order, fsal = method
+    K, acur0 = ws
+    astore = store.astore
+    acap = astore.shape[0]
+    n = u.shape[0]
+    s = b.shape[0]
+    calls = 0
+    # err holds each stage's state (the error estimate is written after the stages)
+    for st in range(1, s):
         for i in range(n):
-            u[i] = us[nstore - 1, i]
-            K[0, i] = fs[nstore - 1, i]
-        h = carry[0]
-        qold = carry[1]
-        last_nonfinite = carry[2] != 0.0
-        for i in range(R):
-            acur0[i] = carry[3 + i]
-    else:
-        nf = 0
-        naccept = 0
-        nreject = 0
-        steps = 0
-        qold = E_FLOOR
-        last_nonfinite = False
-        t = t0
-        stop_i = 0
-        h = 0.0
-        # jumps at t0 act on the initial state
-        while stop_i < stops.shape[0] and stops[stop_i] == t0:
-            j0 = jump_index[stop_i]
-            if j0 >= 0:
-                for j in range(j0, j0 + jump_count[stop_i]):
-                    u[jump_state[j]] += jump_amount[j]
-            stop_i += 1
-        nf += 1
-        if call_rhs(f, K[0], u, p, t, k) != 0:
-            record_failure(fail, t, u)
-            code = RHS_ERROR
-        for i in range(R):
-            acur0[i] = work[i]
-        store_point(ts, us, fs, 0, t, u, K[0])
-        nstore = 1
-        # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
-        if dt0 > 0.0:
-            h = dt0
-        elif code == SUCCESS:
-            h0, d1 = initial_probe(u, K[0], abs(t1 - t0), direction, rtol, atol, tmp)
-            failed = call_rhs(f, err, tmp, p, t + direction * h0, k) != 0
-            h = initial_finish(u, K[0], err, h0, d1, rtol, atol, ctrl_order)
-            nf += 1
-            if failed:
-                record_failure(fail, t + direction * h0, tmp)
-                code = RHS_ERROR
-        h = abs(h)
-    beta1, beta2 = pi_gains(ctrl_order)
-    while code == SUCCESS and direction * (t1 - t) > 0.0:
-        if steps >= max_steps:
-            code = MAX_STEPS
-            break
-        if nstore + 3 > cap or (kstore.shape[0] > 0 and nstore + 3 > kstore.shape[0]):
-            # room for a step, a jump's two entries and the proposal after them: grow
-            code = GROW
-            break
-        # the next time we must land on (the last stop is t1)
-        target = stops[stop_i]
-        dist = direction * (target - t)
-        landing = False
-        if h >= dist * (1.0 - 1e-12):
-            h_try = dist
-            landing = True
+            acc = 0.0
+            for j in range(st):
+                acc += A[st, j] * K[j, i]
+            err[i] = u[i] + hs * acc
+        calls += 1
+        if nstore < acap:
+            # the network works straight in the store's slot for this step and stage
+            # (R is the whole work buffer), where the adjoint sweep will read it
+            slot = ChainKernel(k.spec, k.fspec, k.meta, astore[nstore, st], k.samples)
+            failed = call_rhs(f, K[st], err, p, t + c[st] * hs, slot) != 0
         else:
-            h_try = h
-        if not landing and h_try < dtmin:
-            code = NONFINITE if last_nonfinite else DT_UNDERFLOW
-            break
-        hs = direction * h_try
-        for st in range(1, s):
-            for i in range(n):
-                acc = 0.0
-                for j in range(st):
-                    acc += A[st, j] * K[j, i]
-                tmp[i] = u[i] + hs * acc
-            nf += 1
-            if nstore < acap:
-                # the network works straight in the store's slot for this step and stage
-                # (R is the whole work buffer), where the adjoint sweep will read it
-                slot = ChainKernel(k.spec, k.fspec, k.meta, astore[nstore, st], k.samples)
-                failed = call_rhs(f, K[st], tmp, p, t + c[st] * hs, slot) != 0
-            else:
-                failed = call_rhs(f, K[st], tmp, p, t + c[st] * hs, k) != 0
-            if failed:
-                record_failure(fail, t + c[st] * hs, tmp)
-                code = RHS_ERROR
-                break
-        if code != SUCCESS:
-            break
+            failed = call_rhs(f, K[st], err, p, t + c[st] * hs, k) != 0
+        if failed:
+            record_failure(fail, t + c[st] * hs, err)
+            return RHS_ERROR, 0.0, calls, False, False, -1
+    for i in range(n):
+        acc = 0.0
+        for j in range(s):
+            acc += b[j] * K[j, i]
+        unew[i] = u[i] + hs * acc
+    if ctrl_order > 0:
         for i in range(n):
             acc = 0.0
             for j in range(s):
-                acc += b[j] * K[j, i]
-            unew[i] = u[i] + hs * acc
-        steps += 1
-        if adaptive:
-            for i in range(n):
-                acc = 0.0
-                for j in range(s):
-                    acc += btilde[j] * K[j, i]
-                err[i] = hs * acc
-            e = error_norm(err, u, unew, rtol, atol, group)
-            verdict, h_next, qold, nonfinite = judge_step(
-                e, h_try, qold, beta1, beta2, landing, dtmin
-            )
-            if verdict != ACCEPT:
-                h = h_next
-                nreject += 1
-                if nonfinite:
-                    # a non-finite stage: retried smaller (a too-large step can overflow)
-                    last_nonfinite = True
-                if verdict == GIVE_UP:
-                    code = NONFINITE
-                    break
-                continue
-            last_nonfinite = False
-        else:
-            h_next = h
-            finite = True
-            for i in range(n):
-                if not math.isfinite(unew[i]):
-                    finite = False
-            if not finite:
-                code = NONFINITE
-                break
-        naccept += 1
-        if kstore.shape[0] > 0:
-            for st in range(s):
-                for i in range(n):
-                    kstore[nstore, st, i] = K[st, i]
-        if nstore < acap:
+                acc += btilde[j] * K[j, i]
+            err[i] = hs * acc
+    return PROCEED, 0.0, calls, True, False, -1
+
+
+def _keep_step(method, ws, store, nstore, hs):
+    K, acur0 = ws
+    kstore = store.kstore
+    astore = store.astore
+    if kstore.shape[0] > 0:
+        for st in range(K.shape[0]):
+            for i in range(K.shape[1]):
+                kstore[nstore, st, i] = K[st, i]
+    if nstore < astore.shape[0]:
+        for i in range(acur0.shape[0]):
+            astore[nstore, 0, i] = acur0[i]
+
+
+def _advance(method, ws, f, k, u, p, t, store, accepted_at):
+    K, acur0 = ws
+    astore = store.astore
+    s = K.shape[0]
+    R = acur0.shape[0]
+    if method.fsal:
+        for i in range(K.shape[1]):
+            K[0, i] = K[s - 1, i]
+        if accepted_at < astore.shape[0]:
             for i in range(R):
-                astore[nstore, 0, i] = acur0[i]
-        accepted_at = nstore
-        t = target if landing else t + hs
-        for i in range(n):
-            u[i] = unew[i]
-        # the derivative at the new point, for the next step and the dense output
-        if fsal:
-            for i in range(n):
-                K[0, i] = K[s - 1, i]
-            if accepted_at < acap:
-                for i in range(R):
-                    acur0[i] = astore[accepted_at, s - 1, i]
-        else:
-            nf += 1
-            if call_rhs(f, K[0], u, p, t, k) != 0:
-                record_failure(fail, t, u)
-                code = RHS_ERROR
-            for i in range(R):
-                acur0[i] = work[i]
-        if landing and code == SUCCESS:
-            j0 = jump_index[stop_i]
-            if j0 >= 0:
-                # keep the left limit too, so that dense output never interpolates across
-                # the discontinuity; then jump and restart from the right limit
-                store_point(ts, us, fs, nstore, t, u, K[0])
-                nstore += 1
-                for j in range(j0, j0 + jump_count[stop_i]):
-                    u[jump_state[j]] += jump_amount[j]
-                nf += 1
-                if call_rhs(f, K[0], u, p, t, k) != 0:
-                    record_failure(fail, t, u)
-                    code = RHS_ERROR
-                for i in range(R):
-                    acur0[i] = work[i]
-            stop_i += 1
-        store_point(ts, us, fs, nstore, t, u, K[0])
-        nstore += 1
-        # a landing step is short: keep the controller's proposal for the next one
-        h = h_next if not landing else max(h_next, h)
-    stats[0] = nstore
-    stats[1] = nf
-    stats[2] = naccept
-    stats[3] = nreject
-    stats[4] = steps
-    stats[5] = stop_i
-    carry[0] = h
-    carry[1] = qold
-    carry[2] = 1.0 if last_nonfinite else 0.0
+                acur0[i] = astore[accepted_at, s - 1, i]
+        return 0, 0
+    failed = call_rhs(f, K[0], u, p, t, k)
+    work = k.work
     for i in range(R):
+        acur0[i] = work[i]
+    return 1, failed
+
+
+def _jumped(method, ws):
+    pass
+
+
+def _propose(method, ws, h_next, h_try, adaptive):
+    return h_next
+
+
+def _save_carry(method, ws, carry):
+    acur0 = ws[1]
+    for i in range(acur0.shape[0]):
         carry[3 + i] = acur0[i]
-    ts[nstore] = h  # the step the controller would try next (a continuation's dt0)
-    return code
+
+
+def _resume(method, ws, carry):
+    acur0 = ws[1]
+    for i in range(acur0.shape[0]):
+        acur0[i] = carry[3 + i]
+
+
+register_family(
+    Tableau,
+    workspace=_workspace,
+    current_f=_current_f,
+    evaluate=_evaluate,
+    has_room=_has_room,
+    attempt=_attempt,
+    keep_step=_keep_step,
+    advance=_advance,
+    jumped=_jumped,
+    propose=_propose,
+    save_carry=_save_carry,
+    resume=_resume,
+)
+
+
+@numba.njit(_STEP_SIG, **FLAGS)
+def integrate(faddr, k, u0, p, t0, t1, method, control, stops, store):
+    """Integrate from ``t0`` to ``t1`` (either direction) with the explicit method ``method``
+    (:class:`Tableau`), storing every step in ``store`` (:class:`~scichains.ode._abi.StepStore`):
+    the one loop (:func:`scichains.ode._loop.run_loop`) with the explicit step.
+
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW): see
+    ``run_loop``. ``store.kstore`` keeps the stages ``k_i`` of each step; ``store.astore``
+    (``(acap, s, R)``, ``R = k.work.size``) each stage's network work buffer for the steps
+    that fit, and ``carry`` (length ``3 + R``) the next step's first one.
+    """
+    return run_loop(faddr, 0, k, u0, p, t0, t1, method, control, stops, store)
 
 
 @numba.njit(**FLAGS)

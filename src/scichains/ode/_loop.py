@@ -1,0 +1,331 @@
+"""The one stepping loop of the compiled solvers; a method family supplies its step.
+
+:func:`run_loop` holds everything a solve does around a step: the start (jumps at ``t0``,
+``f(t0, u0)``, the first step size) or the resume after GROW, the stops it must land on and the
+jumps (doses) there, the limits (``max_steps``, ``dtmin``), the error norm and the PI
+controller's verdict, the step store (every accepted step, the left limit at a jump) and its
+growth, and the statistics. A family (explicit Runge-Kutta, Rosenbrock, ESDIRK, ...) supplies
+the step itself, as the hooks below, each an ``overload(..., inline="always")`` selected by the
+type of the family's tableau (a ``NamedTuple``: ``Tableau``, ``RosenbrockTableau``, ...): the
+shape of diffrax's ``AbstractSolver.step`` or OrdinaryDiffEq's ``perform_step!``. numba inlines
+the hooks into one kernel per family (:func:`run_loop` compiled for that tableau type and cached
+like any kernel), so the family's arithmetic is what it was when each family had its own loop.
+
+The hooks (all take the tableau ``method`` first; ``ws`` is the family's workspace tuple):
+
+``workspace(method, u0, p, store) -> ws``
+    scratch and the family's state between steps (Jacobian reuse, Newton history, counts).
+``current_f(method, ws) -> (n,) array``
+    where the family keeps ``f(t, u)`` at the current point.
+``evaluate(method, ws, f, u, p, t, k) -> status``
+    ``f(t, u)`` into ``current_f`` (and what the family keeps with it); nonzero: ``f`` raised.
+``has_room(method, ws, store, nstore) -> bool``
+    whether the family's own buffers in ``store`` hold another step (else GROW).
+``attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail)``
+    one try of the step ``hs`` (signed) from ``(t, u)``: fills ``unew`` and, if adaptive, the
+    error estimate ``err``. Returns ``(status, h_new, calls, counted, rejected, nonfinite)``:
+    ``status`` PROCEED (``unew``/``err`` ready), RETRY (try again: e.g. a singular matrix or
+    a Newton failure) or a :class:`~scichains.ode.ReturnCode` value that ends the solve;
+    ``h_new > 0`` replaces the step size; ``calls`` of ``f``; ``counted``: the try counts as a
+    step (``max_steps``); ``rejected``: it counts as a rejected step; ``nonfinite`` (-1: no
+    change, 0/1) sets whether the last failure was a non-finite value (NONFINITE rather than
+    DT_UNDERFLOW if the step then underflows).
+``keep_step(method, ws, store, nstore, hs)``
+    an accepted step ending at store entry ``nstore``: keep what dense output and the
+    adjoints need (stages into ``store.kstore``, ...).
+``advance(method, ws, f, k, u, p, t, store, accepted_at) -> (calls, status)``
+    after the move to the step's end ``(t, u)``: ``f`` there into ``current_f`` (FSAL or a
+    call), and the family's bookkeeping (e.g. whether the next step needs a new Jacobian).
+``jumped(method, ws)``
+    a jump (dose) changed ``u`` at a stop (``current_f`` already re-evaluated).
+``propose(method, ws, h_next, h_try, adaptive) -> h``
+    the family's last word on the next step (e.g. keep ``h`` so that an LU is reused).
+``save_carry(method, ws, carry)`` / ``resume(method, ws, carry)``
+    the family's part of ``store.carry`` (from index 3; 0-2 are the loop's own) for a GROW.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numba
+
+from .._jit import FLAGS
+from ._abi import call_rhs, record_failure, rhs_function, store_point, vjp_from_address
+from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
+from ._control import (
+    ACCEPT,
+    E_FLOOR,
+    GIVE_UP,
+    error_norm,
+    initial_finish,
+    initial_probe,
+    judge_step,
+    pi_gains,
+)
+
+PROCEED = -1
+"""``attempt``: the step is made; ``unew`` and ``err`` are ready for the error test."""
+RETRY = -2
+"""``attempt``: try again from the same point (with ``h_new`` if given)."""
+
+
+def _hook(name):
+    def stub(*args):
+        raise NotImplementedError(f"{name} is a hook of the compiled loop (overloaded per family)")
+
+    stub.__name__ = stub.__qualname__ = name
+    return stub
+
+
+workspace = _hook("workspace")
+current_f = _hook("current_f")
+evaluate = _hook("evaluate")
+has_room = _hook("has_room")
+attempt = _hook("attempt")
+keep_step = _hook("keep_step")
+advance = _hook("advance")
+jumped = _hook("jumped")
+propose = _hook("propose")
+save_carry = _hook("save_carry")
+resume = _hook("resume")
+
+HOOKS = (
+    "workspace",
+    "current_f",
+    "evaluate",
+    "has_room",
+    "attempt",
+    "keep_step",
+    "advance",
+    "jumped",
+    "propose",
+    "save_carry",
+    "resume",
+)
+"""The names of the hooks a family implements (see the module's docstring)."""
+
+
+def register_family(tableau_class, **impls) -> None:
+    """Register the hooks of the family whose tableau is ``tableau_class`` (a ``NamedTuple``):
+    ``impls`` maps every name of :data:`HOOKS` to a plain Python function with the hook's
+    arguments, compiled inline into :func:`run_loop` for that family."""
+    from numba import types
+    from numba.extending import overload
+
+    missing = set(HOOKS) - set(impls)
+    extra = set(impls) - set(HOOKS)
+    if missing or extra:
+        raise TypeError(f"family hooks: missing {sorted(missing)}, unknown {sorted(extra)}")
+    for name, impl in impls.items():
+        # the typing function must take the implementation's arguments by name (numba checks)
+        params = list(inspect.signature(impl).parameters)
+        source = (
+            f"def typer({', '.join(params)}):\n"
+            f"    if isinstance({params[0]}, NamedTuple) and {params[0]}.instance_class is cls:\n"
+            f"        return impl\n"
+            f"    return None\n"
+        )
+        scope = {"NamedTuple": types.NamedTuple, "cls": tableau_class, "impl": impl}
+        exec(source, scope)
+        overload(globals()[name], inline="always")(scope["typer"])
+
+
+@numba.njit(**FLAGS)  # compiled per family (tableau type) on first use, cached
+def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
+    """Integrate from ``t0`` to ``t1`` (either direction) with ``method`` (a family's tableau),
+    storing every step in ``store`` (:class:`~scichains.ode._abi.StepStore`).
+
+    ``faddr``: the right-hand side's address (``int64``: :data:`~scichains.ode._abi.RHS_SIGNATURE`;
+    ``uint64``: the lean form); ``vaddr``: its vjp's (0 where the family needs none).
+
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW, or the
+    family's own: SINGULAR, JACOBIAN_NONFINITE, NEWTON_FAILURE). Jumps at a stop are applied
+    when the stepper lands on it; the stored state there is the value after the jumps, the
+    entry before it the left limit. RHS_ERROR: a user function returned nonzero (raised);
+    ``store.fail`` holds the time and state of that call. GROW: the buffers are full; the
+    stepper's state is in ``stats`` and ``carry``: copy the stored entries into larger buffers
+    and call again with ``stats[6] = 1`` to go on exactly where it stopped.
+    """
+    rtol, atol, dt0, dtmin, max_steps, group = control
+    times, jump_index, jump_count, jump_state, jump_amount = stops
+    ts, us, fs, stats, kstore, astore, carry, fail = store
+    f = rhs_function(faddr)
+    vjp = vjp_from_address(vaddr)
+    n = u0.shape[0]
+    cap = ts.shape[0]
+    keep = kstore.shape[0] > 0
+    direction = 1.0 if t1 >= t0 else -1.0
+    ctrl_order = method.ctrl_order
+    adaptive = ctrl_order > 0
+    ws = workspace(method, u0, p, store)
+    fcur = current_f(method, ws)
+    u = u0.copy()
+    unew = u0.copy()
+    tmp = u0.copy()
+    err = u0.copy()
+    code = SUCCESS
+    if stats[6] != 0:
+        # resume after GROW: the last stored entry is the current point
+        nstore = stats[0]
+        nf = stats[1]
+        naccept = stats[2]
+        nreject = stats[3]
+        steps = stats[4]
+        stop_i = stats[5]
+        t = ts[nstore - 1]
+        for i in range(n):
+            u[i] = us[nstore - 1, i]
+            fcur[i] = fs[nstore - 1, i]
+        h = carry[0]
+        qold = carry[1]
+        last_nonfinite = carry[2] != 0.0
+        resume(method, ws, carry)
+    else:
+        nf = 0
+        naccept = 0
+        nreject = 0
+        steps = 0
+        qold = E_FLOOR
+        last_nonfinite = False
+        t = t0
+        stop_i = 0
+        h = 0.0
+        # jumps at t0 act on the initial state
+        while stop_i < times.shape[0] and times[stop_i] == t0:
+            j0 = jump_index[stop_i]
+            if j0 >= 0:
+                for j in range(j0, j0 + jump_count[stop_i]):
+                    u[jump_state[j]] += jump_amount[j]
+            stop_i += 1
+        nf += 1
+        if evaluate(method, ws, f, u, p, t, k) != 0:
+            record_failure(fail, t, u)
+            code = RHS_ERROR
+        store_point(ts, us, fs, 0, t, u, fcur)
+        nstore = 1
+        # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
+        if dt0 > 0.0:
+            h = dt0
+        elif code == SUCCESS:
+            h0, d1 = initial_probe(u, fcur, abs(t1 - t0), direction, rtol, atol, tmp)
+            failed = call_rhs(f, err, tmp, p, t + direction * h0, k) != 0
+            h = initial_finish(u, fcur, err, h0, d1, rtol, atol, ctrl_order)
+            nf += 1
+            if failed:
+                record_failure(fail, t + direction * h0, tmp)
+                code = RHS_ERROR
+        h = abs(h)
+    beta1, beta2 = pi_gains(ctrl_order)
+    while code == SUCCESS and direction * (t1 - t) > 0.0:
+        if steps >= max_steps:
+            code = MAX_STEPS
+            break
+        if (
+            nstore + 3 > cap
+            or (keep and nstore + 3 > kstore.shape[0])
+            or not has_room(method, ws, store, nstore)
+        ):
+            # room for a step, a jump's two entries and the proposal after them: grow
+            code = GROW
+            break
+        # the next time we must land on (the last stop is t1)
+        target = times[stop_i]
+        dist = direction * (target - t)
+        landing = False
+        if h >= dist * (1.0 - 1e-12):
+            h_try = dist
+            landing = True
+        else:
+            h_try = h
+        if not landing and h_try < dtmin:
+            code = NONFINITE if last_nonfinite else DT_UNDERFLOW
+            break
+        hs = direction * h_try
+        status, h_new, calls, counted, rejected, nonfin = attempt(
+            method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail
+        )
+        nf += calls
+        if counted:
+            steps += 1
+        if status != PROCEED:
+            if h_new > 0.0:
+                h = h_new
+            if rejected:
+                nreject += 1
+            if nonfin >= 0:
+                last_nonfinite = nonfin == 1
+            if status == RETRY:
+                continue
+            code = status
+            break
+        if adaptive:
+            e = error_norm(err, u, unew, rtol, atol, group)
+            verdict, h_next, qold, nonfinite = judge_step(
+                e, h_try, qold, beta1, beta2, landing, dtmin
+            )
+            if verdict != ACCEPT:
+                h = h_next
+                nreject += 1
+                if nonfinite:
+                    # a non-finite stage: retried smaller (a too-large step can overflow)
+                    last_nonfinite = True
+                if verdict == GIVE_UP:
+                    code = NONFINITE
+                    break
+                continue
+            last_nonfinite = False
+        else:
+            h_next = h
+            finite = True
+            for i in range(n):
+                if not math.isfinite(unew[i]):
+                    finite = False
+            if not finite:
+                code = NONFINITE
+                break
+        naccept += 1
+        keep_step(method, ws, store, nstore, hs)
+        accepted_at = nstore
+        t = target if landing else t + hs
+        for i in range(n):
+            u[i] = unew[i]
+        # the derivative at the new point, for the next step and the dense output
+        calls, failed = advance(method, ws, f, k, u, p, t, store, accepted_at)
+        nf += calls
+        if failed != 0:
+            record_failure(fail, t, u)
+            code = RHS_ERROR
+        if landing and code == SUCCESS:
+            j0 = jump_index[stop_i]
+            if j0 >= 0:
+                # keep the left limit too, so that dense output never interpolates across
+                # the discontinuity; then jump and restart from the right limit
+                store_point(ts, us, fs, nstore, t, u, fcur)
+                nstore += 1
+                for j in range(j0, j0 + jump_count[stop_i]):
+                    u[jump_state[j]] += jump_amount[j]
+                nf += 1
+                if evaluate(method, ws, f, u, p, t, k) != 0:
+                    record_failure(fail, t, u)
+                    code = RHS_ERROR
+                jumped(method, ws)
+            stop_i += 1
+        store_point(ts, us, fs, nstore, t, u, fcur)
+        nstore += 1
+        h_next = propose(method, ws, h_next, h_try, adaptive)
+        # a landing step is short: keep the controller's proposal for the next one
+        h = h_next if not landing else max(h_next, h)
+    stats[0] = nstore
+    stats[1] = nf
+    stats[2] = naccept
+    stats[3] = nreject
+    stats[4] = steps
+    stats[5] = stop_i
+    carry[0] = h
+    carry[1] = qold
+    carry[2] = 1.0 if last_nonfinite else 0.0
+    save_carry(method, ws, carry)
+    ts[nstore] = h  # the step the controller would try next (a continuation's dt0)
+    return code
