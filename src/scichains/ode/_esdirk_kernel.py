@@ -59,8 +59,15 @@ H_KEEP = 1.2
 """A proposed step within ``[1, H_KEEP]`` times the last is not taken: the LU is reused."""
 
 CARRY_SIZE = 7
-"""``carry`` of an ESDIRK solve: ``[h, e_old, last step non-finite, Jacobians, LU
-factorisations, Newton iterations, failed Newton iterations]``."""
+"""The counts at the head of ``carry`` of an ESDIRK solve: ``[h, e_old, last step non-finite,
+Jacobians, LU factorisations, Newton iterations, failed Newton iterations]``; then the Newton
+state, the Jacobian and its LU factorisation (:func:`carry_size`), for a resume after GROW."""
+
+
+def carry_size(n: int) -> int:
+    """Length of ``carry`` of an ESDIRK solve of ``n`` states."""
+    return CARRY_SIZE + 6 + 2 * n * n + n
+
 
 EPS = 2.220446049250313e-16
 
@@ -285,15 +292,36 @@ def _propose(method, ws, h_next, h_try, adaptive):
 
 
 def _save_carry(method, ws, carry):
-    st = ws[14]
+    J, M, MT, piv, K, du, fu, tmp, psi, z, dz, scale, evec, pb, st = ws
+    n = J.shape[0]
     for i in range(4):
         carry[3 + i] = st[6 + i]
+    # the Jacobian, its factorisation and the Newton state, so that a resume after GROW takes
+    # the steps an uninterrupted solve takes
+    for i in range(6):
+        carry[7 + i] = st[i]
+    o = 13
+    for i in range(n):
+        for j in range(n):
+            carry[o + i * n + j] = J[i, j]
+            carry[o + n * n + i * n + j] = M[i, j]
+        carry[o + 2 * n * n + i] = piv[i]
 
 
 def _resume(method, ws, carry):
-    st = ws[14]
+    J, M, MT, piv, K, du, fu, tmp, psi, z, dz, scale, evec, pb, st = ws
+    n = J.shape[0]
     for i in range(4):
         st[6 + i] = carry[3 + i]
+    for i in range(6):
+        st[i] = carry[7 + i]
+    o = 13
+    for i in range(n):
+        for j in range(n):
+            J[i, j] = carry[o + i * n + j]
+            M[i, j] = carry[o + n * n + i * n + j]
+        piv[i] = int(carry[o + 2 * n * n + i])
+    transpose_into(M, MT)
 
 
 register_family(
@@ -323,8 +351,8 @@ def esdirk_integrate(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, sto
     Returns SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR (``fail = [t, u]`` of the
     call that raised), SINGULAR (``I - h gamma J`` stayed singular while the step shrank
     below ``dtmin``), JACOBIAN_NONFINITE (``fail = [t, u, i, j]``), NEWTON_FAILURE (see the
-    module's docstring) or GROW (buffers full: see ``run_loop``; the resumed solve makes a
-    new Jacobian). ``carry`` (length :data:`CARRY_SIZE`) keeps the controller's state and the
-    counts.
+    module's docstring) or GROW (buffers full: see ``run_loop``). ``carry`` (length
+    :func:`carry_size`) keeps the controller's state, the counts, the Jacobian, its LU and the
+    Newton state: a resumed solve takes the steps of an uninterrupted one.
     """
     return run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store)

@@ -326,6 +326,8 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     carry[0] = h
     carry[1] = qold
     carry[2] = 1.0 if last_nonfinite else 0.0
-    save_carry(method, ws, carry)
     ts[nstore] = h  # the step the controller would try next (a continuation's dt0)
+    # (this store stays before the inlined hook: after it, as the function's last statement,
+    # numba 0.68.1 dropped it; tests/ode/test_loop.py checks the proposal)
+    save_carry(method, ws, carry)
     return code

@@ -12,8 +12,8 @@ from ..nn._validate import as_real
 from ._abi import NO_NETWORK, StepControl, StepStore, Stops
 from ._codes import GROW
 from ._esdirk import ESDIRK
-from ._esdirk_kernel import CARRY_SIZE as ESDIRK_CARRY_SIZE
 from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
+from ._esdirk_kernel import carry_size as esdirk_carry_size
 from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import Tableau, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
@@ -112,7 +112,7 @@ class SolvePlan:
         self.esdirk = isinstance(self.solver, ESDIRK)
         if self.esdirk:
             sv = self.solver
-            self.carry = np.zeros(ESDIRK_CARRY_SIZE)
+            self.carry = np.zeros(esdirk_carry_size(n))
             self.tableau = ESDIRKTableau(
                 self.A,
                 np.ascontiguousarray(sv.alpha, dtype=np.float64),
