@@ -88,9 +88,13 @@ class _RK(_Planned):
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
-        if family_of(solver) != "explicit" or not solver.adaptive:
+        if family_of(solver) != "explicit":
+            raise TypeError(f"{type(self).__name__} needs an explicit RK solver, got {solver!r}")
+        if not solver.adaptive:
             raise TypeError(
-                f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
+                f"the adjoints differentiate adaptive solves: {solver.name} takes fixed steps "
+                "(no error estimate); use an adaptive one (Tsit5, DP5, BS3, Vern7, or a stiff "
+                "solver: Rodas5P, KenCarp4, CVODE_BDF)"
             )
         self.prob = prob
         self.sensealg = sensealg
@@ -548,7 +552,7 @@ def make_method(
 ) -> SensitivityMethod:
     """The method object for ``solver`` x ``sensealg`` (``options``: rtol, atol, max_steps,
     tstops, jumps, dtmin)."""
-    family = family_of(solver)
+    family = adjoint_family(solver)
     if not isinstance(sensealg, SensitivityAlgorithm):
         raise TypeError(f"unknown sensealg {sensealg!r}")
     table = _METHODS[family]
@@ -574,3 +578,15 @@ _METHODS = {
     },
 }
 """The sensitivity method classes of each solver family (see ``ode._family``)."""
+
+
+ADJOINT_FAMILIES = tuple(_METHODS)
+"""The solver families with an adjoint (all of ``ode._family.FAMILIES`` today)."""
+
+
+def adjoint_family(solver, what: str = "solver") -> str:
+    """The family of ``solver`` (an instance) when it has an adjoint here; ``TypeError``
+    naming the families that have one otherwise (a class, a non-solver, a family without
+    an entry in ``_METHODS``). What the models and the discovery refits call instead of
+    testing the solver's class."""
+    return family_of(solver, what, accept=ADJOINT_FAMILIES)
