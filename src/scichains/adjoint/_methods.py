@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ode._family import family_of
+from ..ode._family import FAMILIES, family_of
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
 from ..ode._solve import (
@@ -593,8 +593,9 @@ _METHODS = {
 """The sensitivity method classes of each solver family (see ``ode._family``)."""
 
 
-ADJOINT_FAMILIES = tuple(_METHODS)
-"""The solver families with an adjoint (all of ``ode._family.FAMILIES`` today)."""
+ADJOINT_FAMILIES = tuple(f for f in FAMILIES if f in _METHODS)
+"""The solver families with an adjoint, in the order of ``ode._family.FAMILIES`` (all of
+them today)."""
 
 
 def adjoint_family(solver, what: str = "solver") -> str:
