@@ -22,6 +22,7 @@ from scichains.adjoint import (
 )
 from scichains.ode import (
     CVODE_BDF,
+    RK4,
     NetworkTerm,
     ODEProblem,
     ODESolveError,
@@ -279,6 +280,11 @@ def test_stiff_problem_with_cvode_against_the_closed_form():
         Objective(
             prob, SquaredError(data[:, None]), ts, solver=CVODE_BDF(), sensealg=DiscreteAdjoint()
         )
+    # fixed-step methods have no adjoint here; a non-solver names the families that have one
+    with pytest.raises(TypeError, match="RK4 takes fixed steps.*Rodas5P"):
+        Objective(prob, SquaredError(data[:, None]), ts, solver=RK4)
+    with pytest.raises(TypeError, match="explicit .*Rosenbrock .*ESDIRK .*CVODE"):
+        Objective(prob, SquaredError(data[:, None]), ts, solver=object())
 
 
 @METHODS

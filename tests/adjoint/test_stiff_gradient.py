@@ -12,8 +12,10 @@ from scichains import Dense, SimpleChain
 from scichains.adjoint import (
     DiscreteAdjoint,
     InterpolatingAdjoint,
+    MultiObjective,
     Objective,
     SquaredError,
+    Trajectory,
     _methods,
 )
 from scichains.adjoint._check import check_gradient
@@ -276,3 +278,47 @@ def test_discrete_adjoint_backward_in_time_with_tstops_and_a_dose(solver):
     tol = 1e-8 if solver.order > 2 else 1e-5  # both approximate the exact gradient
     np.testing.assert_allclose(dp1, dp2, rtol=tol, atol=tol * np.abs(dp2).max())
     np.testing.assert_allclose(du1, du2, rtol=tol, atol=tol * np.abs(du2).max())
+
+
+def test_multi_objective_with_stiff_solvers():
+    """MultiObjective takes every family with an adjoint: the TMDD UDE over three subjects
+    (their own doses and times) with Rodas5P and KenCarp4: the ordered sum of the
+    single-trajectory objectives, bit for bit on any thread count, the two stiff methods'
+    gradients equal at a tight tolerance, and dL/dp against central differences."""
+    model, p = _tmdd_model()
+    prob = model.problem([0.0, 0.0, 10.0, 0.0], (0.0, 24.0), p)
+    rng = np.random.default_rng(1)
+    specs = []
+    for i, amount in enumerate((5.0, 2.0, 8.0)):
+        ts = np.linspace(0.5, 12.0 + 6.0 * i, 6 + i)
+        data = np.abs(rng.normal(1.0, 0.5, (ts.size, 4)))
+        specs.append(
+            Trajectory([0.0, 0.0, 10.0, 0.0], ts, data, jumps=[(0.0, 0, amount), (6.0, 0, amount)])
+        )
+    grads = {}
+    for solver in (Rodas5P(), KenCarp4()):
+        multi = MultiObjective(prob, specs, None, solver=solver, **TIGHT)
+        value, dp, du0 = multi.value_and_grad(p, threads=1)
+        assert du0.shape == (3, 4)
+        singles = []
+        for s in specs:
+            one = model.problem(s.u0, (0.0, s.saveat[-1]), p)
+            obj = Objective(
+                one, SquaredError(s.data), s.saveat, solver=solver, jumps=s.jumps, **TIGHT
+            )
+            singles.append(obj.value_and_grad(p))
+        assert value == sum(r[0] for r in singles)
+        np.testing.assert_array_equal(dp, singles[0][1] + singles[1][1] + singles[2][1])
+        again = multi.value_and_grad(p, threads=3)
+        assert again[0] == value and again[1].tobytes() == dp.tobytes()
+        grads[solver.name] = (value, dp)
+    (v1, g1), (v2, g2) = grads["Rodas5P"], grads["KenCarp4"]
+    assert v1 == pytest.approx(v2, rel=1e-8)
+    np.testing.assert_allclose(g1, g2, rtol=1e-6, atol=1e-9 * np.abs(g1).max())
+    multi = MultiObjective(prob, specs, None, solver=KenCarp4(), **TIGHT)
+    for j in (0, 2, 7, p.size - 1):  # ka, kon, the first network weight, the last bias
+        h = 1e-6 * max(1.0, abs(p[j]))
+        e = np.zeros(p.size)
+        e[j] = h
+        num = (multi.value(p + e) - multi.value(p - e)) / (2 * h)
+        assert g2[j] == pytest.approx(num, rel=1e-5, abs=1e-9 * np.abs(g2).max())

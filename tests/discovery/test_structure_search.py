@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from scichains import Dense, SimpleChain
 from scichains.discovery import (
     CustomLibrary,
     PolynomialLibrary,
@@ -14,8 +15,9 @@ from scichains.discovery import (
     identifiable,
     polynomial_sublibraries,
     sparse_regression,
+    ude_samples,
 )
-from scichains.ode import SymbolicModel, solve
+from scichains.ode import KenCarp4, NetworkTerm, Rodas5P, SymbolicModel, solve
 
 x, y = sp.symbols("x y")
 a, b, c, d = sp.symbols("alpha beta gamma delta")
@@ -219,3 +221,45 @@ def test_search_rejects_bad_input(lv):
         )
     with pytest.raises(ValueError, match="coefficients must have shape"):
         search.refit(np.zeros((3, 2)))
+
+
+def test_stiff_solvers_serve_the_search_and_the_ude_samples(lv):
+    """Every solver family with an adjoint serves the refits (the family looked up, not the
+    class): Rodas5P's refit of the true structure agrees with Tsit5's; ``ude_samples`` and
+    ``run_ude`` solve the trained UDE with the search's solver; other objects are refused
+    naming the solvers that work."""
+    search, clean, data, _ = lv
+    names = search.feature_names
+    Xi = np.zeros((len(names), 2))
+    Xi[names.index("x*y")] = [-0.85, 0.85]
+    ref = search.refit(Xi)
+    stiff = StructureSearch(
+        [x, y],
+        [1.3 * x + U1, -1.8 * y + U2],
+        [U1, U2],
+        PolynomialLibrary(2),
+        data,
+        TS,
+        U0,
+        solver=Rodas5P(),
+    )
+    got = stiff.refit(Xi)
+    np.testing.assert_allclose(got.coefficients, ref.coefficients, rtol=1e-6, atol=1e-9)
+    assert got.sse == pytest.approx(ref.sse, rel=1e-6)
+    # a UDE: the missing terms as a network, sampled with the search's solver
+    U = NetworkTerm(SimpleChain(2, Dense(4, "tanh"), Dense(2)), [x, y])
+    ude = SymbolicModel([x, y], [], [1.3 * x + U[0], -1.8 * y + U[1]], network=U)
+    p = U.chain.init_params(seed=0, dtype=np.float64) * 0.1
+    s_ref, o_ref = ude_samples(ude, p, U0, TS)
+    s_ros, o_ros = ude_samples(ude, p, U0, TS, solver=Rodas5P())
+    np.testing.assert_allclose(s_ros, s_ref, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(o_ros, o_ref, rtol=1e-6, atol=1e-8)
+    from_ude = StructureSearch.from_ude(
+        ude, p, PolynomialLibrary(2), data, TS, U0, solver=KenCarp4()
+    )
+    assert from_ude.engine.solver.name == "KenCarp4"
+    for bad in ("Rodas5P", object()):
+        with pytest.raises(TypeError, match="explicit .*Rosenbrock .*ESDIRK .*CVODE"):
+            StructureSearch(
+                [x, y], [x + U1, y], [U1], PolynomialLibrary(1), data, TS, U0, solver=bad
+            )

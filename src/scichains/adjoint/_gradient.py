@@ -11,9 +11,12 @@ import numpy as np
 
 from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
+from ..ode._esdirk import ESDIRK
 from ..ode._family import family_of
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
+from ..ode._stiff import Rosenbrock
+from ..ode._sundials import CVODESolver
 from ..ode._tableaus import ExplicitRK, Tsit5
 from ._loss import SolutionLoss
 from ._methods import make_method
@@ -102,7 +105,7 @@ class Objective:
         prob: ODEProblem,
         loss: SolutionLoss,
         saveat,
-        solver: ExplicitRK = Tsit5,
+        solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
         sensealg: SensitivityAlgorithm | None = None,
         rtol: float = 1e-6,
         atol: float = 1e-8,

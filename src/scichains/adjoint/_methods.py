@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ode._family import family_of
+from ..ode._family import FAMILIES, family_of
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
 from ..ode._solve import (
@@ -88,9 +88,13 @@ class _RK(_Planned):
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
-        if family_of(solver) != "explicit" or not solver.adaptive:
+        if family_of(solver) != "explicit":
+            raise TypeError(f"{type(self).__name__} needs an explicit RK solver, got {solver!r}")
+        if not solver.adaptive:
             raise TypeError(
-                f"the adjoint methods need an adaptive explicit RK solver or CVODE, got {solver!r}"
+                f"the adjoints differentiate adaptive solves: {solver.name} takes fixed steps "
+                "(no error estimate); use an adaptive one (Tsit5, DP5, BS3, Vern7, or a stiff "
+                "solver: Rodas5P, KenCarp4, CVODE_BDF)"
             )
         self.prob = prob
         self.sensealg = sensealg
@@ -339,6 +343,7 @@ class RosenbrockMethod(_Planned):
             )
         self.prob = prob
         self.sensealg = sensealg
+        self._esdirk = esdirk
         # the adjoint restarts at each save time, which must be a step: land on them
         self.plan = plan_solve(
             prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
@@ -354,6 +359,18 @@ class RosenbrockMethod(_Planned):
         self.adjoint_stats = np.zeros(3, dtype=np.int64)
         self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
         self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
+
+    def forward(self, p, u0):
+        saved = super().forward(p, u0)
+        # An ESDIRK solve that grew its buffers resumed with a new Jacobian (the stepper does
+        # not carry its Jacobian and LU across the resume; ode._esdirk_kernel), so its steps
+        # differ, at the tolerance's level, from those of an uninterrupted solve: the first
+        # calls on a new objective would differ in their last bits from the later ones (and
+        # the results with the thread count, one objective per thread). Solve again into the
+        # grown buffers: every result is that of an uninterrupted solve.
+        while self._esdirk and self.plan.stats[6]:
+            saved = super().forward(p, u0)
+        return saved
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
@@ -548,7 +565,7 @@ def make_method(
 ) -> SensitivityMethod:
     """The method object for ``solver`` x ``sensealg`` (``options``: rtol, atol, max_steps,
     tstops, jumps, dtmin)."""
-    family = family_of(solver)
+    family = adjoint_family(solver)
     if not isinstance(sensealg, SensitivityAlgorithm):
         raise TypeError(f"unknown sensealg {sensealg!r}")
     table = _METHODS[family]
@@ -574,3 +591,16 @@ _METHODS = {
     },
 }
 """The sensitivity method classes of each solver family (see ``ode._family``)."""
+
+
+ADJOINT_FAMILIES = tuple(f for f in FAMILIES if f in _METHODS)
+"""The solver families with an adjoint, in the order of ``ode._family.FAMILIES`` (all of
+them today)."""
+
+
+def adjoint_family(solver, what: str = "solver") -> str:
+    """The family of ``solver`` (an instance) when it has an adjoint here; ``TypeError``
+    naming the families that have one otherwise (a class, a non-solver, a family without
+    an entry in ``_METHODS``). What the models and the discovery refits call instead of
+    testing the solver's class."""
+    return family_of(solver, what, accept=ADJOINT_FAMILIES)

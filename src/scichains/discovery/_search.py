@@ -9,7 +9,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-from ..ode import SymbolicModel, Tsit5, solve
+from ..adjoint._methods import adjoint_family
+from ..nn._validate import reject_class
+from ..ode import ESDIRK, CVODESolver, ExplicitRK, Rosenbrock, SymbolicModel, Tsit5, solve
 from ._candidates import Candidate, candidate_structures, identifiable, polynomial_sublibraries
 from ._criteria import criterion_function
 from ._library import Library
@@ -63,7 +65,10 @@ class StructureSearch:
     thresholds, sublibraries : of :func:`candidate_structures` (default sub-libraries:
         :func:`polynomial_sublibraries` of the library; ``None`` for the whole library only)
     solver, rtol, atol, max_steps, sensealg : of the refits' solves and adjoint (default
-        Tsit5, 1e-9, 1e-11, 20000, and :class:`scichains.adjoint.Objective`'s default method)
+        Tsit5, 1e-9, 1e-11, 20000, and :class:`scichains.adjoint.Objective`'s default method,
+        the solver's ``default_sensealg``). ``solver``: an adaptive solver of any family with
+        an adjoint (a stiff model: Rodas5P, KenCarp4, CVODE_BDF); :meth:`run_ude` also samples
+        the trained UDE with it. Anything else raises ``TypeError`` naming those solvers.
 
     The score of a structure with ``k`` terms and data SSE ``sse`` is ``criterion(sse, m, k +
     n_fitted_params) + margin * k``, infinite when its model fails on the data.
@@ -92,7 +97,7 @@ class StructureSearch:
         starts: int = 4,
         thresholds=None,
         sublibraries="polynomial",
-        solver=Tsit5,
+        solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
         rtol: float = 1e-9,
         atol: float = 1e-11,
         max_steps: int = 20_000,
@@ -111,6 +116,8 @@ class StructureSearch:
             raise ValueError(f"unknowns {missing} appear in no right-hand side")
         if not isinstance(library, Library):
             raise TypeError(f"library must be a scichains.discovery library, got {library!r}")
+        reject_class(solver, "solver")
+        adjoint_family(solver)  # TypeError naming the solvers with an adjoint
         params = dict(params or {})
         self.states, self.rhs, self.unknowns, self.library = states, rhs, unknowns, library
         self.inputs = list(states) if inputs is None else [sp.sympify(e) for e in inputs]
@@ -326,13 +333,14 @@ class StructureSearch:
 
     def run_ude(self, model: SymbolicModel, p, saveat=None) -> SearchResult:
         """:meth:`run` with the trained UDE's trajectory at ``saveat`` (default: the data's
-        times) and its network outputs there."""
+        times) and its network outputs there (solved with the search's ``solver``)."""
         states, targets = ude_samples(
             model,
             p,
             self.engine.u0,
             self.engine.saveat if saveat is None else saveat,
             t0=self.engine.t0,
+            solver=self.engine.solver,
         )
         return self.run(states, targets)
 
@@ -345,6 +353,7 @@ def ude_samples(
     t0: float | None = None,
     rtol: float = 1e-8,
     atol: float = 1e-10,
+    solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
 ):
     """The trained UDE's states at ``saveat`` (``(len(saveat), n)``) and its network's outputs
     there (``(len(saveat), n_out)``): the samples to regress the learned terms on.
@@ -359,8 +368,10 @@ def ude_samples(
     saveat : the sample times, shape ``(len(saveat),)``, sorted in the direction of
         integration; the solve runs from ``t0`` to ``saveat[-1]``
     t0 : the initial time (default ``saveat[0]``)
-    rtol, atol : tolerances of the solve (Tsit5; defaults ``1e-8`` and ``1e-10``). A failed
-        solve raises :class:`scichains.ode.ODESolveError`.
+    rtol, atol : tolerances of the solve (defaults ``1e-8`` and ``1e-10``). A failed solve
+        raises :class:`scichains.ode.ODESolveError`.
+    solver : the solver (default Tsit5; a stiff UDE: Rodas5P, KenCarp4, ...; any solver
+        :func:`scichains.ode.solve` takes)
 
     Returns
     -------
@@ -374,7 +385,7 @@ def ude_samples(
     t0 = float(saveat[0]) if t0 is None else float(t0)
     p = np.asarray(p, dtype=np.float64)
     prob = model.problem(u0, (t0, float(saveat[-1])), p)
-    states = solve(prob, saveat=saveat, rtol=rtol, atol=atol, throw=True).u
+    states = solve(prob, solver, saveat=saveat, rtol=rtol, atol=atol, throw=True).u
     net = model.network
     sub = dict(zip(model.params, p[: model.n_phys]))
     args = list(model.states) + ([model.t] if model.t is not None else [])

@@ -82,6 +82,15 @@ register_cfunc(_rhs_jit, _lockstep_rhs, True)
 register_cfunc(_vjp_jit, _lockstep_vjp, True)
 
 
+NO_LOCKSTEP = {
+    "cvode": "CVODE steps by SUNDIALS' own error norm over the whole state, which cannot be "
+    "the largest of the block's trajectories' norms (ODEProblem.error_group): the block's "
+    "trajectories would not each be solved to rtol/atol",
+}
+"""The solver families that cannot step a block in lockstep, with the reason (for messages);
+the others (explicit, Rosenbrock, ESDIRK) take the per-trajectory error norm."""
+
+
 def tile_width(m: int) -> int:
     """Columns of the tile holding ``m`` trajectories: ``m`` rounded up to a multiple of 8."""
     return -(-m // 8) * 8

@@ -12,6 +12,7 @@ from .._jit import FLAGS
 from .._status import call_status5, call_status7
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
+from ..adjoint._methods import ADJOINT_FAMILIES, adjoint_family
 from ..adjoint._multi import (
     MultiObjective,
     WorkerSets,
@@ -21,14 +22,18 @@ from ..adjoint._multi import (
     run_trajectories,
     sum_in_order,
 )
-from ..adjoint._sensealg import DiscreteAdjoint, SensitivityAlgorithm
+from ..adjoint._sensealg import SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
 from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE
+from ..ode._esdirk import ESDIRK
+from ..ode._family import FAMILIES
 from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
+from ..ode._stiff import Rosenbrock
+from ..ode._sundials import CVODESolver
 from ..ode._tableaus import SOLVERS, ExplicitRK, Tsit5
-from ._lockstep import lockstep_problem
+from ._lockstep import NO_LOCKSTEP, lockstep_problem
 
 
 def _rhs(du, u, p, t, k):
@@ -60,11 +65,23 @@ register_cfunc(_rhs_jit, _neural_rhs, True)
 register_cfunc(_vjp_jit, _neural_vjp, True)
 
 
-_ACCEPTED = (
-    "an adaptive explicit Runge-Kutta method: "
-    + ", ".join(name for name, m in SOLVERS.items() if m.adaptive)
-    + " (scichains.ode), or an ExplicitRK of your own with an error estimate"
-)
+def _accepted() -> str:
+    """The solvers NeuralODE takes, in words: the adaptive ones of every family with an
+    adjoint (for messages)."""
+    words = []
+    for family in ADJOINT_FAMILIES:
+        if family == "explicit":  # FAMILIES names the fixed-step methods too
+            names = ", ".join(name for name, m in SOLVERS.items() if m.adaptive)
+            words.append(
+                f"adaptive explicit Runge-Kutta ({names}, or an ExplicitRK of your own with "
+                "an error estimate)"
+            )
+        else:
+            words.append(FAMILIES[family])
+    return "an adaptive solver of scichains.ode with an adjoint: " + "; ".join(words)
+
+
+_ACCEPTED = _accepted()
 
 
 def _finite_per_trajectory(a: np.ndarray, what: str) -> None:
@@ -93,10 +110,21 @@ class NeuralODE:
     chain : SimpleChain with input and output of the state's size ``n``
     tspan : (t0, t1)
     saveat : times (sorted in the direction of integration) where the solution is returned
-    solver : an adaptive explicit RK method: Tsit5 (default), DP5, BS3, Vern7 (stiff and
-        fixed-step solvers raise ``TypeError`` and ``ValueError``, naming these)
-    sensealg : DiscreteAdjoint() (default: exact for the discretised solution, and the
-        fastest) or a continuous adjoint (InterpolatingAdjoint(), ...)
+    solver : an adaptive solver of any family with an adjoint: explicit Runge-Kutta (Tsit5,
+        the default; DP5, BS3, Vern7), Rosenbrock (Rodas5P, Rosenbrock23), ESDIRK (KenCarp4,
+        Kvaerno5) or CVODE (CVODE_BDF, CVODE_Adams): a stiff neural ODE or UDE trains with
+        Rodas5P or KenCarp4. The family is looked up (``solver.family``), not the class.
+        Fixed-step methods (RK4, Euler) raise ``ValueError`` (the adjoints differentiate
+        adaptive solves; NeuralODE has no ``dt``), anything else ``TypeError``, naming the
+        solvers it takes.
+    sensealg : the gradient method; default (None) the solver's ``default_sensealg``, as in
+        :class:`scichains.adjoint.Objective`: DiscreteAdjoint() with the explicit methods and
+        with the Rosenbrock methods' exact Jacobian (exact for the discretised solution, and
+        the fastest), InterpolatingAdjoint() with the ESDIRK methods (integrated backward by
+        Rodas5P), CVODE and ``Rodas5P(jacobian="finite difference")``. Others: a continuous
+        adjoint (InterpolatingAdjoint(), QuadratureAdjoint(), ...) or ForwardSensitivity()
+        with the explicit methods, InterpolatingAdjoint() with the Rosenbrock methods; a
+        method the solver's family has not raises ``TypeError`` naming those it has.
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
     lockstep : block size ``k`` for many trajectories solved together (below), or None
 
@@ -130,7 +158,17 @@ class NeuralODE:
     is a block of one: solved alone. Trajectory lists (times of their own) cannot step
     together: :meth:`loss_and_grad` and :meth:`objective` refuse them on a lockstep model
     (``ValueError``). 16 spiral trajectories: 2.7x faster than per-trajectory solves on one thread
-    (``benchmarks/neural_ode.py``).
+    (``benchmarks/neural_ode.py``). With the Rosenbrock and ESDIRK methods the block's
+    Jacobian is one dense ``(k n, k n)`` matrix (``k n`` vjp calls of the whole block to form
+    it, an LU of that size): keep ``k n`` small (tens of states). 16 spiral trajectories, one
+    loss and gradient at rtol 1e-6 on one thread (a shared machine, 2026-12-03): Rodas5P
+    3.2 ms alone, 2.7 ms with ``lockstep=8``, 3.7 ms with 16; KenCarp4 (its Jacobian kept
+    across steps) 5.4 ms alone, 2.9 ms with 16. The ESDIRK methods' Newton
+    iteration stops on the block's RMS norm (below 0.01 of the tolerance), so one
+    trajectory's Newton error may reach ``0.01 sqrt(k)`` of the tolerance; the step's error
+    control is per trajectory, as with the other methods. CVODE refuses ``lockstep``
+    (``ValueError``): its error norm, SUNDIALS' own, is taken over the whole state and cannot
+    be the largest of the trajectories' norms.
 
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
@@ -144,7 +182,7 @@ class NeuralODE:
         chain: SimpleChain,
         tspan,
         saveat,
-        solver: ExplicitRK = Tsit5,
+        solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
         sensealg: SensitivityAlgorithm | None = None,
         rtol: float = 1e-6,
         atol: float = 1e-8,
@@ -159,15 +197,16 @@ class NeuralODE:
                 f"{chain.input_shape}, output shape {chain.output_shape()}"
             )
         reject_class(solver, "solver")
-        if not isinstance(solver, ExplicitRK):
+        try:
+            family = adjoint_family(solver)
+        except TypeError:
             raise TypeError(
-                f"NeuralODE does not take the solver {solver!r}: it takes {_ACCEPTED} "
-                "(stiff solvers such as Rodas5P, the ESDIRK methods and CVODE are not "
-                "supported by NeuralODE yet)"
-            )
+                f"NeuralODE does not take the solver {solver!r}: it takes {_ACCEPTED}"
+            ) from None
         if not solver.adaptive:
             raise ValueError(
-                f"NeuralODE does not take the fixed-step method {solver.name}: it takes {_ACCEPTED}"
+                f"NeuralODE does not take the fixed-step method {solver.name}: the adjoints "
+                f"differentiate adaptive solves (and NeuralODE has no dt=); it takes {_ACCEPTED}"
             )
         self.chain = chain
         self.n = chain.n_out
@@ -180,6 +219,12 @@ class NeuralODE:
             or lockstep < 1
         ):
             raise ValueError(f"lockstep must be a positive integer or None, got {lockstep!r}")
+        if lockstep is not None and family in NO_LOCKSTEP:
+            raise ValueError(
+                f"lockstep={lockstep} with {solver.name}: {NO_LOCKSTEP[family]}; use lockstep "
+                "with an explicit, Rosenbrock or ESDIRK method (Tsit5, Rodas5P, KenCarp4, ...), "
+                f"or {solver.name} without lockstep (the trajectories solved one by one)"
+            )
         self.lockstep = None if lockstep is None else int(lockstep)
         self._settings = (tspan, saveat, solver, sensealg, rtol, atol, max_steps)
         self._obj, self._loss = self._objective()
@@ -216,7 +261,7 @@ class NeuralODE:
             loss,
             saveat,
             solver=solver,
-            sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
+            sensealg=sensealg,  # None: the solver's default_sensealg
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
@@ -327,7 +372,7 @@ class NeuralODE:
             trajectories,
             None,
             solver=solver,
-            sensealg=DiscreteAdjoint() if sensealg is None else sensealg,
+            sensealg=sensealg,  # None: the solver's default_sensealg
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
