@@ -343,7 +343,6 @@ class RosenbrockMethod(_Planned):
             )
         self.prob = prob
         self.sensealg = sensealg
-        self._esdirk = esdirk
         # the adjoint restarts at each save time, which must be a step: land on them
         self.plan = plan_solve(
             prob, solver, saveat, rtol, atol, None, max_steps, tstops, jumps, dtmin, None
@@ -359,18 +358,6 @@ class RosenbrockMethod(_Planned):
         self.adjoint_stats = np.zeros(3, dtype=np.int64)
         self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
         self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
-
-    def forward(self, p, u0):
-        saved = super().forward(p, u0)
-        # An ESDIRK solve that grew its buffers resumed with a new Jacobian (the stepper does
-        # not carry its Jacobian and LU across the resume; ode._esdirk_kernel), so its steps
-        # differ, at the tolerance's level, from those of an uninterrupted solve: the first
-        # calls on a new objective would differ in their last bits from the later ones (and
-        # the results with the thread count, one objective per thread). Solve again into the
-        # grown buffers: every result is that of an uninterrupted solve.
-        while self._esdirk and self.plan.stats[6]:
-            saved = super().forward(p, u0)
-        return saved
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
