@@ -330,7 +330,9 @@ class RosenbrockMethod(_Planned):
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
     ):
-        esdirk = family_of(solver) == "esdirk"
+        # a Rosenbrock method runs its own adjoint backward; the implicit Runge-Kutta
+        # families (ESDIRK, Radau) that of Rodas5P
+        esdirk = family_of(solver) != "rosenbrock"
         if not isinstance(sensealg, InterpolatingAdjoint) or sensealg.checkpointing:
             backward = "Rodas5P" if esdirk else solver.name
             raise TypeError(

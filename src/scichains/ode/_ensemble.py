@@ -22,13 +22,10 @@ from ..parallel._transport import ProblemSpec, as_rows
 from ._abi import StepControl, Stops
 from ._ensemble_kernels import solve_batch
 from ._ensemble_lanes import LANES, lane_rhs_address, solve_lanes
-from ._esdirk import ESDIRK
 from ._kernels import ensure_lean_integrate
 from ._problem import ODEProblem
 from ._solution import ReturnCode, user_error_failure
 from ._solve import plan_solve
-from ._stiff import Rosenbrock
-from ._sundials import CVODESolver
 from ._tableaus import ExplicitRK, Tsit5
 
 
@@ -548,10 +545,11 @@ def solve_ensemble(
     """
     if not isinstance(eprob, EnsembleProblem):
         raise TypeError(f"solve_ensemble needs an EnsembleProblem, got {type(eprob).__name__}")
-    if isinstance(solver, (CVODESolver, Rosenbrock, ESDIRK)):
+    if getattr(type(solver), "family", None) != "explicit" and not isinstance(solver, type):
         raise TypeError(
             "solve_ensemble runs the explicit methods (Tsit5, DP5, BS3, Vern7, RK4, Euler); "
-            f"for {solver.name} solve the trajectories one by one with scichains.ode.solve"
+            f"for {getattr(solver, 'name', solver)!r} solve the trajectories one by one with "
+            "scichains.ode.solve"
         )
     if saveat is None:
         raise ValueError("give saveat: the times at which every trajectory is saved")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,74 @@ def rosenbrock_tableau(solver: Rosenbrock, ctrl: int) -> RosenbrockTableau:
     )
 
 
+def _esdirk_tableau(solver: ESDIRK, ctrl: int) -> ESDIRKTableau:
+    a, _, c, btilde = solver.arrays()
+    return ESDIRKTableau(
+        a,
+        np.ascontiguousarray(solver.alpha, dtype=np.float64),
+        c,
+        btilde,
+        float(solver.gamma),
+        int(ctrl),
+        JAC_EXACT if solver.jacobian == "exact" else JAC_FD,
+    )
+
+
+def _explicit_tableau(solver: ExplicitRK, ctrl: int) -> Tableau:
+    A, b, c, btilde = solver.arrays()
+    return Tableau(A, b, c, btilde, int(ctrl), bool(solver.fsal))
+
+
+def _explicit_run(faddr, vaddr, k, u0, p, t0, t1, tableau, control, stops, store):
+    return integrate(faddr, k, u0, p, t0, t1, tableau, control, stops, store)
+
+
+def _newton_stats(carry) -> dict:
+    return {
+        "njac": int(carry[3]),
+        "nlu": int(carry[4]),
+        "nnewton": int(carry[5]),
+        "nnewton_fail": int(carry[6]),
+    }
+
+
+@dataclass(frozen=True)
+class Stepper:
+    """How :func:`solve` runs one family's compiled stepper: the family as data.
+
+    A new family is a solver class with ``family``/``stages``/``arrays``/``interp``/
+    ``error_order`` and an entry in :data:`STEPPERS`; ``solve``, the adjoint plans and the
+    models then take it without a test of its class."""
+
+    run: Callable
+    """``run(faddr, vaddr, kernel, u0, p, t0, t1, tableau, control, stops, store) -> code``:
+    the compiled stepper (see :func:`scichains.ode._loop.run_loop`)."""
+    tableau: Callable
+    """``tableau(solver, ctrl)``: the method as the stepper takes it (``ctrl``: the
+    controller's order, 0: fixed steps)."""
+    carry_size: Callable
+    """``carry_size(n)``: the length of ``store.carry`` for ``n`` states (an explicit
+    solve's network work buffers come on top)."""
+    stats: Callable
+    """``stats(carry)``: the family's own statistics (a dict) after a solve."""
+    implicit: bool
+    """Makes Jacobians: with ``jacobian="exact"`` the problem needs a vjp."""
+
+
+STEPPERS = {
+    "explicit": Stepper(_explicit_run, _explicit_tableau, lambda n: 3, lambda carry: {}, False),
+    "rosenbrock": Stepper(
+        rosenbrock_integrate,
+        rosenbrock_tableau,
+        lambda n: CARRY_SIZE,
+        lambda carry: {"njac": int(carry[3]), "nlu": int(carry[4])},
+        True,
+    ),
+    "esdirk": Stepper(esdirk_integrate, _esdirk_tableau, esdirk_carry_size, _newton_stats, True),
+}
+"""The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""
+
+
 @dataclass
 class SolvePlan:
     """Everything the compiled stepper needs besides ``(u0, p)``: validated options, the
@@ -108,29 +177,13 @@ class SolvePlan:
             self.astore = np.zeros((0, self.solver.stages, 0))
         n = self.us.shape[1]
         self.fail = np.zeros(3 + n)
-        self.stiff = isinstance(self.solver, (Rosenbrock, ESDIRK))
-        self.esdirk = isinstance(self.solver, ESDIRK)
-        if self.esdirk:
-            sv = self.solver
-            self.carry = np.zeros(esdirk_carry_size(n))
-            self.tableau = ESDIRKTableau(
-                self.A,
-                np.ascontiguousarray(sv.alpha, dtype=np.float64),
-                self.c,
-                self.btilde,
-                float(sv.gamma),
-                int(self.ctrl),
-                JAC_EXACT if sv.jacobian == "exact" else JAC_FD,
-            )
-        elif self.stiff:
-            sv = self.solver
-            self.carry = np.zeros(CARRY_SIZE)
-            self.tableau = rosenbrock_tableau(sv, int(self.ctrl))
-        else:
-            self.carry = np.zeros(3 + self.astore.shape[2])
-            self.tableau = Tableau(
-                self.A, self.b, self.c, self.btilde, int(self.ctrl), bool(self.solver.fsal)
-            )
+        self.family = self.solver.family
+        stepper = STEPPERS[self.family]
+        self.stepper = stepper
+        self.stiff = stepper.implicit
+        """The family makes Jacobians (``J`` from the vjp or by differences)."""
+        self.carry = np.zeros(stepper.carry_size(n) + self.astore.shape[2])
+        self.tableau = stepper.tableau(self.solver, int(self.ctrl))
         if self.interpolate:
             self.keep_stages()
         # the saved states and where they lie (made by save_buffers: solve() needs none)
@@ -165,7 +218,7 @@ class SolvePlan:
         """Make the Rosenbrock stepper store each step's Jacobian (for the discrete adjoint)
         in ``astore``, shape ``(capacity, n + 1, max(n, 2))``."""
         cap, n = self.us.shape
-        if not self.stiff:
+        if self.family != "rosenbrock":
             raise TypeError("only the Rosenbrock solvers store Jacobians")
         if self.astore.shape[0] != cap:
             self.astore = np.empty((cap, n + 1, max(n, 2)))
@@ -173,7 +226,7 @@ class SolvePlan:
     def set_activation_store(self, astore: np.ndarray) -> None:
         """Keep each stage's network work buffer in ``astore`` (shape ``(capacity, s, R)``)."""
         self.astore = astore
-        self.carry = np.zeros(3 + astore.shape[2])
+        self.carry = np.zeros(self.stepper.carry_size(self.us.shape[1]) + astore.shape[2])
 
     def grow(self) -> None:
         """Double the step buffers (the stepper returned GROW), keeping what they hold.
@@ -195,7 +248,7 @@ class SolvePlan:
             ks = np.empty((new,) + self.kstore.shape[1:])
             ks[:m] = self.kstore[:m]
             self.kstore = ks
-        if self.stiff and self.astore.shape[0] > 0:
+        if self.astore.shape[0] > 0:
             js = np.empty((new,) + self.astore.shape[1:])
             js[:m] = self.astore[:m]
             self.astore = js
@@ -253,53 +306,21 @@ def run_plan(
             plan.max_steps,
             0 if f_address else prob.error_group,  # an augmented system: the whole norm
         )
-        if plan.esdirk:
-            code = int(
-                esdirk_integrate(
-                    f_address or prob.f_address,
-                    plan.vjp_address,
-                    prob.kernel,
-                    u0,
-                    p,
-                    t0,
-                    t1,
-                    plan.tableau,
-                    control,
-                    Stops(*tables),
-                    plan.store(),
-                )
+        code = int(
+            plan.stepper.run(
+                f_address or prob.f_address,
+                plan.vjp_address,
+                prob.kernel,
+                u0,
+                p,
+                t0,
+                t1,
+                plan.tableau,
+                control,
+                Stops(*tables),
+                plan.store(),
             )
-        elif plan.stiff:
-            code = int(
-                rosenbrock_integrate(
-                    f_address or prob.f_address,
-                    plan.vjp_address,
-                    prob.kernel,
-                    u0,
-                    p,
-                    t0,
-                    t1,
-                    plan.tableau,
-                    control,
-                    Stops(*tables),
-                    plan.store(),
-                )
-            )
-        else:
-            code = int(
-                integrate(
-                    f_address or prob.f_address,
-                    prob.kernel,
-                    u0,
-                    p,
-                    t0,
-                    t1,
-                    plan.tableau,
-                    control,
-                    Stops(*tables),
-                    plan.store(),
-                )
-            )
+        )
         if code != GROW:
             return code
         plan.grow()
@@ -407,7 +428,7 @@ def plan_solve(
     times (only for methods that have one; ignored otherwise)."""
     if isinstance(solver, type):
         raise TypeError("pass a solver instance, e.g. solver=Tsit5()")
-    if not isinstance(solver, (ExplicitRK, Rosenbrock, ESDIRK)):
+    if getattr(type(solver), "family", None) not in STEPPERS:
         raise TypeError(f"unknown solver {solver!r}")
     if not isinstance(prob, ODEProblem):
         raise TypeError("solve needs an ODEProblem")
@@ -433,7 +454,7 @@ def plan_solve(
             "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
         )
     vjp_address = 0
-    if isinstance(solver, (Rosenbrock, ESDIRK)) and solver.jacobian == "exact":
+    if STEPPERS[solver.family].implicit and solver.jacobian == "exact":
         if prob.vjp_address == 0:
             try:  # a plain compiled right-hand side: its exact derivatives, made once
                 prob.ensure_vjp()
@@ -571,12 +592,7 @@ def solve(
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
     save, stats = plan.save, _stats(plan.stats)
-    if plan.stiff:
-        stats["njac"] = int(plan.carry[3])
-        stats["nlu"] = int(plan.carry[4])
-    if plan.esdirk:
-        stats["nnewton"] = int(plan.carry[5])
-        stats["nnewton_fail"] = int(plan.carry[6])
+    stats.update(plan.stepper.stats(plan.carry))
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
     dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
     del plan  # its buffers, before the result is made: the solution keeps copies
