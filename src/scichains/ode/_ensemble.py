@@ -548,7 +548,7 @@ def solve_ensemble(
     if getattr(type(solver), "family", None) != "explicit" and not isinstance(solver, type):
         raise TypeError(
             "solve_ensemble runs the explicit methods (Tsit5, DP5, BS3, Vern7, RK4, Euler); "
-            f"for {getattr(solver, 'name', solver)!r} solve the trajectories one by one with "
+            f"for {getattr(solver, 'name', solver)} solve the trajectories one by one with "
             "scichains.ode.solve"
         )
     if saveat is None:

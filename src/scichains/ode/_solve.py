@@ -163,6 +163,10 @@ class SolvePlan:
     stats: np.ndarray
     kstore: np.ndarray
     astore: np.ndarray | None = None
+    astore_follows_steps: bool = False
+    """True: ``astore`` has a row per stored step and grows with the step buffers (the
+    Rosenbrock Jacobians); False: it has a size of its own (a network's activations: the
+    stepper fills the rows it has, and the discrete adjoint grows it and solves again)."""
     interpolate: bool = False
     """True: ``save`` is not among the stops; the saved states come from the method's
     continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
@@ -222,10 +226,12 @@ class SolvePlan:
             raise TypeError("only the Rosenbrock solvers store Jacobians")
         if self.astore.shape[0] != cap:
             self.astore = np.empty((cap, n + 1, max(n, 2)))
+        self.astore_follows_steps = True
 
     def set_activation_store(self, astore: np.ndarray) -> None:
         """Keep each stage's network work buffer in ``astore`` (shape ``(capacity, s, R)``)."""
         self.astore = astore
+        self.astore_follows_steps = False
         self.carry = np.zeros(self.stepper.carry_size(self.us.shape[1]) + astore.shape[2])
 
     def grow(self) -> None:
@@ -248,7 +254,7 @@ class SolvePlan:
             ks = np.empty((new,) + self.kstore.shape[1:])
             ks[:m] = self.kstore[:m]
             self.kstore = ks
-        if self.astore.shape[0] > 0:
+        if self.astore_follows_steps:
             js = np.empty((new,) + self.astore.shape[1:])
             js[:m] = self.astore[:m]
             self.astore = js
