@@ -1,8 +1,9 @@
-"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5, KenCarp4):
+"""Gradients through the compiled stiff solvers (Rodas5P, Rosenbrock23, Kvaerno5, KenCarp4,
+RadauIIA5):
 the discrete adjoint through the Rosenbrock steps (their default) and the interpolating adjoint
-integrated backward by a Rosenbrock method (the same one; Rodas5P for the ESDIRK methods, their
-only one), against a closed form, float64 central differences (of the discrete solution itself,
-on fixed steps) and the CVODE adjoint."""
+integrated backward by a Rosenbrock method (the same one; Rodas5P for the ESDIRK and Radau
+methods, their only one), against a closed form, float64 central differences (of the discrete
+solution itself, on fixed steps) and the CVODE adjoint."""
 
 import numpy as np
 import pytest
@@ -24,11 +25,11 @@ from scichains.ode import (
     KenCarp4,
     Kvaerno5,
     NetworkTerm,
+    RadauIIA5,
     Rodas5P,
     Rosenbrock23,
     SymbolicModel,
 )
-from scichains.ode._esdirk import ESDIRK
 from scichains.ode._solve import plan_solve
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
@@ -43,6 +44,7 @@ TIGHT = dict(rtol=1e-10, atol=1e-12)
         (Rosenbrock23(), InterpolatingAdjoint()),
         (Kvaerno5(), InterpolatingAdjoint()),
         (KenCarp4(), InterpolatingAdjoint()),
+        (RadauIIA5(), InterpolatingAdjoint()),
     ],
 )
 def test_stiff_gradient_against_the_closed_form(solver, sensealg):
@@ -69,7 +71,7 @@ def test_stiff_gradient_against_the_closed_form(solver, sensealg):
     if isinstance(sensealg, DiscreteAdjoint):  # one backward step per accepted step
         assert st["adjoint_steps"] == st["steps"]
     default = Objective(prob, SquaredError(data[:, None]), ts, solver=solver, **tol)
-    if isinstance(solver, ESDIRK):  # their only adjoint
+    if solver.family in ("esdirk", "radau"):  # their only adjoint
         assert isinstance(default.sensealg, InterpolatingAdjoint)
         return
     # the default with an exact Jacobian is the discrete adjoint; finite differences refuse it

@@ -196,7 +196,12 @@ def test_lockstep_with_stiff_solvers(solver):
 
 @pytest.mark.parametrize(
     "solver",
-    [ode.Rosenbrock23(), ode.Kvaerno5(), ode.Rodas5P(jacobian="finite difference")],
+    [
+        ode.Rosenbrock23(),
+        ode.Kvaerno5(),
+        ode.Rodas5P(jacobian="finite difference"),
+        ode.RadauIIA5(),
+    ],
     ids=repr,
 )
 def test_other_rosenbrock_and_esdirk_methods(solver):

@@ -1,5 +1,5 @@
 """Problems and per-method settings shared by the tests of the compiled stiff solvers
-(test_stiff.py: what all four do; test_esdirk.py: the ESDIRK methods' own)."""
+(test_stiff.py: what all five do; test_esdirk.py: the ESDIRK methods' own)."""
 
 import math
 
@@ -10,16 +10,17 @@ from scichains import ode
 
 ROSENBROCKS = [ode.Rosenbrock23, ode.Rodas5P]
 ESDIRKS = [ode.Kvaerno5, ode.KenCarp4]
-STIFF = ROSENBROCKS + ESDIRKS
+RADAUS = [ode.RadauIIA5]
+STIFF = ROSENBROCKS + ESDIRKS + RADAUS
 
 NEWTON_TIGHT = dict(rtol=1e-13, atol=1e-15)
-"""Tolerances for the ESDIRK methods' fixed-step order measurements: they set the Newton
+"""Tolerances for the ESDIRK and Radau methods' fixed-step order measurements: they set the Newton
 iteration's stopping test, whose error must stay below the truncation error being measured
 (a Rosenbrock step has no iteration)."""
 
 
 def fixed_step_options(solver) -> dict:
-    return NEWTON_TIGHT if any(solver is m for m in ESDIRKS) else {}
+    return NEWTON_TIGHT if any(solver is m for m in ESDIRKS + RADAUS) else {}
 
 
 @numba.njit

@@ -16,7 +16,7 @@ def van_der_pol(du, u, p, t):
     du[1] = p[0] * (1.0 - u[0] ** 2) * u[1] - u[0]
 
 
-FAMILIES = ["Tsit5", "Rodas5P", "Kvaerno5"]  # explicit, Rosenbrock, ESDIRK
+FAMILIES = ["Tsit5", "Rodas5P", "Kvaerno5", "RadauIIA5"]  # explicit, Rosenbrock, ESDIRK, Radau
 
 
 def _plan(solver, tspan=(0.0, 30.0)):

@@ -86,6 +86,7 @@ ADAPTIVE = [
     ode.Rosenbrock23(),
     ode.KenCarp4(),
     ode.Kvaerno5(),
+    ode.RadauIIA5(),
 ]
 CVODE = [ode.CVODE_BDF(), ode.CVODE_Adams()]
 

@@ -1,5 +1,5 @@
-"""The compiled stiff solvers (Rosenbrock23, Rodas5P, Kvaerno5, KenCarp4): measured convergence
-orders of the steps and of the dense output, the Bari test set's reference solutions,
+"""The compiled stiff solvers (Rosenbrock23, Rodas5P, Kvaerno5, KenCarp4, RadauIIA5): measured
+convergence orders of the steps and of the dense output, the Bari test set's reference solutions,
 doses/tstops/saveat, status codes; then the Rosenbrock methods' own checks (test_esdirk.py
 holds the ESDIRK methods' own)."""
 
@@ -28,7 +28,7 @@ from ._stiff_problems import (
     sqrt_vjp,
 )
 
-R23, R5P, K5, KC4 = (m.name for m in STIFF)  # the tables below are keyed by name
+R23, R5P, K5, KC4, RAD = (m.name for m in STIFF)  # the tables below are keyed by name
 NAME = lambda m: m.name  # noqa: E731
 
 # fixed step sizes of the order measurements (in the asymptotic range of each method)
@@ -37,12 +37,14 @@ ORDER_DTS = {
     R5P: [0.2, 0.1, 0.05, 0.025],
     K5: [0.2, 0.1, 0.05, 0.025],
     KC4: [0.2, 0.1, 0.05, 0.025],
+    RAD: [0.2, 0.1, 0.05, 0.025],
 }
 NONAUTONOMOUS_DTS = {
     R23: [0.1, 0.05, 0.025],
     R5P: [0.3, 0.15, 0.075],
     K5: [0.3, 0.15, 0.075, 0.0375],
     KC4: [0.3, 0.15, 0.075, 0.0375],
+    RAD: [0.3, 0.15, 0.075, 0.0375],
 }
 
 
@@ -104,6 +106,7 @@ KAPS_TOLERANCES = {
     R5P: (1e-5, 1e-5, 10_000),
     K5: (1e-6, 3e-4, 1_000),
     KC4: (1e-6, 1e-6, 1_000),
+    RAD: (1e-6, 1e-6, 1_000),
 }
 
 
@@ -133,12 +136,19 @@ def test_stiff_kaps_within_tolerance(solver, eps):
 
 # (relative error at rtol 1e-10, step limit). 5 significant digits asked; measured
 # (2026-12-01) Rodas5P 8 or more, Kvaerno5 9.5-10.8, KenCarp4 9.3-10.5 on the four
-BARI = {R23: (1e-5, 10**7), R5P: (1e-8, 10**6), K5: (5e-9, 10**6), KC4: (5e-9, 10**6)}
+BARI = {
+    R23: (1e-5, 10**7),
+    R5P: (1e-8, 10**6),
+    K5: (5e-9, 10**6),
+    KC4: (5e-9, 10**6),
+    RAD: (5e-9, 10**6),
+}
 
 
 @pytest.mark.parametrize("solver", STIFF, ids=NAME)
-@pytest.mark.parametrize("name", ["HIRES", "OREGO", "VDPOL", "POLLU"])
+@pytest.mark.parametrize("name", ["HIRES", "OREGO", "VDPOL", "POLLU", "ROBER"])
 def test_five_digits_on_the_bari_test_set(name, solver):
+    """Five significant digits or more at rtol 1e-10 on the Bari problems and Robertson."""
     tp = PROBLEMS[name]
     tol, max_steps = BARI[solver.name]
     sol = ode.solve(

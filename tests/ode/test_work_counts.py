@@ -62,6 +62,14 @@ COUNTS = {
     ("orego", "Kvaerno5"): dict(
         nf=18511, naccept=1329, nreject=4, njac=518, nlu=956, nnewton=18509, nnewton_fail=0
     ),
+    # RadauIIA5: measured on an AMD EPYC Zen 3, AVX2 (2026-12-04); nnewton counts iterations
+    # of the whole 3n system (three calls of f each)
+    ("vdp100", "RadauIIA5"): dict(
+        nf=5979, naccept=764, nreject=23, njac=324, nlu=594, nnewton=1737, nnewton_fail=0
+    ),
+    ("orego", "RadauIIA5"): dict(
+        nf=16490, naccept=2106, nreject=4, njac=1032, nlu=1522, nnewton=4794, nnewton_fail=10
+    ),
 }
 
 

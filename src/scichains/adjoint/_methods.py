@@ -573,6 +573,7 @@ _METHODS = {
     "cvode": {None: CVODEMethod},
     "rosenbrock": {DiscreteAdjoint: RosenbrockDiscreteMethod, None: RosenbrockMethod},
     "esdirk": {None: RosenbrockMethod},
+    "radau": {None: RosenbrockMethod},
     "explicit": {
         DiscreteAdjoint: DiscreteMethod,
         ForwardSensitivity: ForwardMethod,

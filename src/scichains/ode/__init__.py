@@ -1,4 +1,4 @@
-"""scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock, ESDIRK) solvers whose stepping
+"""scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock, ESDIRK, Radau) solvers whose stepping
 loop is compiled.
 
 ``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``;
@@ -9,6 +9,7 @@ from ._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
 from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._problem import FrozenGlobalWarning, ODEProblem
+from ._radau import RadauIIA, RadauIIA5
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
 from ._stiff import STIFF_SOLVERS, Rodas5P, Rosenbrock, Rosenbrock23
@@ -38,6 +39,8 @@ __all__ = [
     "ODEProblem",
     "ODESolveError",
     "ReturnCode",
+    "RadauIIA",
+    "RadauIIA5",
     "Rodas5P",
     "Rosenbrock",
     "Rosenbrock23",

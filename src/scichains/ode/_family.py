@@ -13,6 +13,7 @@ FAMILIES = {
     "explicit": "explicit Runge-Kutta (Tsit5, DP5, BS3, Vern7, RK4, Euler)",
     "rosenbrock": "Rosenbrock (Rodas5P, Rosenbrock23)",
     "esdirk": "ESDIRK (Kvaerno5, KenCarp4)",
+    "radau": "Radau IIA (RadauIIA5)",
     "cvode": "SUNDIALS CVODE (CVODE_BDF, CVODE_Adams)",
 }
 """The families, with the solvers of each in words (for messages)."""

@@ -18,6 +18,8 @@ from ._esdirk_kernel import carry_size as esdirk_carry_size
 from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import Tableau, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
+from ._radau_kernel import carry_size as radau_carry_size
+from ._radau_kernel import radau_integrate, radau_tableau
 from ._rosenbrock_kernel import CARRY_SIZE, RosenbrockTableau, rosenbrock_integrate
 from ._solution import (
     FailedSolve,
@@ -130,6 +132,7 @@ STEPPERS = {
         True,
     ),
     "esdirk": Stepper(esdirk_integrate, _esdirk_tableau, esdirk_carry_size, _newton_stats, True),
+    "radau": Stepper(radau_integrate, radau_tableau, radau_carry_size, _newton_stats, True),
 }
 """The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""
 

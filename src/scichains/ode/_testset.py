@@ -1,6 +1,7 @@
 """Stiff test problems of the Bari test set (F. Mazzia, C. Magherini et al., "Test Set for IVP
-Solvers", University of Bari, release 2.4, 2008) with its published reference solutions: the
-tests and ``benchmarks/stiff.py`` use them.
+Solvers", University of Bari, release 2.4, 2008) with its published reference solutions, and
+Robertson's chemical kinetics (not in that set) with a reference computed here: the tests and
+``benchmarks/stiff.py`` use them.
 
 Each entry: the right-hand side (compiled, constants as in the test set's Fortran sources),
 the initial state, the time span and the reference solution at its end (computed by the test
@@ -42,6 +43,15 @@ def vdpol(du, u, p, t):
     """VDPOL: the van der Pol oscillator with eps = 1e-6 (mu = 1e6 in the time-scaled form)."""
     du[0] = u[1]
     du[1] = ((1.0 - u[0] * u[0]) * u[1] - u[0]) * 1e6
+
+
+@numba.njit
+def rober(du, u, p, t):
+    """ROBER: Robertson's autocatalytic reaction (1966; Hairer & Wanner II, IV.1), 3 states,
+    rate constants 0.04, 1e4 and 3e7."""
+    du[0] = -0.04 * u[0] + 1e4 * u[1] * u[2]
+    du[2] = 3e7 * u[1] * u[1]
+    du[1] = -du[0] - du[2]
 
 
 @numba.njit
@@ -143,6 +153,18 @@ PROBLEMS = {
         np.array([2.0, 0.0]),
         (0.0, 2.0),
         np.array([0.1706167732170483e1, -0.8928097010247975e0]),
+    ),
+    # Robertson on [0, 1e5] (the span of SciMLBenchmarks' work-precision diagrams). No
+    # extended-precision reference is published for it; these 12 digits are where independent
+    # solvers meet (2026-12-04): scipy's Radau at rtol 1e-12, 1e-13 and 1e-14 (atol 1e-22, the
+    # exact Jacobian) agree to 3e-13 relative, and scipy's BDF and LSODA and SUNDIALS' CVODE
+    # converge to them as the tolerance falls (3e-12 apart at rtol 1e-14, 1e-11 at 1e-13).
+    "ROBER": TestProblem(
+        "ROBER",
+        rober,
+        np.array([1.0, 0.0, 0.0]),
+        (0.0, 1e5),
+        np.array([1.786592114210e-02, 7.274751468436e-08, 9.821340061104e-01]),
     ),
     "POLLU": TestProblem(
         "POLLU",
