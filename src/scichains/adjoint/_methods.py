@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..ode._dae import consistent_state, start_vjp
 from ..ode._family import FAMILIES, family_of
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
@@ -47,6 +48,8 @@ class SensitivityMethod:
 
     saveat: np.ndarray
     _dl_du: np.ndarray
+    takes_mass_matrix = False
+    """Differentiates ``M du/dt = f`` (a problem with a mass matrix)."""
 
     def forward(self, p: np.ndarray, u0: np.ndarray) -> np.ndarray:
         """Solve at ``(p, u0)``; the states at the save times, shape ``(len(saveat), n)``
@@ -413,7 +416,24 @@ class RosenbrockDiscreteMethod(_Planned):
     solve lands on the save times and keeps every step's stages (and, up to
     :data:`JACOBIANS_KEPT_UP_TO` states, its Jacobian); the compiled sweep
     (:func:`~scichains.adjoint._stiff_discrete.rosenbrock_discrete_adjoint`) runs its accepted
-    steps backward, one per step, with transposed solves of each step's iteration matrix."""
+    steps backward, one per step, with transposed solves of each step's iteration matrix
+    (``M / (h gamma) - J`` with a mass matrix: the gradient through a DAE solve).
+
+    With a singular mass matrix each call first solves for the algebraic variables of
+    ``u0`` at the given ``p`` (the values passed in start the Newton iteration), and the
+    gradient includes how that start moves with ``p`` and with the differential part of
+    ``u0`` (:func:`scichains.ode._dae.start_vjp`)."""
+
+    takes_mass_matrix = True
+
+    def _start(self, p, u0):
+        part = self.prob.algebraic
+        if part is None:
+            return u0
+        return consistent_state(self.prob, part, u0, p, self.prob.tspan[0])
+
+    def forward(self, p, u0):
+        return _Planned.forward(self, p, self._start(p, u0))
 
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
@@ -442,7 +462,8 @@ class RosenbrockDiscreteMethod(_Planned):
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
-        saved = self.forward(p, u0)
+        u0 = self._start(p, u0)
+        saved = _Planned.forward(self, p, u0)
         value = loss.value_and_grad(self.saveat, saved, self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
@@ -465,8 +486,12 @@ class RosenbrockDiscreteMethod(_Planned):
             du0,
             self.adjoint_stats,
             self._fail,
+            plan.mass,
         )
         raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
+        part = self.prob.algebraic
+        if part is not None:
+            dp, du0 = start_vjp(self.prob, part, u0, p, self.prob.tspan[0], dp, du0)
         return value, dp, du0
 
     def stats(self) -> dict:
@@ -564,6 +589,11 @@ def make_method(
         raise TypeError(f"unknown sensealg {sensealg!r} for the {family} solver {solver.name}")
     if cls is ContinuousMethod and sensealg.checkpointing:
         cls = CheckpointedMethod
+    if getattr(prob, "mass_matrix", None) is not None and not cls.takes_mass_matrix:
+        raise TypeError(
+            "gradients through a problem with a mass matrix (M du/dt = f) come from Rodas5P() "
+            f"with DiscreteAdjoint() (through its steps), not {solver.name} with {sensealg!r}"
+        )
     return cls(prob, loss, saveat, solver, sensealg, *options)
 
 

@@ -3,15 +3,17 @@
 One step of a Rosenbrock method (:mod:`scichains.ode._stiff`, the form the compiled stepper
 runs) from ``(t, u)`` with step ``h``:
 
-    J = df/du(t, u),  f_t = df/dt(t, u),  W = I / (h gamma) - J,
-    y_i = u + sum_{j<i} a_ij U_j,   r_i = f(t + c_i h, y_i) + h d_i f_t + sum_{j<i} (C_ij / h) U_j,
+    J = df/du(t, u),  f_t = df/dt(t, u),  W = M / (h gamma) - J,
+    y_i = u + sum_{j<i} a_ij U_j,
+    r_i = f(t + c_i h, y_i) + h d_i f_t + M sum_{j<i} (C_ij / h) U_j,
     U_i = W^-1 r_i,   u_new = u + sum_i m_i U_i.
 
 Its adjoint, given ``lam = dL/du_new`` (step sizes held fixed, as for the explicit methods'
-discrete adjoint): ``Ubar_i = m_i lam`` plus what later stages pass back, then for
+discrete adjoint; ``M = I`` without a mass matrix, a constant ``M`` of ``M du/dt = f`` with
+one): ``Ubar_i = m_i lam`` plus what later stages pass back, then for
 ``i = s-1 .. 0``
 
-    rbar_i = W^-T Ubar_i,   ftbar += h d_i rbar_i,   Ubar_j += (C_ij / h) rbar_i,
+    rbar_i = W^-T Ubar_i,   ftbar += h d_i rbar_i,   Ubar_j += (C_ij / h) M^T rbar_i,
     [ybar_i, pbar_i] = vjp(rbar_i at (t + c_i h, y_i)),   Ubar_j += a_ij ybar_i,
 
 ``ubar = lam + sum_i ybar_i``, ``pbar += sum_i pbar_i``, and the terms through ``J`` and ``f_t``:
@@ -64,6 +66,7 @@ def rosenbrock_discrete_adjoint(
     ubar,
     stats,
     fail,
+    mass,
 ):
     """Back-propagate ``dl_du`` (the loss gradient at the save points, stored at entries
     ``save_pos``) through the accepted steps of a Rosenbrock solve (``ts[:nstore]``, ``us``,
@@ -74,12 +77,16 @@ def rosenbrock_discrete_adjoint(
     and one call of ``f`` per step). ``method``: the
     :class:`~scichains.ode._rosenbrock_kernel.RosenbrockTableau`.
 
+    ``mass``: the problem's mass matrix (``M du/dt = f``; ``(0, 0)``: the identity), in ``W =
+    M / (h gamma) - J`` and the stages' ``M sum_j (C_ij / h) U_j`` as the stepper has them.
+
     Writes dL/dp into ``pbar`` and dL/du0 into ``ubar``; ``stats`` (added to): ``[steps, vjp
     calls]``. Returns a :class:`~scichains.ode.ReturnCode` value: SUCCESS, RHS_ERROR (the vjp
     or the right-hand side raised: ``fail = [t, v, u]`` there) or SINGULAR (an iteration
     matrix the forward solve factored is singular here).
     """
     a, C, c, dd, m, _, gamma, _, _, _ = method
+    has_mass = mass.shape[0] > 0
     f = rhs_from_address(faddr)
     vjp = vjp_from_address(vaddr)
     s = m.shape[0]
@@ -155,10 +162,15 @@ def rosenbrock_discrete_adjoint(
                 if tmp[i] != f0[i]:
                     autonomous = False
         inv = 1.0 / (hs * gamma)
-        for i in range(n):
-            for j in range(n):
-                W[i, j] = -J[i, j]
-            W[i, i] += inv
+        if has_mass:
+            for i in range(n):
+                for j in range(n):
+                    W[i, j] = inv * mass[i, j] - J[i, j]
+        else:
+            for i in range(n):
+                for j in range(n):
+                    W[i, j] = -J[i, j]
+                W[i, i] += inv
         if lu_factor(W, piv) >= 0:
             code = SINGULAR
             break
@@ -183,10 +195,19 @@ def rosenbrock_discrete_adjoint(
             hd = hs * dd[st]
             for i in range(n):
                 ftb[i] += hd * Rb[st, i]
+            if has_mass:  # the stages' M sum_j (C_ij / h) U_j: M^T rbar_i
+                for i in range(n):
+                    acc = 0.0
+                    for q in range(n):
+                        acc += mass[q, i] * Rb[st, q]
+                    tmp[i] = acc
+            else:
+                for i in range(n):
+                    tmp[i] = Rb[st, i]
             for j in range(st):
                 cj = C[st, j] / hs
                 for i in range(n):
-                    Ub[j, i] += cj * Rb[st, i]
+                    Ub[j, i] += cj * tmp[i]
             if vjp(Rb[st], Y[st], p, t + c[st] * hs, k, ub, pb) != 0:
                 record_vjp_failure(fail, t + c[st] * hs, Rb[st], Y[st])
                 code = RHS_ERROR

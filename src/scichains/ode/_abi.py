@@ -135,7 +135,7 @@ vjp_from_address = function_from_address(VJP_TYPE, "vjp_from_address")
 
 
 class StepControl(NamedTuple):
-    """Tolerances and limits of an adaptive solve."""
+    """Tolerances and limits of an adaptive solve, and the problem's mass matrix."""
 
     rtol: float
     atol: float
@@ -144,6 +144,12 @@ class StepControl(NamedTuple):
     max_steps: int
     group: int  # 0: the error norm over the whole state; g > 0: the largest of the norms of
     #             consecutive groups of g components (one trajectory each of a lockstep system)
+    mass: np.ndarray  # (n, n) float64: M of M du/dt = f (the families with mass matrices
+    #                   read it); (0, 0): the identity
+
+
+NO_MASS = np.zeros((0, 0))
+"""``StepControl.mass`` of a problem without a mass matrix (``M = I``)."""
 
 
 class Stops(NamedTuple):
@@ -176,7 +182,7 @@ class StepStore(NamedTuple):
 
 _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
-CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,) * 2, StepControl)
+CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,) * 2 + (_F2,), StepControl)
 STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64), Stops)
 STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
 

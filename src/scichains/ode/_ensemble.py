@@ -19,7 +19,7 @@ from ..nn._chain import parallel_lock
 from ..parallel import _executor as ex
 from ..parallel import _shm as shm
 from ..parallel._transport import ProblemSpec, as_rows
-from ._abi import StepControl, Stops
+from ._abi import NO_MASS, StepControl, Stops
 from ._ensemble_kernels import solve_batch
 from ._ensemble_lanes import LANES, lane_rhs_address, solve_lanes
 from ._kernels import ensure_lean_integrate
@@ -314,7 +314,7 @@ def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     # not SUCCESS (0) until a stepper says so: a trajectory no block reached shows NOT_RUN
     status.fill(ReturnCode.NOT_RUN)
     if lanes_apply(prob, settings):
-        control = StepControl(*settings.control, 0)
+        control = StepControl(*settings.control, 0, NO_MASS)
         faddr = lane_rhs_address(prob.f, n, P.shape[1])
         with _numba_threads(threads):
             solve_lanes(
@@ -339,7 +339,7 @@ def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     # blocks: several per thread, handed out one at a time, so a few slow trajectories do not
     # hold up a thread's whole share (the results do not depend on the split)
     nblocks = max(1, min(m, 16 * threads))
-    control = StepControl(*settings.control, prob.error_group)
+    control = StepControl(*settings.control, prob.error_group, NO_MASS)
     # the lean form of the right-hand side where there is one (unsigned address: see
     # _kernels.rhs_function); the stepper's arithmetic is the same, so are the results
     faddr = prob.lean_address

@@ -98,7 +98,7 @@ ESDIRK_TABLEAU_TYPE = types.NamedTuple(
 # [8] Newton iterations, [9] failed Newton iterations
 
 
-def _workspace(method, u0, p, store):
+def _workspace(method, u0, p, store, control):
     n = u0.shape[0]
     s = method.c.shape[0]
     J = np.empty((n, n))

@@ -66,7 +66,7 @@ compiled on first use by :func:`ensure_lean_integrate` (the ensembles' form)."""
 # the family's step, as the hooks of the one loop (scichains.ode._loop)
 
 
-def _workspace(method, u0, p, store):
+def _workspace(method, u0, p, store, control):
     s = method.b.shape[0]
     R = store.astore.shape[2]
     K = np.empty((s, u0.shape[0]))  # the stages; K[0] = f(t, u)

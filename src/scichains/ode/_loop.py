@@ -13,8 +13,10 @@ like any kernel), so the family's arithmetic is what it was when each family had
 
 The hooks (all take the tableau ``method`` first; ``ws`` is the family's workspace tuple):
 
-``workspace(method, u0, p, store) -> ws``
-    scratch and the family's state between steps (Jacobian reuse, Newton history, counts).
+``workspace(method, u0, p, store, control) -> ws``
+    scratch and the family's state between steps (Jacobian reuse, Newton history, counts),
+    and what it keeps of ``control`` (:class:`~scichains.ode._abi.StepControl`: the mass
+    matrix, for the families that take one).
 ``current_f(method, ws) -> (n,) array``
     where the family keeps ``f(t, u)`` at the current point.
 ``evaluate(method, ws, f, u, p, t, k) -> status``
@@ -148,7 +150,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     stepper's state is in ``stats`` and ``carry``: copy the stored entries into larger buffers
     and call again with ``stats[6] = 1`` to go on exactly where it stopped.
     """
-    rtol, atol, dt0, dtmin, max_steps, group = control
+    rtol, atol, dt0, dtmin, max_steps, group, _ = control
     times, jump_index, jump_count, jump_state, jump_amount = stops
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_function(faddr)
@@ -159,7 +161,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     direction = 1.0 if t1 >= t0 else -1.0
     ctrl_order = method.ctrl_order
     adaptive = ctrl_order > 0
-    ws = workspace(method, u0, p, store)
+    ws = workspace(method, u0, p, store, control)
     fcur = current_f(method, ws)
     u = u0.copy()
     unew = u0.copy()

@@ -17,6 +17,7 @@ from .._jit import CFUNC_FLAGS
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
 from ._abi import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
+from ._dae import algebraic_part, check_mass_matrix, consistent_state
 
 
 def _call(f, du, u, p, t0, kernel, five):
@@ -328,7 +329,8 @@ def _as_vjp(f):
 
 
 class ODEProblem:
-    """An initial value problem du/dt = f(u, p, t), u(t0) = u0.
+    """An initial value problem du/dt = f(u, p, t), u(t0) = u0, or M du/dt = f(u, p, t) with a
+    constant mass matrix ``M``.
 
     Parameters
     ----------
@@ -351,9 +353,17 @@ class ODEProblem:
         ``ubar = v^T df/du`` (shape ``(n,)``) and ``pbar = v^T df/dp`` (shape ``p.shape``):
         what the adjoint methods of :mod:`scichains.adjoint` need. Problems built by
         :class:`scichains.ode.SymbolicModel` bring exact generated ones.
+    mass_matrix : array of shape ``(n, n)``, optional
+        A constant ``M`` of ``M du/dt = f(u, p, t)`` (default: the identity). A singular
+        ``M`` makes a differential-algebraic system (a zero row: an algebraic equation
+        ``0 = f_i``) of index 1, solved by Rodas5P and RadauIIA5 (Rosenbrock23 too for a
+        non-singular ``M``); the other solvers refuse it. ``u0`` must then satisfy the
+        algebraic equations to the tolerances (checked at each solve), or ``solve(...,
+        init="algebraic")`` computes the algebraic variables (:meth:`consistent_u0`).
+        Gradients: Rodas5P with its discrete adjoint.
     """
 
-    def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None):
+    def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None, mass_matrix=None):
         self.f = f
         if isinstance(f, CPUDispatcher):
             warn_frozen_globals(f, "right-hand side")
@@ -401,7 +411,31 @@ class ODEProblem:
         elif kernel.work.dtype != np.float64:
             raise TypeError("the network kernel must be float64: chain.kernel(np.float64)")
         self.kernel = kernel
+        self.mass_matrix = check_mass_matrix(mass_matrix, u0.size)
+        self._algebraic = None
         _probe(f, u0, self.p, t0, kernel, five)
+
+    @property
+    def algebraic(self):
+        """The algebraic equations and variables of a singular mass matrix (an
+        :class:`~scichains.ode._dae.AlgebraicPart`), or ``None`` (an ODE)."""
+        if self.mass_matrix is None:
+            return None
+        if self._algebraic is None:
+            part = algebraic_part(self.mass_matrix)
+            self._algebraic = False if part is None else part
+        return self._algebraic or None
+
+    def consistent_u0(self, u0=None, p=None) -> np.ndarray:
+        """A new ``u0`` whose algebraic variables satisfy the algebraic equations of ``M
+        du/dt = f`` at ``t0`` (Newton on them; the components ``M`` sees kept): ``u0`` and
+        ``p`` default to the problem's. Without a singular mass matrix, a copy of ``u0``."""
+        u0 = self.u0 if u0 is None else np.ascontiguousarray(u0, dtype=np.float64)
+        p = self.p if p is None else _check_p(p)
+        part = self.algebraic
+        if part is None:
+            return u0.copy()
+        return consistent_state(self, part, u0, p, self.tspan[0])
 
     @property
     def lean_address(self) -> int:

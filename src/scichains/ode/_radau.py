@@ -96,6 +96,7 @@ class RadauIIA:
     interp: np.ndarray = field(init=False, repr=False, compare=False)
 
     adaptive = True
+    dae = True  # stiffly accurate, L-stable: index-1 DAEs (singular M) keep order 5 (RADAU5)
     family = "radau"
     default_sensealg = "interpolating"  # integrated backward by Rodas5P
     order = 5

@@ -22,6 +22,10 @@ with fixed steps, where no step-size test cuts a slow iteration short): the step
 NEWTON_FAILURE (NONFINITE after a NaN). When the iteration converges but too slowly to finish
 in the iterations left, the step shrinks by RADAU5's factor before it is tried again.
 
+With a mass matrix (``M du/dt = f``, ``StepControl.mass``; index-1 DAEs when ``M`` is
+singular) ``I`` becomes ``M`` in ``E1``, ``E2`` and the iteration's ``W`` terms, and the error
+estimate's ``sum dd_i Z_i / h`` is multiplied by ``M`` (RADAU5's IJOB 5).
+
 Error estimate (RADAU5's ESTRAD): ``err = E1^-1 (f(t, u) + sum dd_i Z_i / h)``; at the first
 step and after a rejected one, when ``||err|| >= 1``, once more with ``f(t, u + err)``
 (one more call of ``f``): the filter that keeps the estimate of a stiff component bounded.
@@ -128,7 +132,7 @@ def radau_tableau(solver, ctrl: int) -> RadauTableau:
 # is after a rejection), [13] unused
 
 
-def _workspace(method, u0, p, store):
+def _workspace(method, u0, p, store, control):
     n = u0.shape[0]
     J = np.empty((n, n))
     E1 = np.empty((n, n))
@@ -153,7 +157,11 @@ def _workspace(method, u0, p, store):
     st[0] = 1.0
     st[3] = 1.0
     st[11] = 1.0
-    return J, E1, E1T, E2, E2T, piv1, piv2, Z, W, F, Kprev, f0, tmp, du, evec, scale, r1, r2, pb, st
+    mass = control.mass
+    return (
+        J, E1, E1T, E2, E2T, piv1, piv2, Z, W, F, Kprev, f0, tmp, du, evec, scale, r1, r2, pb, st,
+        mass,
+    )  # fmt: skip
 
 
 def _current_f(method, ws):
@@ -169,18 +177,25 @@ def _has_room(method, ws, store, nstore):
 
 
 @kernel  # a call, not inlined: the two factorisations inlined twice doubled the compile time
-def _factor(J, E1, E1T, E2, E2T, piv1, piv2, gamma, alpha, beta, hs):
-    """``E1 = gamma / h I - J`` and ``E2 = (alpha + i beta) / h I - J``, factored (with their
-    transposes for the column solves); False if one is singular."""
+def _factor(J, mass, E1, E1T, E2, E2T, piv1, piv2, gamma, alpha, beta, hs):
+    """``E1 = gamma / h M - J`` and ``E2 = (alpha + i beta) / h M - J`` (``M = I`` when
+    ``mass`` is empty), factored (with their transposes for the column solves); False if one
+    is singular."""
     n = J.shape[0]
     fac1 = gamma / hs
     shift = complex(alpha / hs, beta / hs)
-    for i in range(n):
-        for j in range(n):
-            E1[i, j] = -J[i, j]
-            E2[i, j] = -J[i, j]
-        E1[i, i] += fac1
-        E2[i, i] += shift
+    if mass.shape[0] > 0:
+        for i in range(n):
+            for j in range(n):
+                E1[i, j] = fac1 * mass[i, j] - J[i, j]
+                E2[i, j] = shift * mass[i, j] - J[i, j]
+    else:
+        for i in range(n):
+            for j in range(n):
+                E1[i, j] = -J[i, j]
+                E2[i, j] = -J[i, j]
+            E1[i, i] += fac1
+            E2[i, i] += shift
     if lu_factor(E1, piv1) >= 0 or lu_factor(E2, piv2) >= 0:
         return False
     transpose_into(E1, E1T)
@@ -203,7 +218,9 @@ def _solve_pair(E1T, piv1, r1, E2T, piv2, r2):
 
 def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail):
     Ainv, T, TI, c, b, dd, P, gam, alp, bet, ctrl_order, jac_mode = method
-    J, E1, E1T, E2, E2T, piv1, piv2, Z, W, F, Kprev, f0, tmp, du, evec, scale, r1, r2, pb, st = ws
+    (J, E1, E1T, E2, E2T, piv1, piv2, Z, W, F, Kprev, f0, tmp, du, evec, scale, r1, r2, pb, st,
+     mass) = ws  # fmt: skip
+    has_mass = mass.shape[0] > 0
     rtol = control.rtol
     atol = control.atol
     dtmin = control.dtmin
@@ -224,7 +241,7 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
         st[2] = 0.0
     if hs != st[2]:
         st[7] += 1.0
-        if not _factor(J, E1, E1T, E2, E2T, piv1, piv2, gam, alp, bet, hs):
+        if not _factor(J, mass, E1, E1T, E2, E2T, piv1, piv2, gam, alp, bet, hs):
             st[2] = 0.0
             h = 0.5 * h_try
             return (SINGULAR if h < dtmin else RETRY), h, calls, False, True, -1
@@ -284,10 +301,20 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
             g0 = TI[0, 0] * F[0, i] + TI[0, 1] * F[1, i] + TI[0, 2] * F[2, i]
             g1 = TI[1, 0] * F[0, i] + TI[1, 1] * F[1, i] + TI[1, 2] * F[2, i]
             g2 = TI[2, 0] * F[0, i] + TI[2, 1] * F[1, i] + TI[2, 2] * F[2, i]
-            r1[i] = g0 - fac1 * W[0, i]
-            r2[i] = complex(
-                g1 - alphn * W[1, i] + betan * W[2, i], g2 - alphn * W[2, i] - betan * W[1, i]
-            )
+            if has_mass:  # (M W_r)_i
+                w0 = 0.0
+                w1 = 0.0
+                w2 = 0.0
+                for j in range(n):
+                    w0 += mass[i, j] * W[0, j]
+                    w1 += mass[i, j] * W[1, j]
+                    w2 += mass[i, j] * W[2, j]
+            else:
+                w0 = W[0, i]
+                w1 = W[1, i]
+                w2 = W[2, i]
+            r1[i] = g0 - fac1 * w0
+            r2[i] = complex(g1 - alphn * w1 + betan * w2, g2 - alphn * w2 - betan * w1)
         _solve_pair(E1T, piv1, r1, E2T, piv2, r2)
         dyno = 0.0
         for i in range(n):
@@ -349,8 +376,20 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
         unew[i] = u[i] + Z[2, i]
     if ctrl_order > 0:
         inv = 1.0 / hs
+        # evec = M sum_i dd_i Z_i / h, the same in both estimates
         for i in range(n):
-            r1[i] = f0[i] + (dd[0] * Z[0, i] + dd[1] * Z[1, i] + dd[2] * Z[2, i]) * inv
+            tmp[i] = (dd[0] * Z[0, i] + dd[1] * Z[1, i] + dd[2] * Z[2, i]) * inv
+        if has_mass:
+            for i in range(n):
+                acc = 0.0
+                for j in range(n):
+                    acc += mass[i, j] * tmp[j]
+                evec[i] = acc
+        else:
+            for i in range(n):
+                evec[i] = tmp[i]
+        for i in range(n):
+            r1[i] = f0[i] + evec[i]
         _solve_real(E1T, piv1, r1)
         for i in range(n):
             err[i] = r1[i]
@@ -364,7 +403,7 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
                     record_failure(fail, t, tmp)
                     return RHS_ERROR, 0.0, calls, True, False, -1
                 for i in range(n):
-                    r1[i] = du[i] + (dd[0] * Z[0, i] + dd[1] * Z[1, i] + dd[2] * Z[2, i]) * inv
+                    r1[i] = du[i] + evec[i]
                 _solve_real(E1T, piv1, r1)
                 for i in range(n):
                     err[i] = r1[i]
@@ -449,6 +488,7 @@ def _resume(method, ws, carry):
         # the factorisations again, from the same J and h: the same bits
         _factor(
             J,
+            ws[20],
             ws[1],
             ws[2],
             ws[3],

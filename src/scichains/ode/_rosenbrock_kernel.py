@@ -6,7 +6,10 @@ addresses of C-callables (as for the explicit stepper, :mod:`scichains.ode._kern
 method as arrays. Each step: the Jacobian ``J = df/du`` at ``(t, u)`` (``n`` vjp calls, one
 row each, or forward differences), ``df/dt`` by a one-sided difference in ``t``, the LU
 factorisation of ``W = I / (h gamma) - J`` (in place, partial pivoting:
-:mod:`scichains.ode._linalg`), then one solve per stage. A rejected step keeps ``J`` and
+:mod:`scichains.ode._linalg`), then one solve per stage. With a mass matrix (``M du/dt = f``,
+``StepControl.mass``) ``W = M / (h gamma) - J`` and the stages' ``sum_j (C_ij / h) U_j``
+terms are multiplied by ``M`` (Hairer & Wanner II, VI.4): Rodas5P is built for singular
+``M`` (index-1 DAEs). A rejected step keeps ``J`` and
 refactors ``W`` only. Stops, doses, the PI controller, the step store and its growth are
 those of the explicit stepper.
 """
@@ -58,7 +61,7 @@ ROS_TABLEAU_TYPE = types.NamedTuple(
 # [2] the t-shift of that difference, [3] Jacobians made, [4] LU factorisations
 
 
-def _workspace(method, u0, p, store):
+def _workspace(method, u0, p, store, control):
     n = u0.shape[0]
     s = method.m.shape[0]
     J = np.empty((n, n))
@@ -129,12 +132,19 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
             for i in range(n):
                 ft[i] = (4.0 * du[i] - 3.0 * f0[i] - unew[i]) / (2.0 * direction * dt_)
         st[0] = 0.0
-    # W = I / (h gamma) - J, factored in place
+    # W = M / (h gamma) - J (M = I without a mass matrix), factored in place
+    mass = control.mass
+    has_mass = mass.shape[0] > 0
     inv = 1.0 / (hs * gamma)
-    for i in range(n):
-        for j in range(n):
-            W[i, j] = -J[i, j]
-        W[i, i] += inv
+    if has_mass:
+        for i in range(n):
+            for j in range(n):
+                W[i, j] = inv * mass[i, j] - J[i, j]
+    else:
+        for i in range(n):
+            for j in range(n):
+                W[i, j] = -J[i, j]
+            W[i, i] += inv
     st[4] += 1.0
     if lu_factor(W, piv) >= 0:
         # singular for this step: shrink it (W changes with h) until dtmin
@@ -157,11 +167,24 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
                 record_failure(fail, ts_, tmp)
                 return RHS_ERROR, 0.0, calls, True, False, -1
         dts = hs * d[stage]
-        for i in range(n):
-            acc = du[i] + dts * ft[i]
-            for j in range(stage):
-                acc += (C[stage, j] / hs) * U[j, i]
-            U[stage, i] = acc
+        if has_mass and stage > 0:
+            # M sum_j (C_ij / h) U_j
+            for i in range(n):
+                acc = 0.0
+                for j in range(stage):
+                    acc += (C[stage, j] / hs) * U[j, i]
+                evec[i] = acc
+            for i in range(n):
+                acc = du[i] + dts * ft[i]
+                for j in range(n):
+                    acc += mass[i, j] * evec[j]
+                U[stage, i] = acc
+        else:
+            for i in range(n):
+                acc = du[i] + dts * ft[i]
+                for j in range(stage):
+                    acc += (C[stage, j] / hs) * U[j, i]
+                U[stage, i] = acc
         lu_solve_columns(WT, piv, U[stage])
     for i in range(n):
         acc = u[i]

@@ -12,6 +12,7 @@ import numpy as np
 from ..nn._validate import as_real
 from ._abi import NO_NETWORK, StepControl, StepStore, Stops
 from ._codes import GROW
+from ._dae import check_consistent, mass_of
 from ._esdirk import ESDIRK
 from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
 from ._esdirk_kernel import carry_size as esdirk_carry_size
@@ -120,6 +121,9 @@ class Stepper:
     """``stats(carry)``: the family's own statistics (a dict) after a solve."""
     implicit: bool
     """Makes Jacobians: with ``jacobian="exact"`` the problem needs a vjp."""
+    mass_matrix: bool = False
+    """Takes a mass matrix (``M du/dt = f``; a singular one where the method's ``dae`` says
+    so)."""
 
 
 STEPPERS = {
@@ -130,9 +134,12 @@ STEPPERS = {
         lambda n: CARRY_SIZE,
         lambda carry: {"njac": int(carry[3]), "nlu": int(carry[4])},
         True,
+        mass_matrix=True,
     ),
     "esdirk": Stepper(esdirk_integrate, _esdirk_tableau, esdirk_carry_size, _newton_stats, True),
-    "radau": Stepper(radau_integrate, radau_tableau, radau_carry_size, _newton_stats, True),
+    "radau": Stepper(
+        radau_integrate, radau_tableau, radau_carry_size, _newton_stats, True, mass_matrix=True
+    ),
 }
 """The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""
 
@@ -185,6 +192,8 @@ class SolvePlan:
         n = self.us.shape[1]
         self.fail = np.zeros(3 + n)
         self.family = self.solver.family
+        self.mass = mass_of(self.prob)
+        """``StepControl.mass``: the problem's mass matrix, or ``(0, 0)`` for ``M = I``."""
         stepper = STEPPERS[self.family]
         self.stepper = stepper
         self.stiff = stepper.implicit
@@ -303,6 +312,9 @@ def run_plan(
     one piece of the time span into the plan's buffers."""
     prob = plan.prob
     t0, t1 = prob.tspan if span is None else span
+    part = prob.algebraic
+    if part is not None and span is None and not f_address:
+        check_consistent(prob, part, u0, p, t0, plan.rtol, plan.atol)
     if tables is None:
         tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
     plan.stats[6] = 0
@@ -314,6 +326,7 @@ def run_plan(
             plan.dtmin,
             plan.max_steps,
             0 if f_address else prob.error_group,  # an augmented system: the whole norm
+            plan.mass,
         )
         code = int(
             plan.stepper.run(
@@ -417,6 +430,31 @@ def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
     return save, stops, jump_index, jump_count, js, ja
 
 
+def check_mass_solver(prob, solver, jumps=None) -> None:
+    """Refuse a solver (``TypeError``) or option (``ValueError``) that cannot solve ``prob``'s
+    ``M du/dt = f``."""
+    takes = "Rodas5P() or RadauIIA5() (Rosenbrock23() too for a non-singular M)"
+    stepper = STEPPERS.get(getattr(type(solver), "family", None))
+    if stepper is None or not stepper.mass_matrix:
+        why = (
+            "CVODE solves ODEs only (M = I)"
+            if getattr(type(solver), "family", None) == "cvode"
+            else f"{getattr(solver, 'name', solver)} does not take one"
+        )
+        raise TypeError(f"a problem with a mass matrix (M du/dt = f): {why}; solve it with {takes}")
+    if prob.algebraic is not None:
+        if not solver.dae:
+            raise TypeError(
+                f"{solver.name} takes a non-singular mass matrix only; this one is singular (a "
+                "differential-algebraic system): solve it with Rodas5P() or RadauIIA5()"
+            )
+        if jumps is not None and len(list(jumps)) > 0:
+            raise ValueError(
+                "jumps (doses) are not supported with a singular mass matrix: a jump would "
+                "leave the algebraic equations unsatisfied"
+            )
+
+
 def plan_solve(
     prob,
     solver,
@@ -441,6 +479,8 @@ def plan_solve(
         raise TypeError(f"unknown solver {solver!r}")
     if not isinstance(prob, ODEProblem):
         raise TypeError("solve needs an ODEProblem")
+    if prob.mass_matrix is not None:
+        check_mass_solver(prob, solver, jumps)
     t0, t1 = prob.tspan
     if not (rtol > 0 and atol >= 0):
         raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
@@ -524,6 +564,7 @@ def solve(
     dtmin: float | None = None,
     throw: bool = False,
     adaptive: bool | None = None,
+    init: str = "check",
 ) -> Solution:
     """Solve an :class:`ODEProblem`.
 
@@ -558,12 +599,24 @@ def solve(
         the ``__cause__`` of the ``ODESolveError``: the solve stops at the first one.
     adaptive : ``False`` runs an adaptive method with fixed steps ``dt0`` (default: adaptive
         when the method has an error estimate)
+    init : with a singular mass matrix (``ODEProblem(..., mass_matrix=M)``, a DAE):
+        ``"check"`` (default) raises ``ValueError`` unless ``u0`` satisfies the algebraic
+        equations at ``t0`` to the tolerances; ``"algebraic"`` first solves them for the
+        algebraic variables (the other components of ``u0`` kept: ``sol.u[0]`` shows the
+        state used). Ignored without a singular mass matrix.
     """
+    if init not in ("check", "algebraic"):
+        raise ValueError(f"init must be 'check' or 'algebraic', got {init!r}")
     if isinstance(prob, ODEProblem) and prob.kernel is not NO_NETWORK:
         # the network's scratch is per call, so threads may share one problem
         prob = copy.copy(prob)
         k = prob.kernel
         prob.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
+    if isinstance(prob, ODEProblem) and prob.mass_matrix is not None:
+        check_mass_solver(prob, solver, jumps)
+        if init == "algebraic" and prob.algebraic is not None:
+            prob = copy.copy(prob)
+            prob.u0 = prob.consistent_u0()
     if isinstance(solver, CVODESolver):
         if not isinstance(prob, ODEProblem):
             raise TypeError("solve needs an ODEProblem")

@@ -77,6 +77,10 @@ class Rosenbrock:
         ``"exact"`` (the default: ``J`` from the problem's vjp, made automatically for a
         compiled right-hand side as for the adjoints, see :meth:`ODEProblem.ensure_vjp`) or
         ``"finite difference"`` (forward differences, ``n`` more calls of ``f`` per step).
+    dae : bool
+        The method is built for a singular mass matrix (index-1 DAEs ``M du/dt = f``; a
+        stiffly accurate method whose order conditions include the DAE ones): Rodas5P. Every
+        Rosenbrock method takes a non-singular ``M``.
     """
 
     name: str
@@ -93,6 +97,7 @@ class Rosenbrock:
     interp_order: int
     fsal: bool = False
     jacobian: str = "exact"
+    dae: bool = False
 
     adaptive = True
     family = "rosenbrock"
@@ -294,6 +299,7 @@ def _rodas5p():
         interp=P,
         interp_order=4,
         fsal=False,
+        dae=True,
     )
 
 

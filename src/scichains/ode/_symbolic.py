@@ -280,12 +280,14 @@ class SymbolicModel:
         nin, nout = len(self._inputs), len(self.network.outputs)
         return k._replace(work=np.zeros(rows + 2 * (nin + nout)))
 
-    def problem(self, u0, tspan, p, vjp: bool | None = None):
+    def problem(self, u0, tspan, p, vjp: bool | None = None, mass_matrix=None):
         """An :class:`ODEProblem` with this model's compiled right-hand side and vjp.
 
         ``vjp``: whether the problem carries the exact vjp (adjoint gradients, the stiff
         solvers' Jacobians); None (default): as the model was built (``SymbolicModel(...,
-        vjp=...)``). ``vjp=True`` on a model built without it generates it first."""
+        vjp=...)``). ``vjp=True`` on a model built without it generates it first.
+        ``mass_matrix``: ``M`` of ``M du/dt = f`` (a zero row makes that equation algebraic,
+        ``0 = f_i``; see :class:`ODEProblem`)."""
         from ..nn._validate import as_real
         from ._problem import ODEProblem
 
@@ -301,7 +303,13 @@ class SymbolicModel:
         if vjp is None:
             vjp = self.eager_vjp
         return ODEProblem(
-            self.rhs, u0, tspan, p, kernel=self.kernel(), vjp=self.vjp if vjp else None
+            self.rhs,
+            u0,
+            tspan,
+            p,
+            kernel=self.kernel(),
+            vjp=self.vjp if vjp else None,
+            mass_matrix=mass_matrix,
         )
 
     # ----------------------------------------------------------------- code generation

@@ -11,6 +11,7 @@ routines). :func:`significant_digits` measures a solution against it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numba
@@ -104,6 +105,37 @@ def pollu(du, u, p, t):
     du[19] = -r25 + r24
 
 
+@numba.njit
+def chemakzo(du, u, p, t):
+    """CHEMAKZO: the Chemical Akzo Nobel problem (Akzo Nobel Central Research, Arnhem; the
+    Bari test set), 6 states, an index-1 DAE with ``M = diag(1, 1, 1, 1, 1, 0)``: two species
+    mixed while carbon dioxide is added; the last equation, ``0 = Ks y1 y4 - y6``, is
+    algebraic."""
+    k1, k2, k3, k4 = 18.7, 0.58, 0.09, 0.42
+    kbig, kla, po2, hen, ks = 34.4, 3.3, 0.9, 737.0, 115.83
+    r1 = k1 * u[0] ** 4 * math.sqrt(u[1])
+    r2 = k2 * u[2] * u[3]
+    r3 = k2 / kbig * u[0] * u[4]
+    r4 = k3 * u[0] * u[3] ** 2
+    r5 = k4 * u[5] ** 2 * math.sqrt(u[1])
+    fin = kla * (po2 / hen - u[1])
+    du[0] = -2.0 * r1 + r2 - r3 - r4
+    du[1] = -0.5 * r1 - r4 - 0.5 * r5 + fin
+    du[2] = r1 - r2 + r3
+    du[3] = -r2 + r3 - 2.0 * r4
+    du[4] = r2 - r3 + r5
+    du[5] = ks * u[0] * u[3] - u[5]
+
+
+@numba.njit
+def rober_dae(du, u, p, t):
+    """ROBER written as an index-1 DAE: the third equation replaced by the conservation law
+    ``0 = y1 + y2 + y3 - 1`` (``M = diag(1, 1, 0)``); the same solution as ROBER."""
+    du[0] = -0.04 * u[0] + 1e4 * u[1] * u[2]
+    du[1] = 0.04 * u[0] - 1e4 * u[1] * u[2] - 3e7 * u[1] * u[1]
+    du[2] = u[0] + u[1] + u[2] - 1.0
+
+
 @dataclass(frozen=True)
 class TestProblem:
     name: str
@@ -111,11 +143,12 @@ class TestProblem:
     u0: np.ndarray
     tspan: tuple
     reference: np.ndarray
+    mass_matrix: np.ndarray | None = None
 
     def problem(self):
         from ._problem import ODEProblem
 
-        return ODEProblem(self.f, self.u0, self.tspan)
+        return ODEProblem(self.f, self.u0, self.tspan, mass_matrix=self.mass_matrix)
 
 
 _pollu_u0 = np.zeros(20)
@@ -197,6 +230,38 @@ PROBLEMS = {
         ),
     ),  # fmt: skip
 }
+
+
+DAE_PROBLEMS = {
+    "CHEMAKZO": TestProblem(
+        "CHEMAKZO",
+        chemakzo,
+        np.array([0.444, 0.00123, 0.0, 0.007, 0.0, 115.83 * 0.444 * 0.007]),
+        (0.0, 180.0),
+        np.array(
+            [
+                0.1150794920661702,
+                0.1203831471567715e-2,
+                0.1611562887407974,
+                0.3656156421249283e-3,
+                0.1708010885264404e-1,
+                0.4873531310307455e-2,
+            ]
+        ),
+        np.diag([1.0, 1.0, 1.0, 1.0, 1.0, 0.0]),
+    ),
+    "ROBER_DAE": TestProblem(
+        "ROBER_DAE",
+        rober_dae,
+        np.array([1.0, 0.0, 0.0]),
+        (0.0, 1e5),
+        PROBLEMS["ROBER"].reference,
+        np.diag([1.0, 1.0, 0.0]),
+    ),
+}
+"""Index-1 differential-algebraic problems ``M du/dt = f`` (``mass_matrix``), with their
+reference solutions: CHEMAKZO's from the test set (RADAU5 in extended precision, as
+published), ROBER_DAE's that of ROBER."""
 
 
 def relative_error(u_end, reference, floor=1e-12):
