@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._order import check_order
 from ._stiff import JACOBIANS
 from ._tableaus import _hermite_fsal
 
@@ -35,9 +36,9 @@ class ESDIRK:
     """An ESDIRK method of ``s`` stages (see the module's docstring).
 
     Call the method to change its Jacobian: ``Kvaerno5(jacobian="finite difference")`` (an
-    unknown name raises ``ValueError``). When a method is made, its simplified order
-    conditions (up to ``order``, ``error_order`` and ``stage_order``), the row sums and the
-    shapes are checked with ``assert``.
+    unknown name raises ``ValueError``). When a method is made, its order conditions (every
+    rooted tree up to ``order`` and ``error_order``: ``ValueError`` naming the failing one),
+    the stage order, the row sums and the shapes are checked.
 
     Parameters
     ----------
@@ -100,13 +101,10 @@ class ESDIRK:
         # the nodes are the row sums, the predictor's rows are consistent
         assert np.allclose(A.sum(axis=1), self.c, atol=1e-14, rtol=0)
         assert np.allclose(self.alpha[1:].sum(axis=1), 1.0, atol=1e-13)
-        # the quadrature conditions b^T c^(k-1) = 1/k up to the order, the embedded method's
-        # up to its order, and the stage order (A c^(k-1) = c^k / k)
-        bhat = b - self.btilde
-        for q in range(1, self.order + 1):
-            assert abs(b @ self.c ** (q - 1) - 1.0 / q) < 1e-13, (self.name, q)
-        for q in range(1, self.error_order + 1):
-            assert abs(bhat @ self.c ** (q - 1) - 1.0 / q) < 1e-13, (self.name, "embedded", q)
+        # every order condition (rooted trees) up to the order, the embedded method's up to
+        # its order, and the stage order (A c^(k-1) = c^k / k)
+        check_order(self.name, A, b, self.order)
+        check_order(f"{self.name} (embedded)", A, b - self.btilde, self.error_order)
         for q in range(1, self.stage_order + 1):
             assert np.allclose(A @ self.c ** (q - 1), self.c**q / q, atol=1e-13)
         if self.interp is None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ._order import check_order, rosenbrock_original
+
 JACOBIANS = ("exact", "finite difference")
 
 
@@ -34,8 +36,10 @@ class Rosenbrock:
     coefficients).
 
     Call the method to change its Jacobian: ``Rodas5P(jacobian="finite difference")`` (an
-    unknown name raises ``ValueError``). The coefficients are not checked when a method is
-    made.
+    unknown name raises ``ValueError``). When a method is made its order conditions are
+    checked (every rooted tree up to ``order`` for ``m`` and up to ``error_order`` for ``m -
+    btilde``, on the coefficients transformed back to Hairer & Wanner's ``alpha``, ``Gamma``,
+    ``b``: :mod:`scichains.ode._order`); ``ValueError`` naming the tree that fails.
 
     ``df/dt`` (non-autonomous problems) is a one-sided second-order difference in ``t``
     (step ``eps^(1/3) max(|t|, |h|)``, towards the end of the time span, so ``f`` is never
@@ -101,6 +105,13 @@ class Rosenbrock:
 
     adaptive = True
     family = "rosenbrock"
+
+    def __post_init__(self):
+        alpha, Gamma, b = rosenbrock_original(self.a, self.C, self.m, self.gamma)
+        beta = alpha + Gamma  # a vertex with one son: the Jacobian's linear term
+        check_order(self.name, alpha, b, self.order, single=beta)
+        bhat = (np.asarray(self.m) - np.asarray(self.btilde)) @ Gamma
+        check_order(f"{self.name} (embedded)", alpha, bhat, self.error_order, single=beta)
 
     @property
     def default_sensealg(self) -> str:

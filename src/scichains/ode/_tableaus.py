@@ -10,13 +10,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._order import check_order
+
 
 @dataclass(frozen=True)
 class ExplicitRK:
     """An explicit Runge-Kutta method of ``s`` stages.
 
-    ``scichains.ode`` provides ``Tsit5``, ``DP5``, ``BS3``, ``Vern7``, ``RK4`` and ``Euler``;
-    the coefficients of a method are not checked when it is made.
+    ``scichains.ode`` provides ``Tsit5``, ``DP5``, ``BS3``, ``Vern7``, ``RK4`` and ``Euler``.
+    When a method is made its coefficients are checked: the shapes, ``A`` strictly lower, the
+    nodes as the row sums of ``A``, and every order condition (rooted trees,
+    :mod:`scichains.ode._order`) up to ``order`` for ``b`` and up to ``error_order`` for the
+    embedded weights ``b - btilde``: ``ValueError`` naming what fails.
 
     Parameters
     ----------
@@ -62,6 +67,24 @@ class ExplicitRK:
     family = "explicit"
     """The method family (:mod:`scichains.ode._family`): what ``solve``, the adjoints and
     the models look up instead of the class."""
+
+    def __post_init__(self):
+        A = np.asarray(self.A, dtype=np.float64)
+        s = A.shape[0]
+        b, c = np.asarray(self.b, dtype=np.float64), np.asarray(self.c, dtype=np.float64)
+        if A.shape != (s, s) or b.shape != (s,) or c.shape != (s,):
+            raise ValueError(
+                f"{self.name}: A must be (s, s), b and c (s,); got {A.shape}, {b.shape}, {c.shape}"
+            )
+        if np.any(np.triu(A) != 0.0):
+            raise ValueError(f"{self.name}: A must be strictly lower triangular (explicit)")
+        # to the rounding of the sums (Vern7's rows, with coefficients up to ~50: 1.1e-14)
+        slack = 16 * np.finfo(np.float64).eps * (np.abs(A).sum(axis=1) + 1.0)
+        if np.any(np.abs(A.sum(axis=1) - c) > slack):
+            raise ValueError(f"{self.name}: the nodes c must be the row sums of A")
+        check_order(self.name, A, b, self.order)
+        if self.btilde is not None:
+            check_order(f"{self.name} (embedded)", A, b - self.btilde, self.error_order)
 
     @property
     def default_sensealg(self) -> str:
