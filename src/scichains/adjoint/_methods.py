@@ -604,6 +604,7 @@ _METHODS = {
     "rosenbrock": {DiscreteAdjoint: RosenbrockDiscreteMethod, None: RosenbrockMethod},
     "esdirk": {None: RosenbrockMethod},
     "radau": {None: RosenbrockMethod},
+    "auto": {None: RosenbrockMethod},
     "explicit": {
         DiscreteAdjoint: DiscreteMethod,
         ForwardSensitivity: ForwardMethod,

@@ -1,11 +1,13 @@
 """scichains.ode: explicit Runge-Kutta and stiff (Rosenbrock, ESDIRK, Radau) solvers whose stepping
 loop is compiled.
 
-``solve(ODEProblem(f, u0, tspan, p), solver=Tsit5(), saveat=..., rtol=..., atol=...)``;
+``solve(ODEProblem(f, u0, tspan, p), saveat=..., rtol=..., atol=...)`` (the default solver
+switches between Tsit5 and Rodas5P as the problem turns stiff; ``solver=Tsit5()`` etc.);
 many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), saveat=...)``.
 """
 
 from ._abi import RHS_SIGNATURE, VJP_SIGNATURE
+from ._auto import AutoSwitch, AutoTsit5Rodas5P
 from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
 from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._problem import FrozenGlobalWarning, ODEProblem
@@ -18,6 +20,8 @@ from ._symbolic import NetworkTerm, SymbolicModel
 from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5, Vern7
 
 __all__ = [
+    "AutoSwitch",
+    "AutoTsit5Rodas5P",
     "CVODE_Adams",
     "CVODE_BDF",
     "CVODESolver",

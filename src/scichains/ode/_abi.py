@@ -146,6 +146,12 @@ class StepControl(NamedTuple):
     #             consecutive groups of g components (one trajectory each of a lockstep system)
     mass: np.ndarray  # (n, n) float64: M of M du/dt = f (the families with mass matrices
     #                   read it); (0, 0): the identity
+    watch: float = 0.0  # > 0: the switch watch of the automatic method (ode._auto): the
+    #                     explicit family stops with SWITCH when h |lambda| stays above it,
+    #                     the Rosenbrock family when it stays below; 0: off
+    watch_steps: int = 0  # the accepted steps in a row the watch needs
+    row0: int = 0  # the first row of store.kstore the family's stages go to (the others of
+    #                the step are zeroed): the automatic method's shared store
 
 
 NO_MASS = np.zeros((0, 0))
@@ -182,7 +188,10 @@ class StepStore(NamedTuple):
 
 _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
-CONTROL_TYPE = types.NamedTuple((types.float64,) * 4 + (types.int64,) * 2 + (_F2,), StepControl)
+CONTROL_TYPE = types.NamedTuple(
+    (types.float64,) * 4 + (types.int64,) * 2 + (_F2, types.float64, types.int64, types.int64),
+    StepControl,
+)
 STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64), Stops)
 STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
 

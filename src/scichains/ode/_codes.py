@@ -19,5 +19,13 @@ NEWTON_FAILURE = int(ReturnCode.NEWTON_FAILURE)
 NOT_RUN = int(ReturnCode.NOT_RUN)
 GROW = 100
 """Internal, never a solution's status: the step buffers are full (see ``integrate``)."""
+SWITCH = 101
+"""Internal, never a solution's status: the family's switch watch fired (``StepControl.watch``)
+after the last stored step; the automatic method resumes there with the other family."""
 
-assert GROW not in {int(c) for c in ReturnCode}
+NEED_JACOBIAN = 102
+"""Internal, never a solution's status: the automatic method switched to its Rosenbrock
+method for the first time and the problem has no vjp yet; the caller makes it (or falls back
+to finite differences) and resumes. A solve that never turns stiff never builds one."""
+
+assert not {GROW, SWITCH, NEED_JACOBIAN} & {int(c) for c in ReturnCode}

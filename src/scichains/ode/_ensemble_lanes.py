@@ -348,7 +348,7 @@ def lane_block(
 ):
     """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
     A, b, c, btilde, ctrl_order, fsal = method
-    rtol, atol, dt0, dtmin, max_steps, group, _ = control
+    rtol, atol, dt0, dtmin, max_steps, group = control[:6]
     f = lane_rhs_from_address(faddr)
     L = LANES
     n = out.shape[2]

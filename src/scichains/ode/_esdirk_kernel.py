@@ -324,6 +324,10 @@ def _resume(method, ws, carry):
     transpose_into(M, MT)
 
 
+def _handover(method, ws):
+    return False
+
+
 register_family(
     ESDIRKTableau,
     workspace=_workspace,
@@ -337,6 +341,7 @@ register_family(
     propose=_propose,
     save_carry=_save_carry,
     resume=_resume,
+    handover=_handover,
 )
 
 

@@ -15,6 +15,7 @@ FAMILIES = {
     "esdirk": "ESDIRK (Kvaerno5, KenCarp4)",
     "radau": "Radau IIA (RadauIIA5)",
     "cvode": "SUNDIALS CVODE (CVODE_BDF, CVODE_Adams)",
+    "auto": "automatic stiffness switching (AutoTsit5Rodas5P)",
 }
 """The families, with the solvers of each in words (for messages)."""
 

@@ -9,6 +9,7 @@ called indirectly (~1-3 ns per call), and the method as tableau arrays. The netw
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import NamedTuple
 
@@ -63,7 +64,10 @@ LEAN_STEP_SIG = types.int64(types.uint64, *_STEP_SIG.args[1:])
 compiled on first use by :func:`ensure_lean_integrate` (the ensembles' form)."""
 
 
-# the family's step, as the hooks of the one loop (scichains.ode._loop)
+# the family's step, as the hooks of the one loop (scichains.ode._loop). ws: the stages K,
+# the activations acur0, and the switch watch (ode._auto) wst: [0] steps in a row above the
+# watch, [1] the last |lambda| estimate, [2] fired, [3] the watch (0: off), [4] the steps it
+# needs, [5] the first row of kstore for the stages
 
 
 def _workspace(method, u0, p, store, control):
@@ -71,7 +75,11 @@ def _workspace(method, u0, p, store, control):
     R = store.astore.shape[2]
     K = np.empty((s, u0.shape[0]))  # the stages; K[0] = f(t, u)
     acur0 = np.empty(R)  # k.work[:R] after the evaluation of stage 0 of the next step
-    return K, acur0
+    wst = np.zeros(6)
+    wst[3] = control.watch
+    wst[4] = control.watch_steps
+    wst[5] = control.row0
+    return K, acur0, wst
 
 
 def _current_f(method, ws):
@@ -79,7 +87,7 @@ def _current_f(method, ws):
 
 
 def _evaluate(method, ws, f, u, p, t, k):
-    K, acur0 = ws
+    K, acur0, _ = ws
     failed = call_rhs(f, K[0], u, p, t, k)
     work = k.work
     for i in range(acur0.shape[0]):
@@ -93,7 +101,7 @@ def _has_room(method, ws, store, nstore):
 
 def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail):
     A, b, c, btilde, ctrl_order, fsal = method
-    K, acur0 = ws
+    K, acur0, _ = ws
     astore = store.astore
     acap = astore.shape[0]
     n = u.shape[0]
@@ -132,20 +140,51 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
 
 
 def _keep_step(method, ws, store, nstore, hs):
-    K, acur0 = ws
+    K, acur0, wst = ws
     kstore = store.kstore
     astore = store.astore
+    s = K.shape[0]
     if kstore.shape[0] > 0:
-        for st in range(K.shape[0]):
+        row0 = int(wst[5])
+        for st in range(s):
             for i in range(K.shape[1]):
-                kstore[nstore, st, i] = K[st, i]
+                kstore[nstore, row0 + st, i] = K[st, i]
+        if kstore.shape[1] > s:  # a shared store (ode._auto): the other rows are zero
+            for st in range(kstore.shape[1]):
+                if st < row0 or st >= row0 + s:
+                    for i in range(K.shape[1]):
+                        kstore[nstore, st, i] = 0.0
     if nstore < astore.shape[0]:
         for i in range(acur0.shape[0]):
             astore[nstore, 0, i] = acur0[i]
+    if wst[3] > 0.0:
+        # the switch watch: |lambda| by Shampine's estimate from the two stages at the step's
+        # end (FSAL, c[s-2] = 1): K[s-1] = f(u_new), K[s-2] = f(Y) with Y - u_new = h sum_j
+        # (a_{s-2, j} - b_j) K_j; no extra calls of f
+        A = method.A
+        b = method.b
+        h = abs(hs)
+        num = 0.0
+        den = 0.0
+        for i in range(K.shape[1]):
+            d = K[s - 1, i] - K[s - 2, i]
+            num += d * d
+            acc = 0.0
+            for j in range(s):
+                acc += (A[s - 2, j] - b[j]) * K[j, i]
+            den += (h * acc) ** 2
+        lam = math.sqrt(num / den) if den > 0.0 else 0.0
+        wst[1] = lam
+        if h * lam > wst[3]:
+            wst[0] += 1.0
+            if wst[0] >= wst[4]:
+                wst[2] = 1.0
+        else:
+            wst[0] = 0.0
 
 
 def _advance(method, ws, f, k, u, p, t, store, accepted_at):
-    K, acur0 = ws
+    K, acur0, _ = ws
     astore = store.astore
     s = K.shape[0]
     R = acur0.shape[0]
@@ -173,14 +212,24 @@ def _propose(method, ws, h_next, h_try, adaptive):
 
 def _save_carry(method, ws, carry):
     acur0 = ws[1]
-    for i in range(acur0.shape[0]):
+    R = acur0.shape[0]
+    for i in range(R):
         carry[3 + i] = acur0[i]
+    carry[3 + R] = ws[2][0]
+    carry[4 + R] = ws[2][1]
 
 
 def _resume(method, ws, carry):
     acur0 = ws[1]
-    for i in range(acur0.shape[0]):
+    R = acur0.shape[0]
+    for i in range(R):
         acur0[i] = carry[3 + i]
+    ws[2][0] = carry[3 + R]
+    ws[2][1] = carry[4 + R]
+
+
+def _handover(method, ws):
+    return ws[2][2] != 0.0
 
 
 register_family(
@@ -196,6 +245,7 @@ register_family(
     propose=_propose,
     save_carry=_save_carry,
     resume=_resume,
+    handover=_handover,
 )
 
 

@@ -146,3 +146,33 @@ def lu_solve_c(LU, piv, b):
     """:func:`lu_solve_columns` on the factors of :func:`lu_factor` (for tests)."""
     LUT = LU.T.copy()
     lu_solve_columns(LUT, piv, b)
+
+
+POWER_ITERATIONS = 12
+"""Products of :func:`spectral_radius`."""
+
+
+@kernel
+def spectral_radius(J, v, w):
+    """``|lambda|`` of the dominant eigenvalue of ``J`` ``(n, n)`` by power iteration from the
+    ones vector: the growth ``||J v|| / ||v||`` after :data:`POWER_ITERATIONS` products (an
+    estimate: a complex pair makes it oscillate within a small factor). ``v``, ``w``:
+    scratch of length ``n``."""
+    n = J.shape[0]
+    for i in range(n):
+        v[i] = 1.0 / math.sqrt(n)
+    growth = 0.0
+    for _ in range(POWER_ITERATIONS):
+        acc2 = 0.0
+        for i in range(n):
+            acc = 0.0
+            for j in range(n):
+                acc += J[i, j] * v[j]
+            w[i] = acc
+            acc2 += acc * acc
+        growth = math.sqrt(acc2)
+        if not growth > 0.0:
+            return growth  # 0, or NaN
+        for i in range(n):
+            v[i] = w[i] / growth
+    return growth

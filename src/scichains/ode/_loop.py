@@ -44,6 +44,9 @@ The hooks (all take the tableau ``method`` first; ``ws`` is the family's workspa
     the family's last word on the next step (e.g. keep ``h`` so that an LU is reused).
 ``save_carry(method, ws, carry)`` / ``resume(method, ws, carry)``
     the family's part of ``store.carry`` (from index 3; 0-2 are the loop's own) for a GROW.
+``handover(method, ws) -> bool``
+    after an accepted step is stored: True stops the solve there with SWITCH (the automatic
+    method's switch watch, ``StepControl.watch``; families without one return False).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import numba
 
 from .._jit import FLAGS
 from ._abi import call_rhs, record_failure, rhs_function, store_point, vjp_from_address
-from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
+from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS, SWITCH
 from ._control import (
     ACCEPT,
     E_FLOOR,
@@ -92,6 +95,7 @@ jumped = _hook("jumped")
 propose = _hook("propose")
 save_carry = _hook("save_carry")
 resume = _hook("resume")
+handover = _hook("handover")
 
 HOOKS = (
     "workspace",
@@ -105,6 +109,7 @@ HOOKS = (
     "propose",
     "save_carry",
     "resume",
+    "handover",
 )
 """The names of the hooks a family implements (see the module's docstring)."""
 
@@ -142,7 +147,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     ``faddr``: the right-hand side's address (``int64``: :data:`~scichains.ode._abi.RHS_SIGNATURE`;
     ``uint64``: the lean form); ``vaddr``: its vjp's (0 where the family needs none).
 
-    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW, or the
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW, SWITCH, or the
     family's own: SINGULAR, JACOBIAN_NONFINITE, NEWTON_FAILURE). Jumps at a stop are applied
     when the stepper lands on it; the stored state there is the value after the jumps, the
     entry before it the left limit. RHS_ERROR: a user function returned nonzero (raised);
@@ -150,7 +155,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     stepper's state is in ``stats`` and ``carry``: copy the stored entries into larger buffers
     and call again with ``stats[6] = 1`` to go on exactly where it stopped.
     """
-    rtol, atol, dt0, dtmin, max_steps, group, _ = control
+    rtol, atol, dt0, dtmin, max_steps, group = control[:6]
     times, jump_index, jump_count, jump_state, jump_amount = stops
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_function(faddr)
@@ -319,6 +324,9 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
         h_next = propose(method, ws, h_next, h_try, adaptive)
         # a landing step is short: keep the controller's proposal for the next one
         h = h_next if not landing else max(h_next, h)
+        if code == SUCCESS and handover(method, ws):
+            code = SWITCH  # resumable here, as after GROW (the point is stored)
+            break
     stats[0] = nstore
     stats[1] = nf
     stats[2] = naccept

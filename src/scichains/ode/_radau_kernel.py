@@ -502,6 +502,10 @@ def _resume(method, ws, carry):
         )
 
 
+def _handover(method, ws):
+    return False
+
+
 register_family(
     RadauTableau,
     workspace=_workspace,
@@ -515,6 +519,7 @@ register_family(
     propose=_propose,
     save_carry=_save_carry,
     resume=_resume,
+    handover=_handover,
 )
 
 

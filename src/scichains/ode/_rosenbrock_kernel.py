@@ -26,13 +26,13 @@ from .._jit import FLAGS
 from ._abi import F64, call_rhs, record_failure
 from ._codes import RHS_ERROR, SINGULAR, SUCCESS
 from ._jacobian import jacobian_into
-from ._linalg import lu_factor, lu_solve_columns, transpose_into
+from ._linalg import lu_factor, lu_solve_columns, spectral_radius, transpose_into
 from ._loop import PROCEED, RETRY, register_family, run_loop
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
-CARRY_SIZE = 5
+CARRY_SIZE = 7
 """``carry`` of a Rosenbrock solve: ``[h, e_old, last step non-finite, Jacobians, LU
-factorisations]``."""
+factorisations, the switch watch's count and its last |lambda|]``."""
 
 
 class RosenbrockTableau(NamedTuple):
@@ -58,7 +58,10 @@ ROS_TABLEAU_TYPE = types.NamedTuple(
 
 # the family's step, as the hooks of the one loop (scichains.ode._loop). The state between
 # steps, st: [0] a new Jacobian before the next try, [1] df/dt of the last Jacobian was zero,
-# [2] the t-shift of that difference, [3] Jacobians made, [4] LU factorisations
+# [2] the t-shift of that difference, [3] Jacobians made, [4] LU factorisations; the switch
+# watch (ode._auto): [5] steps in a row below the watch, [6] the last |lambda| (power
+# iteration on the step's J), [7] fired, [8] the watch (0: off), [9] the steps it needs; [10]
+# the first row of kstore for the stages
 
 
 def _workspace(method, u0, p, store, control):
@@ -75,8 +78,11 @@ def _workspace(method, u0, p, store, control):
     tmp = np.empty(n)
     evec = np.empty(n)
     pb = np.empty(p.shape[0])
-    st = np.zeros(5)
+    st = np.zeros(11)
     st[0] = 1.0
+    st[8] = control.watch
+    st[9] = control.watch_steps
+    st[10] = control.row0
     return J, W, WT, piv, U, f0, du, ft, tmp, evec, pb, st
 
 
@@ -205,10 +211,27 @@ def _keep_step(method, ws, store, nstore, hs):
     kstore = store.kstore
     astore = store.astore
     n = J.shape[0]
+    s = U.shape[0]
     if kstore.shape[0] > 0:
-        for stage in range(U.shape[0]):
+        row0 = int(st[10])
+        for stage in range(s):
             for i in range(n):
-                kstore[nstore, stage, i] = U[stage, i] / hs
+                kstore[nstore, row0 + stage, i] = U[stage, i] / hs
+        if kstore.shape[1] > s:  # a shared store (ode._auto): the other rows are zero
+            for row in range(kstore.shape[1]):
+                if row < row0 or row >= row0 + s:
+                    for i in range(n):
+                        kstore[nstore, row, i] = 0.0
+    if st[8] > 0.0:
+        # the switch watch: would the explicit method be stable at this step size?
+        lam = spectral_radius(J, evec, tmp)
+        st[6] = lam
+        if abs(hs) * lam < st[8]:
+            st[5] += 1.0
+            if st[5] >= st[9]:
+                st[7] = 1.0
+        else:
+            st[5] = 0.0
     if astore.shape[0] > 0:
         for i in range(n):
             for j in range(n):
@@ -240,12 +263,20 @@ def _save_carry(method, ws, carry):
     st = ws[11]
     carry[3] = st[3]
     carry[4] = st[4]
+    carry[5] = st[5]
+    carry[6] = st[6]
 
 
 def _resume(method, ws, carry):
     st = ws[11]
     st[3] = carry[3]
     st[4] = carry[4]
+    st[5] = carry[5]
+    st[6] = carry[6]
+
+
+def _handover(method, ws):
+    return ws[11][7] != 0.0
 
 
 register_family(
@@ -261,6 +292,7 @@ register_family(
     propose=_propose,
     save_carry=_save_carry,
     resume=_resume,
+    handover=_handover,
 )
 
 

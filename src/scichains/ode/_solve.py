@@ -11,7 +11,9 @@ import numpy as np
 
 from ..nn._validate import as_real
 from ._abi import NO_NETWORK, StepControl, StepStore, Stops
-from ._codes import GROW
+from ._auto import AutoSwitch, AutoTsit5Rodas5P, auto_run, auto_stats, auto_tables
+from ._auto import carry_size as auto_carry_size
+from ._codes import GROW, NEED_JACOBIAN
 from ._dae import check_consistent, mass_of
 from ._esdirk import ESDIRK
 from ._esdirk_kernel import ESDIRKTableau, esdirk_integrate
@@ -19,6 +21,7 @@ from ._esdirk_kernel import carry_size as esdirk_carry_size
 from ._jacobian import JAC_EXACT, JAC_FD
 from ._kernels import Tableau, find_save_positions, integrate, interpolate_saves
 from ._problem import ODEProblem
+from ._radau import RadauIIA
 from ._radau_kernel import carry_size as radau_carry_size
 from ._radau_kernel import radau_integrate, radau_tableau
 from ._rosenbrock_kernel import CARRY_SIZE, RosenbrockTableau, rosenbrock_integrate
@@ -33,7 +36,7 @@ from ._solution import (
 from ._stiff import Rosenbrock
 from ._stiffness import stiffness_hint
 from ._sundials import CVODESolver, solve_cvode
-from ._tableaus import ExplicitRK, Tsit5
+from ._tableaus import ExplicitRK
 
 STATS_SIZE = 7
 """Length of the stepper's ``stats`` array (see ``integrate``)."""
@@ -124,10 +127,13 @@ class Stepper:
     mass_matrix: bool = False
     """Takes a mass matrix (``M du/dt = f``; a singular one where the method's ``dae`` says
     so)."""
+    jacobian_on_demand: bool = False
+    """Asks for the problem's vjp (NEED_JACOBIAN) only when it first needs a Jacobian (the
+    automatic method: a solve that never turns stiff never builds one)."""
 
 
 STEPPERS = {
-    "explicit": Stepper(_explicit_run, _explicit_tableau, lambda n: 3, lambda carry: {}, False),
+    "explicit": Stepper(_explicit_run, _explicit_tableau, lambda n: 5, lambda carry: {}, False),
     "rosenbrock": Stepper(
         rosenbrock_integrate,
         rosenbrock_tableau,
@@ -139,6 +145,16 @@ STEPPERS = {
     "esdirk": Stepper(esdirk_integrate, _esdirk_tableau, esdirk_carry_size, _newton_stats, True),
     "radau": Stepper(
         radau_integrate, radau_tableau, radau_carry_size, _newton_stats, True, mass_matrix=True
+    ),
+    "auto": Stepper(
+        auto_run,
+        lambda solver, ctrl: auto_tables(
+            solver, _explicit_tableau(solver.nonstiff, ctrl), rosenbrock_tableau(solver.stiff, ctrl)
+        ),
+        auto_carry_size,
+        auto_stats,
+        True,
+        jacobian_on_demand=True,
     ),
 }
 """The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""
@@ -271,6 +287,18 @@ class SolvePlan:
             js[:m] = self.astore[:m]
             self.astore = js
 
+    def provide_jacobian(self) -> None:
+        """The problem's exact vjp for a stepper that asked for it (NEED_JACOBIAN), made as
+        :meth:`ODEProblem.ensure_vjp` makes it; where none can be made, the solver's
+        finite-difference Jacobian instead (the same steps a solver made with
+        ``jacobian="finite difference"`` takes from here)."""
+        try:
+            self.prob.ensure_vjp()
+            self.vjp_address = self.prob.vjp_address
+        except (TypeError, ValueError):
+            self.solver = self.solver(jacobian="finite difference")
+            self.tableau = self.stepper.tableau(self.solver, int(self.ctrl))
+
     def locate_saves(self) -> bool:
         """After a solve: fill ``save_u`` (the states at ``save``), ``save_pos``,
         ``save_inner`` and ``save_w`` (see ``interpolate_saves``; without interpolation every
@@ -343,6 +371,9 @@ def run_plan(
                 plan.store(),
             )
         )
+        if code == NEED_JACOBIAN:
+            plan.provide_jacobian()  # and resume where the stepper stopped (stats[6] = 1)
+            continue
         if code != GROW:
             return code
         plan.grow()
@@ -503,7 +534,10 @@ def plan_solve(
             "Python function runs only with the SUNDIALS solvers (CVODE_BDF(), CVODE_Adams())"
         )
     vjp_address = 0
-    if STEPPERS[solver.family].implicit and solver.jacobian == "exact":
+    stepper = STEPPERS[solver.family]
+    if stepper.implicit and solver.jacobian == "exact" and stepper.jacobian_on_demand:
+        vjp_address = prob.vjp_address  # 0: made when first needed (SolvePlan.provide_jacobian)
+    elif stepper.implicit and solver.jacobian == "exact":
         if prob.vjp_address == 0:
             try:  # a plain compiled right-hand side: its exact derivatives, made once
                 prob.ensure_vjp()
@@ -553,7 +587,12 @@ def plan_solve(
 
 def solve(
     prob: ODEProblem,
-    solver: ExplicitRK | Rosenbrock | ESDIRK | CVODESolver = Tsit5,
+    solver: ExplicitRK
+    | Rosenbrock
+    | ESDIRK
+    | RadauIIA
+    | AutoSwitch
+    | CVODESolver = AutoTsit5Rodas5P,
     saveat=None,
     rtol: float = 1e-6,
     atol: float = 1e-8,
@@ -573,12 +612,14 @@ def solve(
     prob : the problem (right-hand side, ``u0``, ``tspan``, ``p``); anything else raises
         ``TypeError``. A plain Python right-hand side runs with the CVODE solvers only
         (the others raise ``TypeError``)
-    solver : Tsit5 (default), DP5, BS3 (adaptive), RK4, Euler (fixed step: ``dt0`` required),
-        the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock methods with the
-        exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward differences)
-        and Kvaerno5() (an ESDIRK method: simplified Newton iterations, the Jacobian and its
-        LU reused across steps), or the SUNDIALS solvers CVODE_BDF() (large stiff problems)
-        and CVODE_Adams()
+    solver : AutoTsit5Rodas5P (default: Tsit5 while the problem is not stiff, Rodas5P while
+        it is; on a problem that never turns stiff its results are Tsit5's bit for bit, and
+        no Jacobian is made), Tsit5, DP5, BS3, Vern7 (adaptive), RK4, Euler (fixed step:
+        ``dt0`` required), the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock
+        methods with the exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward
+        differences), Kvaerno5() and KenCarp4() (ESDIRK methods: simplified Newton iterations,
+        the Jacobian and its LU reused across steps), RadauIIA5(), or the SUNDIALS solvers
+        CVODE_BDF() (large stiff problems) and CVODE_Adams()
     saveat : times at which to save, sorted in the direction of integration. Methods with a
         continuous extension of their own (Tsit5, DP5, Rodas5P: fourth order; BS3, Kvaerno5:
         cubic Hermite; Rosenbrock23: second order)
