@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import numba
@@ -198,3 +199,25 @@ def resolve_threads(threads: int | None) -> int:
             "(set NUMBA_NUM_THREADS before importing numba to allow more)"
         )
     return int(threads)
+
+
+_PARALLEL_LOCK = threading.Lock()
+_SERIALISE_LAUNCHES: list[bool] = []  # [True/False] once numba has picked its threading layer
+
+
+def parallel_lock() -> threading.Lock | None:
+    """The lock to hold around a call into the parallel (``prange``) kernels, or ``None``.
+
+    numba's ``omp`` and ``tbb`` threading layers take launches from several Python threads
+    at once; the ``workqueue`` layer does not (it aborts the process: "Concurrent access has
+    been detected"), so under it launches are serialised. Until the first launch has
+    started a layer, launches are serialised too (the layer is not known yet).
+    """
+    if _SERIALISE_LAUNCHES:
+        return _PARALLEL_LOCK if _SERIALISE_LAUNCHES[0] else None
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        return _PARALLEL_LOCK
+    _SERIALISE_LAUNCHES.append(layer == "workqueue")
+    return parallel_lock()

@@ -2,57 +2,19 @@
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
-from .._jit import resolve_threads
+from .._jit import parallel_lock, resolve_threads
 from . import _batch
 from . import _layout as K
+from ._batch import TILE, tile_width  # noqa: F401 (TILE: also read by tests)
 from ._dispatch import clear_addresses, prepare
 from ._memory import zeros_huge
 from ._simd import MAX_LANES
 from ._validate import as_data, check_params, float_dtype, reject_class
 from .layers import Layer
-
-#: Samples per tile in the batched kernels: activations of one tile stay in L1/L2 cache. A
-#: multiple of the dense kernels' register blocks of 3 vectors: with 32-byte vectors (blocks of
-#: 24 float32) 264 took 12-15% less time per step than 256 (whose last 16 samples per row group
-#: fall to a slower 1-vector block), same process, 11 alternating rounds on one and on two
-#: threads; 264 is also 22 blocks of 16-byte vectors; with 64-byte vectors, 288 (6 blocks of 48)
-#: was the best of 96-384 measured.
-TILE = 288 if MAX_LANES == 16 else 264
-
-
-def tile_width(batch: int, nthreads: int) -> int:
-    """Tile width for ``batch`` samples over ``nthreads``: at most :data:`TILE`, and no wider
-    than one thread's share, so that small batches fill their tiles (the convolution kernels
-    then run along whole rows of the image)."""
-    return min(TILE, max(1, -(-int(batch) // int(nthreads))))
-
-
-_PARALLEL_LOCK = threading.Lock()
-_SERIALISE_LAUNCHES: list[bool] = []  # [True/False] once numba has picked its threading layer
-
-
-def parallel_lock() -> threading.Lock | None:
-    """The lock to hold around a call into the parallel (``prange``) kernels, or ``None``.
-
-    numba's ``omp`` and ``tbb`` threading layers take launches from several Python threads
-    at once; the ``workqueue`` layer does not (it aborts the process: "Concurrent access has
-    been detected"), so under it launches are serialised. Until the first launch has
-    started a layer, launches are serialised too (the layer is not known yet).
-    """
-    if _SERIALISE_LAUNCHES:
-        return _PARALLEL_LOCK if _SERIALISE_LAUNCHES[0] else None
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel kernel has run yet
-        return _PARALLEL_LOCK
-    _SERIALISE_LAUNCHES.append(layer == "workqueue")
-    return parallel_lock()
 
 
 class ChainKernel(NamedTuple):

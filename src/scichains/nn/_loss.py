@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._jit import kernel, resolve_threads
+from .._jit import kernel, parallel_lock, resolve_threads
 from . import _batch
 from . import _layout as K
-from ._chain import TILE, SimpleChain, parallel_lock, tile_width
+from ._batch import TILE, tile_width
 from ._validate import (
     as_count,
     as_data,
@@ -33,6 +34,9 @@ from ._validate import (
 )
 
 _NOT_PRETILED = {t: np.zeros((0, 0), dtype=t) for t in (np.float32, np.float64)}
+
+if TYPE_CHECKING:  # _chain imports this module (SimpleChain.add_loss)
+    from ._chain import SimpleChain
 
 
 class Loss:
@@ -197,8 +201,9 @@ class ChainWithLoss:
     """
 
     def __init__(self, chain: SimpleChain, loss: Loss, penalty: Penalty | None = None):
-        if not isinstance(chain, SimpleChain):
-            raise TypeError("ChainWithLoss needs a SimpleChain")
+        # the chain's own protocol rather than its class: _chain imports this module
+        if not all(hasattr(chain, a) for a in ("layers", "kernel", "workspace", "num_params")):
+            raise TypeError(f"ChainWithLoss needs a SimpleChain, got {type(chain).__name__}")
         reject_class(loss, "loss")
         reject_class(penalty, "penalty")
         if not isinstance(loss, Loss):

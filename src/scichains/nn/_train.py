@@ -20,10 +20,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .._jit import kernel, resolve_threads
+from .._jit import kernel, parallel_lock, resolve_threads
 from . import _batch
 from . import _layout as K
-from ._chain import parallel_lock, tile_width
+from ._batch import tile_width
 from ._loss import ChainWithLoss, penalty_grad
 from ._memory import zeros_huge
 from ._optim import Optimizer, opt_update

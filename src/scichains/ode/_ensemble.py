@@ -14,8 +14,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from .._jit import resolve_threads
-from ..nn._chain import parallel_lock
+from .._jit import parallel_lock, resolve_threads
 from ..parallel import _executor as ex
 from ..parallel import _shm as shm
 from ..parallel._transport import ProblemSpec, as_rows
