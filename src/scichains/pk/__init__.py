@@ -14,7 +14,7 @@ residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`);
 from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
-from ._fit import FitResult, fit
+from ._fit import FitResult, FitWarning, fit
 from ._model import PKModel
 from ._network import Network
 from ._objective import InnerFailure, PopulationObjective
@@ -31,6 +31,7 @@ __all__ = [
     "EventTableError",
     "Exponential",
     "FitResult",
+    "FitWarning",
     "InnerFailure",
     "Network",
     "PKModel",

@@ -40,6 +40,8 @@ class Covariance:
     n_rejected : the points ``x +- h e_k`` at which the gradient failed (an ODE solve, an
         EBE, ...): each entry with one failing side uses the one-sided difference of the
         other side with the gradient at ``x``
+    fixed : the names of the entries held fixed (not estimated: ``fit(fix=...)``); their
+        rows and columns of ``R``, ``S`` and ``cov`` are zero, their standard errors 0
     """
 
     kind: str
@@ -56,9 +58,12 @@ class Covariance:
     success: bool = True
     message: str = ""
     n_rejected: int = 0
+    fixed: tuple = ()
 
 
-def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **objective_kwargs):
+def covariance(
+    model, data, fit, kind: str = "sandwich", h: float = 1e-4, fix=None, **objective_kwargs
+):
     """The covariance step at a :class:`FitResult` ``fit`` (or an estimated vector ``x``).
 
     Parameters
@@ -71,6 +76,10 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
         (see :class:`Covariance`)
     h : the step, on the scale of ``x``, of the central differences of the exact gradient
         that give ``R`` (default ``1e-4``; ``2 size`` gradient evaluations)
+    fix : the entries held fixed, named as :func:`fit`'s ``fix`` (default: those of
+        ``fit.fixed`` for a :class:`FitResult`, else none): they are not estimated, so they
+        drop out (their gradients are not differenced; zero rows and columns, standard
+        error 0)
     **objective_kwargs : options of :class:`PopulationObjective` (``rtol``, ``atol``,
         ``inner_tol``, ``inner_maxiter``, ``sensitivities``); the objective is FOCE-I's
         whatever method the fit used
@@ -87,6 +96,14 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
     if kind not in ("sandwich", "r", "s"):
         raise ValueError(f"kind must be 'sandwich', 'r' or 's', got {kind!r}")
     x = np.asarray(getattr(fit, "x", fit), dtype=np.float64)
+    names = model.parameter_names()
+    if fix is None:
+        fixed = np.array([k in getattr(fit, "fixed", ()) for k in names], dtype=bool)
+    else:
+        from ._fit import fixed_entries
+
+        fixed = fixed_entries(model, list(fix), x)[0]
+    free = np.flatnonzero(~fixed)
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
     if hasattr(fit, "etas"):
         obj.etas = np.array(fit.etas, dtype=np.float64)
@@ -103,6 +120,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             f"the covariance step cannot evaluate the objective at the estimates: "
             f"{type(e).__name__}: {e}"
         ) from e
+    gi[:, fixed] = 0.0
     g0 = gi.sum(axis=0)
     rejected = []
 
@@ -120,7 +138,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             return None
 
     H = np.zeros((n, n))
-    for k in range(n):
+    for k in free:
         e = np.zeros(n)
         e[k] = h
         gp, gm = grad_at(x + e), grad_at(x - e)
@@ -132,19 +150,19 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             H[k] = (g0 - gm) / h
         else:
             H[k] = np.nan
+    H[:, fixed] = 0.0
     R = 0.25 * (H + H.T)  # half the Hessian of the OFV, symmetrised
     scores = -0.5 * gi
     S = scores.T @ scores
     problems = []
-    names = model.parameter_names()
-    bad_rows = [names[k] for k in range(n) if not np.all(np.isfinite(H[k]))]
+    bad_rows = [names[k] for k in free if not np.all(np.isfinite(H[k]))]
     if bad_rows and kind != "s":
         problems.append(
             f"the gradient failed on both sides of x along {', '.join(bad_rows)}: R is incomplete"
         )
     elif kind != "s":
         try:
-            np.linalg.cholesky(R)
+            np.linalg.cholesky(R[np.ix_(free, free)])
         except np.linalg.LinAlgError:
             problems.append(
                 "R (half the Hessian of the OFV) is not positive definite: x is not a "
@@ -152,14 +170,17 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             )
     cov = np.full((n, n), np.nan)
     if not problems:
+        ff = np.ix_(free, free)
         try:
+            c = np.zeros((n, n))
             if kind == "r":
-                cov = np.linalg.inv(R)
+                c[ff] = np.linalg.inv(R[ff])
             elif kind == "s":
-                cov = np.linalg.inv(S)
+                c[ff] = np.linalg.inv(S[ff])
             else:
-                Ri = np.linalg.inv(R)
-                cov = Ri @ S @ Ri
+                Ri = np.linalg.inv(R[ff])
+                c[ff] = Ri @ S[ff] @ Ri
+            cov = c
         except np.linalg.LinAlgError:
             which = "S" if kind == "s" else "R"
             problems.append(
@@ -189,6 +210,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
     return Covariance(
         kind, x.copy(), names, R, S, cov, se, se_theta, rse, se_omega, se_sd,
         success=not problems, message=message, n_rejected=len(rejected),
+        fixed=tuple(names[k] for k in np.flatnonzero(fixed)),
     )  # fmt: skip
 
 

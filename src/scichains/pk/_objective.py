@@ -463,6 +463,21 @@ class PopulationObjective:
         """``(OFV_i (N,), dOFV_i/dx (N, size) or None)``: the subjects' contributions."""
         return self._run(x, grad=grad, per_subject=True)
 
+    def value_grad_and_subjects(self, x):
+        """``(OFV, dOFV/dx, dOFV_i/dx (N, size))``: :meth:`value_and_grad` (the same bits:
+        the subjects' terms summed by blocks in the same order) with the subjects' gradients
+        (:func:`fit` scales its variables with them)."""
+        ofv, gi = self._run(x, grad=True, per_subject=True)
+        total, g = 0.0, np.zeros(self.model.size)
+        for lo in range(0, ofv.size, self.block):
+            value, gb = 0.0, np.zeros(self.model.size)
+            for i in range(lo, min(ofv.size, lo + self.block)):
+                value += ofv[i]
+                gb += gi[i]
+            total += value
+            g += gb
+        return float(total), g, gi
+
     def _run(self, x, grad, per_subject=False):
         if not self._busy.acquire(blocking=False):
             raise RuntimeError(
