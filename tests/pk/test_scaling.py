@@ -58,7 +58,7 @@ def test_the_neonatal_model_as_nonmem_writes_it_converges(neonatal_fits):
 @pytest.mark.parametrize(
     "factors",
     [
-        (1.5, 0.6, 1.4),
+        pytest.param((1.5, 0.6, 1.4), marks=pytest.mark.slow),
         pytest.param((0.5, 1.3, 0.6), marks=pytest.mark.slow),
         pytest.param((1.2, 1.5, 0.5), marks=pytest.mark.slow),
         pytest.param((0.7, 0.9, 1.5), marks=pytest.mark.slow),

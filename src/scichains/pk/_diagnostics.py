@@ -81,8 +81,8 @@ def covariance(
         drop out (their gradients are not differenced; zero rows and columns, standard
         error 0)
     **objective_kwargs : options of :class:`PopulationObjective` (``rtol``, ``atol``,
-        ``inner_tol``, ``inner_maxiter``, ``sensitivities``); the objective is FOCE-I's
-        whatever method the fit used
+        ``inner_tol``, ``inner_maxiter``, ``sensitivities``, ``blq``: default the fit's);
+        the objective is FOCE-I's whatever method the fit used
 
     Returns a :class:`Covariance`; when the step cannot give a covariance (see its
     ``success`` and ``message``: ``R`` singular, i.e. the model is not identifiable from the
@@ -104,6 +104,7 @@ def covariance(
 
         fixed = fixed_entries(model, list(fix), x)[0]
     free = np.flatnonzero(~fixed)
+    objective_kwargs.setdefault("blq", getattr(fit, "blq", "m3"))
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
     if hasattr(fit, "etas"):
         obj.etas = np.array(fit.etas, dtype=np.float64)
@@ -239,6 +240,13 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     the exponential error model every column is on the log scale.
     ``pandas.DataFrame(residuals(...))`` makes it a table.
 
+    Censored observations (``CENS`` 1 or -1; see :func:`read_events`): a row each, with
+    ``CENS`` (the column is 0 on observed rows), ``DV`` the limit, ``PRED`` and ``IPRED``;
+    their residuals (``RES``, ``WRES``, ``IRES``, ``IWRES``, ``CWRES``) are NaN (an
+    observation known only to lie beyond its limit has none), and they are left out of the
+    other rows' ``C``. With ``blq="m1"`` (the fit's, by default) they are left out of the
+    table.
+
     Parameters
     ----------
     model : the fitted :class:`PKModel`
@@ -248,14 +256,17 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     decorrelate : whiten ``WRES`` and ``CWRES`` with the symmetric ``C^-1/2`` within each
         subject instead of dividing by ``sqrt(diag C)`` (default False)
     **objective_kwargs : options of :class:`PopulationObjective` for the predictions and
-        their sensitivities (``rtol``, ``atol``, ``sensitivities``)
+        their sensitivities (``rtol``, ``atol``, ``sensitivities``; ``blq``: default the
+        fit's)
     """
+    objective_kwargs.setdefault("blq", getattr(fit, "blq", "m3"))
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
+    data = obj.data  # without the censored observations under M1
     x = np.asarray(fit.x, dtype=np.float64)
     theta, om, _, log_sd = obj._unpack(x)
     etas = np.asarray(fit.etas, dtype=np.float64)
     cols = {k: [] for k in ("ID", "TIME", "DV", "PRED", "RES", "WRES", "IPRED", "IRES")}
-    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES")})
+    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES", "CENS")})
     errf = obj._errf
     log = model.error.log_transform
 
@@ -264,11 +275,15 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
         ell = errf(f, f, log_sd)[0]
         return np.exp(ell)
 
-    def whiten(C, r):
+    def whiten(C, r, ok):
+        out = np.full(r.size, np.nan)
+        C, r = C[np.ix_(ok, ok)], r[ok]
         if decorrelate:  # the symmetric inverse square root of C
             w, V = np.linalg.eigh(C)
-            return (V / np.sqrt(w)) @ V.T @ r
-        return r / np.sqrt(np.diag(C))
+            out[ok] = (V / np.sqrt(w)) @ V.T @ r
+        else:
+            out[ok] = r / np.sqrt(np.diag(C))
+        return out
 
     for i, s in enumerate(data.subjects):
         if s.n_obs == 0:
@@ -277,20 +292,24 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
         f0, G0, *_ = obj._predict(i, theta, np.zeros(model.q))
         f1, G1, *_ = obj._predict(i, theta, etas[i])
         R0, R1 = variance(f0), variance(f1)
-        wres = whiten(G0 @ om @ G0.T + np.diag(R0), y - f0)
+        cens = np.zeros(s.n_obs) if s.cens is None else np.asarray(s.cens, dtype=np.float64)
+        ok = cens == 0
+        nan = np.where(ok, 1.0, np.nan)
+        wres = whiten(G0 @ om @ G0.T + np.diag(R0), y - f0, ok)
         cpred = f1 - G1 @ etas[i]
-        cwres = whiten(G1 @ om @ G1.T + np.diag(R1), y - cpred)
+        cwres = whiten(G1 @ om @ G1.T + np.diag(R1), y - cpred, ok)
         cols["ID"] += [s.id] * s.n_obs
         cols["TIME"].append(s.times)
         cols["DV"].append(y)
         cols["PRED"].append(f0)
-        cols["RES"].append(y - f0)
+        cols["RES"].append((y - f0) * nan)
         cols["WRES"].append(wres)
         cols["IPRED"].append(f1)
-        cols["IRES"].append(y - f1)
-        cols["IWRES"].append((y - f1) / np.sqrt(R1))
+        cols["IRES"].append((y - f1) * nan)
+        cols["IWRES"].append((y - f1) / np.sqrt(R1) * nan)
         cols["CPRED"].append(cpred)
         cols["CWRES"].append(cwres)
+        cols["CENS"].append(cens)
     out = {"ID": np.array(cols.pop("ID"))}
     for k, v in cols.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)

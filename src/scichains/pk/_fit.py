@@ -28,7 +28,11 @@ class FitResult:
 
     ``method``: ``"focei"`` or ``"laplace"``, as given to :func:`fit`; ``ofv``: the objective
     at the estimates (NONMEM convention, without ``N log 2 pi``);
-    ``minus2ll = ofv + n_obs log(2 pi)``; ``x``: the estimated vector (see
+    ``minus2ll = ofv + n log(2 pi)`` with ``n`` the observations that have a density (not
+    the censored ones, whose terms are ``-2 log`` of a probability); ``n_obs``: the
+    observations fitted (censored ones included, except under ``blq="m1"``), ``n_censored``
+    the censored ones among them, ``blq`` the censored likelihood (see
+    :class:`PopulationObjective`); ``x``: the estimated vector (see
     :meth:`PKModel.pack`); ``theta`` (name -> value, the scale the model writes them on),
     ``omega`` (``(q, q)`` covariance of the random effects), ``sd`` (error model name ->
     standard deviation); ``etas`` (``(N, q)``, the EBEs, subjects in data order);
@@ -68,6 +72,8 @@ class FitResult:
     fixed: tuple = ()
     gradient: np.ndarray = field(default_factory=lambda: np.zeros(0))
     at_bounds: tuple = ()
+    blq: str = "m3"
+    n_censored: int = 0
 
     def omega_cv(self) -> np.ndarray:
         """Percent CV of log-normal individual parameters, ``100 sqrt(exp(omega_kk) - 1)``
@@ -124,7 +130,8 @@ def fit(
         ``ValueError`` for an unknown or ambiguous name, one element of a full omega, or a
         value that is not valid. Fixed entries drop out of the optimisation (and out of
         :func:`covariance`); ``FitResult.fixed`` names them
-    objective_kwargs : ``rtol``, ``atol``, ``inner_tol``, ``block`` of
+    objective_kwargs : ``rtol``, ``atol``, ``inner_tol``, ``block``, ``blq`` (the likelihood
+        of censored observations: ``"m3"``, the default, ``"m4"`` or ``"m1"``) of
         :class:`PopulationObjective`
 
     Quasi-Newton (BFGS with a weak-Wolfe line search, :mod:`._quasi_newton`) on the exact
@@ -302,11 +309,11 @@ def fit(
     gradient = best["g"] if best["g"] is not None else np.full(model.size, np.nan)
     at_bounds = _at_bounds(names, xb, x_start, low, up, fixed)
     theta, om, sd = model.unpack(xb)
-    n_obs = data.n_obs
+    n_obs = obj.n_obs
     out = FitResult(
         method=method,
         ofv=float(best["f"]),
-        minus2ll=float(best["f"] + n_obs * math.log(2 * math.pi)),
+        minus2ll=float(best["f"] + obj.n_density * math.log(2 * math.pi)),
         n_obs=n_obs,
         x=xb.copy(),
         theta={str(k): float(v) for k, v in zip(model.theta_symbols, theta)},
@@ -324,6 +331,8 @@ def fit(
         fixed=tuple(names[k] for k in np.flatnonzero(fixed)),
         gradient=np.array(gradient, dtype=np.float64),
         at_bounds=tuple(at_bounds),
+        blq=obj.blq,
+        n_censored=obj.n_obs - obj.n_density,
     )
     if not success:
         gu = np.abs(scaling.grad(scaling.u(xb), gradient + 2.0 * lam * xb))
