@@ -1,12 +1,14 @@
 """scichains.pk: population pharmacokinetics as pharmacometricians work.
 
 NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, steady-state
-doses, time-varying covariates), nonlinear mixed-effects models written in SymPy
+doses, time-varying and categorical covariates, observations censored below or above a
+limit), nonlinear mixed-effects models written in SymPy
 (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
 individual-parameter block, the ODE, the observation, a residual error model, bioavailability
 and lag times, :class:`Network` terms in the dynamics), and FOCE-I
 and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
-objective in NONMEM's -2 log-likelihood convention); the covariance step, shrinkage and
+objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,
+fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
 (:func:`gof_plot`, :func:`vpc`, with :func:`simulate`).
 """
