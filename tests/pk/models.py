@@ -230,3 +230,65 @@ def capacity_model(tc=5.991464547107982):
         observe=center / v,
         error=pk.Additive(0.3),
     )
+
+
+def neonatal_model(natural=True, init=(0.0047, 1.0, 0.1), millilitres=False, omega=(0.1, 0.1)):
+    """Issue 29's neonatal model as a NONMEM control stream writes it: one compartment, IV
+    bolus, ``CL = th1 * WT * exp(eta_cl)`` (L/h), ``V = th2 * WT * (1 + th3 [APGR < 5]) *
+    exp(eta_v)`` (L; ``millilitres``: mL, so that ``th2`` is near 1000), proportional error.
+    ``natural=False``: the same model with ``th1, th2, th3`` written as ``exp`` of the
+    estimated values (initial values their logs)."""
+    center, cl, v = sp.symbols("center cl v")
+    th1, th2, th3, ecl, ev = sp.symbols("th1 th2 th3 eta_cl eta_v")
+    wt, apgr = sp.symbols("WT APGR")
+    low_apgar = sp.Piecewise((1, apgr < 5), (0, True))
+    c = 1000 if millilitres else 1
+    if natural:
+        t1, t2, t3 = th1, th2, th3
+        theta = dict(zip([th1, th2, th3], init))
+    else:
+        t1, t2, t3 = sp.exp(th1), sp.exp(th2), sp.exp(th3)
+        theta = dict(zip([th1, th2, th3], np.log(init)))
+    return pk.PKModel(
+        states=[center],
+        odes=[-c * cl / v * center],
+        individual={cl: t1 * wt * sp.exp(ecl), v: t2 * wt * (1 + t3 * low_apgar) * sp.exp(ev)},
+        theta=theta,
+        eta=[ecl, ev],
+        omega=list(omega),
+        observe=c * center / v,
+        error=pk.Proportional(0.1),
+        covariates=[wt, apgr],
+    )
+
+
+NEONATAL_TRUTH = {"theta": (0.0055, 0.95, 0.25), "omega": (0.05, 0.03), "prop": 0.12}
+
+
+def neonatal_data(seed=2, n_subjects=30, millilitres=False):
+    """``n_subjects`` neonates (WT U(0.6, 3.5) kg, APGR 1..10), 20 mg/kg IV at time 0,
+    samples at one random time in each of [1, 4], [12, 36], [48, 96] and [120, 168] h; DV
+    simulated from :func:`neonatal_model` at :data:`NEONATAL_TRUTH` (V in mL with
+    ``millilitres``)."""
+    rng = np.random.default_rng(seed)
+    subjects = []
+    row = 0
+    for i in range(n_subjects):
+        wt, apgr = rng.uniform(0.6, 3.5), float(rng.integers(1, 11))
+        dose = pk.Dose(0.0, 20 * wt, 0, row=row + 1)
+        times = np.sort(rng.uniform([1, 12, 48, 120], [4, 36, 96, 168]))
+        rows = np.arange(row + 2, row + 2 + times.size)
+        row += 1 + times.size
+        cov = {"WT": wt, "APGR": apgr}
+        subjects.append(pk.Subject(i + 1, [dose], times, np.ones(times.size), rows, cov))
+    data = pk.EventData(subjects, ("WT", "APGR"))
+    model = neonatal_model(millilitres=millilitres)
+    theta = np.array(NEONATAL_TRUTH["theta"]) * ([1, 1000, 1] if millilitres else 1)
+    om = NEONATAL_TRUTH["omega"]
+    x = model.pack(theta=theta, omega=list(om), sd=[NEONATAL_TRUTH["prop"]])
+    etas = rng.multivariate_normal(np.zeros(2), np.diag(om), n_subjects)
+    out = []
+    for s, f in zip(subjects, pk.PopulationObjective(model, data).predict(x, etas)):
+        dv = f * (1 + NEONATAL_TRUTH["prop"] * rng.standard_normal(f.size))
+        out.append(pk.Subject(s.id, s.doses, s.times, dv, s.rows, s.covariates))
+    return pk.EventData(out, ("WT", "APGR"))

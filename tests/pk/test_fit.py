@@ -51,9 +51,13 @@ def test_a_fit_stopped_early_says_so_and_returns_its_best_point():
     model = oral_model()
     data = pk.theophylline()
     start = pk.PopulationObjective(model, data).value(model.pack())
-    res = pk.fit(model, data, maxiter=2)
+    with pytest.warns(pk.FitWarning, match=r"did not converge: the iteration limit") as w:
+        res = pk.fit(model, data, maxiter=2)
     assert not res.success
     assert "iterations" in res.message
+    # the warning says where: the OFV there and the parameters with the largest gradient
+    assert f"OFV is {res.ofv:.6f}" in str(w[0].message)
+    assert "largest scaled gradient entries: t" in str(w[0].message)
     assert res.ofv < start
     with pytest.raises(ValueError, match="method must be 'focei' or 'laplace'"):
         pk.fit(model, data, method="foce")

@@ -119,7 +119,8 @@ def test_a_fit_that_ends_on_rejected_points_returns_its_best_point(monkeypatch):
     data = pk.theophylline()
     start = pk.PopulationObjective(model, data).value(model.pack())
     count = _failing_evaluations(monkeypatch, lambda k: k >= 8)
-    res = pk.fit(model, data)
+    with pytest.warns(pk.FitWarning, match="stopped on rejected trial points"):
+        res = pk.fit(model, data)
     assert not res.success
     assert res.n_rejected == count[0] - 7 > 0
     assert "stopped on rejected trial points" in res.message

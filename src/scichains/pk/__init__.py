@@ -1,12 +1,14 @@
 """scichains.pk: population pharmacokinetics as pharmacometricians work.
 
 NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, steady-state
-doses, time-varying covariates), nonlinear mixed-effects models written in SymPy
+doses, time-varying and categorical covariates, observations censored below or above a
+limit), nonlinear mixed-effects models written in SymPy
 (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
 individual-parameter block, the ODE, the observation, a residual error model, bioavailability
 and lag times, :class:`Network` terms in the dynamics), and FOCE-I
 and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
-objective in NONMEM's -2 log-likelihood convention); the covariance step, shrinkage and
+objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,
+fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
 (:func:`gof_plot`, :func:`vpc`, with :func:`simulate`).
 """
@@ -14,7 +16,7 @@ residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`);
 from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
-from ._fit import FitResult, fit
+from ._fit import FitResult, FitWarning, fit
 from ._model import PKModel
 from ._network import Network
 from ._objective import InnerFailure, PopulationObjective
@@ -31,6 +33,7 @@ __all__ = [
     "EventTableError",
     "Exponential",
     "FitResult",
+    "FitWarning",
     "InnerFailure",
     "Network",
     "PKModel",

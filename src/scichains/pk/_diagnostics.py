@@ -40,6 +40,8 @@ class Covariance:
     n_rejected : the points ``x +- h e_k`` at which the gradient failed (an ODE solve, an
         EBE, ...): each entry with one failing side uses the one-sided difference of the
         other side with the gradient at ``x``
+    fixed : the names of the entries held fixed (not estimated: ``fit(fix=...)``); their
+        rows and columns of ``R``, ``S`` and ``cov`` are zero, their standard errors 0
     """
 
     kind: str
@@ -56,9 +58,12 @@ class Covariance:
     success: bool = True
     message: str = ""
     n_rejected: int = 0
+    fixed: tuple = ()
 
 
-def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **objective_kwargs):
+def covariance(
+    model, data, fit, kind: str = "sandwich", h: float = 1e-4, fix=None, **objective_kwargs
+):
     """The covariance step at a :class:`FitResult` ``fit`` (or an estimated vector ``x``).
 
     Parameters
@@ -71,9 +76,13 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
         (see :class:`Covariance`)
     h : the step, on the scale of ``x``, of the central differences of the exact gradient
         that give ``R`` (default ``1e-4``; ``2 size`` gradient evaluations)
+    fix : the entries held fixed, named as :func:`fit`'s ``fix`` (default: those of
+        ``fit.fixed`` for a :class:`FitResult`, else none): they are not estimated, so they
+        drop out (their gradients are not differenced; zero rows and columns, standard
+        error 0)
     **objective_kwargs : options of :class:`PopulationObjective` (``rtol``, ``atol``,
-        ``inner_tol``, ``inner_maxiter``, ``sensitivities``); the objective is FOCE-I's
-        whatever method the fit used
+        ``inner_tol``, ``inner_maxiter``, ``sensitivities``, ``blq``: default the fit's);
+        the objective is FOCE-I's whatever method the fit used
 
     Returns a :class:`Covariance`; when the step cannot give a covariance (see its
     ``success`` and ``message``: ``R`` singular, i.e. the model is not identifiable from the
@@ -87,6 +96,15 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
     if kind not in ("sandwich", "r", "s"):
         raise ValueError(f"kind must be 'sandwich', 'r' or 's', got {kind!r}")
     x = np.asarray(getattr(fit, "x", fit), dtype=np.float64)
+    names = model.parameter_names()
+    if fix is None:
+        fixed = np.array([k in getattr(fit, "fixed", ()) for k in names], dtype=bool)
+    else:
+        from ._fit import fixed_entries
+
+        fixed = fixed_entries(model, list(fix), x)[0]
+    free = np.flatnonzero(~fixed)
+    objective_kwargs.setdefault("blq", getattr(fit, "blq", "m3"))
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
     if hasattr(fit, "etas"):
         obj.etas = np.array(fit.etas, dtype=np.float64)
@@ -103,6 +121,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             f"the covariance step cannot evaluate the objective at the estimates: "
             f"{type(e).__name__}: {e}"
         ) from e
+    gi[:, fixed] = 0.0
     g0 = gi.sum(axis=0)
     rejected = []
 
@@ -120,7 +139,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             return None
 
     H = np.zeros((n, n))
-    for k in range(n):
+    for k in free:
         e = np.zeros(n)
         e[k] = h
         gp, gm = grad_at(x + e), grad_at(x - e)
@@ -132,19 +151,19 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             H[k] = (g0 - gm) / h
         else:
             H[k] = np.nan
+    H[:, fixed] = 0.0
     R = 0.25 * (H + H.T)  # half the Hessian of the OFV, symmetrised
     scores = -0.5 * gi
     S = scores.T @ scores
     problems = []
-    names = model.parameter_names()
-    bad_rows = [names[k] for k in range(n) if not np.all(np.isfinite(H[k]))]
+    bad_rows = [names[k] for k in free if not np.all(np.isfinite(H[k]))]
     if bad_rows and kind != "s":
         problems.append(
             f"the gradient failed on both sides of x along {', '.join(bad_rows)}: R is incomplete"
         )
     elif kind != "s":
         try:
-            np.linalg.cholesky(R)
+            np.linalg.cholesky(R[np.ix_(free, free)])
         except np.linalg.LinAlgError:
             problems.append(
                 "R (half the Hessian of the OFV) is not positive definite: x is not a "
@@ -152,14 +171,17 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
             )
     cov = np.full((n, n), np.nan)
     if not problems:
+        ff = np.ix_(free, free)
         try:
+            c = np.zeros((n, n))
             if kind == "r":
-                cov = np.linalg.inv(R)
+                c[ff] = np.linalg.inv(R[ff])
             elif kind == "s":
-                cov = np.linalg.inv(S)
+                c[ff] = np.linalg.inv(S[ff])
             else:
-                Ri = np.linalg.inv(R)
-                cov = Ri @ S @ Ri
+                Ri = np.linalg.inv(R[ff])
+                c[ff] = Ri @ S[ff] @ Ri
+            cov = c
         except np.linalg.LinAlgError:
             which = "S" if kind == "s" else "R"
             problems.append(
@@ -189,6 +211,7 @@ def covariance(model, data, fit, kind: str = "sandwich", h: float = 1e-4, **obje
     return Covariance(
         kind, x.copy(), names, R, S, cov, se, se_theta, rse, se_omega, se_sd,
         success=not problems, message=message, n_rejected=len(rejected),
+        fixed=tuple(names[k] for k in np.flatnonzero(fixed)),
     )  # fmt: skip
 
 
@@ -217,6 +240,13 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     the exponential error model every column is on the log scale.
     ``pandas.DataFrame(residuals(...))`` makes it a table.
 
+    Censored observations (``CENS`` 1 or -1; see :func:`read_events`): a row each, with
+    ``CENS`` (the column is 0 on observed rows), ``DV`` the limit, ``PRED`` and ``IPRED``;
+    their residuals (``RES``, ``WRES``, ``IRES``, ``IWRES``, ``CWRES``) are NaN (an
+    observation known only to lie beyond its limit has none), and they are left out of the
+    other rows' ``C``. With ``blq="m1"`` (the fit's, by default) they are left out of the
+    table.
+
     Parameters
     ----------
     model : the fitted :class:`PKModel`
@@ -226,14 +256,17 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     decorrelate : whiten ``WRES`` and ``CWRES`` with the symmetric ``C^-1/2`` within each
         subject instead of dividing by ``sqrt(diag C)`` (default False)
     **objective_kwargs : options of :class:`PopulationObjective` for the predictions and
-        their sensitivities (``rtol``, ``atol``, ``sensitivities``)
+        their sensitivities (``rtol``, ``atol``, ``sensitivities``; ``blq``: default the
+        fit's)
     """
+    objective_kwargs.setdefault("blq", getattr(fit, "blq", "m3"))
     obj = PopulationObjective(model, data, method="focei", **objective_kwargs)
+    data = obj.data  # without the censored observations under M1
     x = np.asarray(fit.x, dtype=np.float64)
     theta, om, _, log_sd = obj._unpack(x)
     etas = np.asarray(fit.etas, dtype=np.float64)
     cols = {k: [] for k in ("ID", "TIME", "DV", "PRED", "RES", "WRES", "IPRED", "IRES")}
-    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES")})
+    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES", "CENS")})
     errf = obj._errf
     log = model.error.log_transform
 
@@ -242,11 +275,15 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
         ell = errf(f, f, log_sd)[0]
         return np.exp(ell)
 
-    def whiten(C, r):
+    def whiten(C, r, ok):
+        out = np.full(r.size, np.nan)
+        C, r = C[np.ix_(ok, ok)], r[ok]
         if decorrelate:  # the symmetric inverse square root of C
             w, V = np.linalg.eigh(C)
-            return (V / np.sqrt(w)) @ V.T @ r
-        return r / np.sqrt(np.diag(C))
+            out[ok] = (V / np.sqrt(w)) @ V.T @ r
+        else:
+            out[ok] = r / np.sqrt(np.diag(C))
+        return out
 
     for i, s in enumerate(data.subjects):
         if s.n_obs == 0:
@@ -255,20 +292,24 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
         f0, G0, *_ = obj._predict(i, theta, np.zeros(model.q))
         f1, G1, *_ = obj._predict(i, theta, etas[i])
         R0, R1 = variance(f0), variance(f1)
-        wres = whiten(G0 @ om @ G0.T + np.diag(R0), y - f0)
+        cens = np.zeros(s.n_obs) if s.cens is None else np.asarray(s.cens, dtype=np.float64)
+        ok = cens == 0
+        nan = np.where(ok, 1.0, np.nan)
+        wres = whiten(G0 @ om @ G0.T + np.diag(R0), y - f0, ok)
         cpred = f1 - G1 @ etas[i]
-        cwres = whiten(G1 @ om @ G1.T + np.diag(R1), y - cpred)
+        cwres = whiten(G1 @ om @ G1.T + np.diag(R1), y - cpred, ok)
         cols["ID"] += [s.id] * s.n_obs
         cols["TIME"].append(s.times)
         cols["DV"].append(y)
         cols["PRED"].append(f0)
-        cols["RES"].append(y - f0)
+        cols["RES"].append((y - f0) * nan)
         cols["WRES"].append(wres)
         cols["IPRED"].append(f1)
-        cols["IRES"].append(y - f1)
-        cols["IWRES"].append((y - f1) / np.sqrt(R1))
+        cols["IRES"].append((y - f1) * nan)
+        cols["IWRES"].append((y - f1) / np.sqrt(R1) * nan)
         cols["CPRED"].append(cpred)
         cols["CWRES"].append(cwres)
+        cols["CENS"].append(cens)
     out = {"ID": np.array(cols.pop("ID"))}
     for k, v in cols.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)

@@ -46,6 +46,7 @@ class ErrorModel:
         # the model is unpickled (``functions`` builds them on first use)
         state = self.__dict__.copy()
         state["_funcs"] = None
+        state.pop("_censored", None)
         return state
 
     def __repr__(self) -> str:
@@ -66,40 +67,107 @@ class ErrorModel:
         R = self.variance(f, sd)
         ell = (y - f) ** 2 / R + sp.log(R)
         w = 1 / R + sp.diff(R, f) ** 2 / (2 * R**2)
-        ell_f = sp.diff(ell, f)
-        exprs = [ell, ell_f, sp.diff(ell_f, f)]
-        exprs += [sp.diff(ell, x) for x in u] + [sp.diff(ell_f, x) for x in u]
-        exprs += [w, sp.diff(w, f)] + [sp.diff(w, x) for x in u]
-        ell_ff = sp.diff(ell_f, f)
-        exprs += [sp.diff(ell_ff, f)] + [sp.diff(ell_ff, x) for x in u]
-        fn = sp.lambdify([y, f, *u], exprs, modules="numpy", cse=True)
-        r = len(u)
+        self._funcs = _generate([y], f, u, ell, w)
+        return self._funcs
 
-        def evaluate(yv, fv, log_sd):
-            out = fn(yv, fv, *log_sd)
-            out = [np.broadcast_to(np.asarray(o, dtype=np.float64), fv.shape) for o in out]
+    def censored_functions(self, kind: str):
+        """Generated functions of the terms of a censored observation (see
+        :mod:`._censoring`), with the outputs of :meth:`functions`; ``kind``:
 
-            def cols(a):
-                return np.stack(out[a : a + r], axis=1)
+        - ``"left"``: ``(b, f, log_sd...)``, ``l = -2 log Phi((b - f) / s)`` (below ``b``:
+          M3's below-quantification observation);
+        - ``"right"``: ``(a, f, log_sd...)``, ``l = -2 log Phi((f - a) / s)`` (above ``a``);
+        - ``"interval"``: ``(a, b, f, log_sd...)``, ``l = -2 log(Phi((b - f)/s) -
+          Phi((a - f)/s))``;
+        - ``"truncation"``: ``(t, f, log_sd...)``, ``l = +2 log Phi((f - t) / s)``: the
+          observation is known to be above ``t`` (M4's positive quantities, ``t = 0``);
 
-            ell, ell_f, ell_ff = out[0], out[1], out[2]
-            w, w_f = out[3 + 2 * r], out[4 + 2 * r]
-            ell_fff = out[5 + 3 * r]
-            return (
-                ell,
-                ell_f,
-                ell_ff,
-                cols(3),
-                cols(3 + r),
-                w,
-                w_f,
-                cols(5 + 2 * r),
-                ell_fff,
-                cols(6 + 3 * r),
+        with ``s = sqrt(R(f))``. The FOCE-I weight ``w`` is the Gauss-Newton one: the
+        second derivative of ``l`` in the standardised limit(s) ``z`` times ``(dz/df)^2 / 2``
+        (the exact half curvature in ``f`` for an additive error; never negative for the
+        first three kinds).
+        """
+        cache = self.__dict__.setdefault("_censored", {})
+        if kind in cache:
+            return cache[kind]
+        if kind not in ("left", "right", "interval", "truncation"):
+            raise ValueError(f"unknown censoring kind {kind!r}")
+        import sympy as sp
+
+        from ._censoring import LogD, LogPhi
+
+        # f without assumptions: sqrt((sd f)^2) stays a square root (as real, SymPy makes it
+        # sd |f|, whose third derivative is a DiracDelta)
+        f = sp.Symbol("f")
+        u = sp.symbols(f"u0:{len(self.names)}", real=True)
+        sd = [sp.exp(x) for x in u]
+        s = sp.sqrt(self.variance(f, sd))
+        za, zb = sp.symbols("za zb", real=True)
+        a, b, t = sp.symbols("a b t", real=True)
+        if kind == "left":
+            args, h, zs = [b], -2 * LogPhi(zb), {zb: (b - f) / s}
+        elif kind == "right":
+            args, h, zs = [a], -2 * LogPhi(za), {za: (f - a) / s}
+        elif kind == "interval":
+            args, h, zs = [a, b], -2 * LogD(za, zb), {za: (a - f) / s, zb: (b - f) / s}
+        else:
+            args, h, zs = [t], 2 * LogPhi(za), {za: (f - t) / s}
+        ell = h.subs(zs)
+        zsym = list(zs)
+        J = [sp.diff(zs[z], f) for z in zsym]
+        w = (
+            sum(
+                sp.diff(h, z1, z2).subs(zs) * J[i] * J[j]
+                for i, z1 in enumerate(zsym)
+                for j, z2 in enumerate(zsym)
             )
+            / 2
+        )
+        cache[kind] = _generate(args, f, u, ell, w)
+        return cache[kind]
 
-        self._funcs = evaluate
-        return evaluate
+
+def _generate(data, f, u, ell, w):
+    """NumPy functions of ``(*data, f, *u)`` of ``l, l_f, l_ff, l_s, l_fs, w, w_f, w_s,
+    l_fff, l_ffs`` (see :meth:`ErrorModel.functions`) from the expressions ``ell``, ``w``."""
+    import sympy as sp
+
+    from ._censoring import NUMPY_FUNCTIONS
+
+    ell_f = sp.diff(ell, f)
+    ell_ff = sp.diff(ell_f, f)
+    exprs = [ell, ell_f, ell_ff]
+    exprs += [sp.diff(ell, x) for x in u] + [sp.diff(ell_f, x) for x in u]
+    exprs += [w, sp.diff(w, f)] + [sp.diff(w, x) for x in u]
+    exprs += [sp.diff(ell_ff, f)] + [sp.diff(ell_ff, x) for x in u]
+    fn = sp.lambdify([*data, f, *u], exprs, modules=[NUMPY_FUNCTIONS, "numpy"], cse=True)
+    r = len(u)
+
+    def evaluate(*args):
+        *values, fv, log_sd = args
+        out = fn(*values, fv, *log_sd)
+        out = [np.broadcast_to(np.asarray(o, dtype=np.float64), fv.shape) for o in out]
+
+        def cols(a):
+            return np.stack(out[a : a + r], axis=1)
+
+        ell, ell_f, ell_ff = out[0], out[1], out[2]
+        w, w_f = out[3 + 2 * r], out[4 + 2 * r]
+        ell_fff = out[5 + 3 * r]
+        return (
+            ell,
+            ell_f,
+            ell_ff,
+            cols(3),
+            cols(3 + r),
+            w,
+            w_f,
+            cols(5 + 2 * r),
+            ell_fff,
+            cols(6 + 3 * r),
+        )
+
+    return evaluate
 
 
 class Additive(ErrorModel):

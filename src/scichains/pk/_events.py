@@ -1,15 +1,28 @@
 """NONMEM-style event tables: one record per row, read into per-subject doses and observations.
 
-Columns (names case-insensitive; unknown numeric columns are covariates):
+Columns (names case-insensitive; other numeric columns are covariates, text columns are
+encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 
 - ``ID`` (required): subject identifier; a subject's records must be contiguous.
 - ``TIME`` (required): time of the record; non-decreasing within a subject.
 - ``DV``: the observation (required on observation records).
 - ``AMT``: dose amount (dose records: finite and > 0).
 - ``EVID``: 0 observation, 1 dose, 2 other (ignored). Default: 1 where ``AMT > 0``, else 0.
-- ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations).
+  Reset events (3, 4) are refused.
+- ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations;
+  ``MDV=0`` on a dose record, a dose that is also an observation, is refused).
 - ``CMT``: the compartment a dose goes into, 1-based (state ``CMT - 1``; default 1).
-  Observations have one type (the model's observation function), so their ``CMT`` is not used.
+  Observations have one type (the model's observation function): their ``CMT`` may name
+  the observed compartment, one value for the whole table (several are refused: several
+  endpoints are not supported yet). ``AMT > 0`` on an observation record is refused.
+- ``CENS``: 1 marks an observation below the limit of quantification, whose ``DV`` is that
+  limit (the LLOQ; nlmixr2's and Monolix's convention), -1 one above its ``DV``; 0 or
+  missing: observed. ``LIMIT``: the other end of a censored observation's interval (below
+  ``DV`` for ``CENS=1``, above it for -1; missing or infinite, ``-inf`` or ``inf``: none); a
+  finite ``LIMIT`` on an observed record (nlmixr2's M2) is refused. The fit's likelihood of
+  censored observations: M3 (default) or M4, see :class:`PopulationObjective` (``blq``).
+- Reserved and not supported (refused by name, never read as covariates): ``DVID``,
+  ``OCC``, ``BLQ``, ``LLOQ``, ``L2``.
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
@@ -24,9 +37,12 @@ change (last observation carried forward, as rxode2/nlmixr2 interpolate by defau
 uses the next record's value for the interval before it), a missing value keeps the previous
 one.
 
-Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``. At equal times, a subject's doses are
-given before its observations are read (a dose at time 0 and a sample at time 0: the sample
-sees the dose in the depot). Records after the last observation are fine.
+Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``; an infinite value (``inf``) is refused
+as not finite (``LIMIT`` excepted). Rows whose first field starts with ``#`` or ``@`` are
+comments and skipped (NONMEM's ``IGNORE=#``/``IGNORE=@``; a header row may start with one
+too). At equal times, a subject's doses are given before its observations are read (a dose
+at time 0 and a sample at time 0: the sample sees the dose in the depot). Records after the
+last observation are fine.
 """
 
 from __future__ import annotations
@@ -38,7 +54,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-KNOWN = ("ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS")
+KNOWN = (
+    "ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS", "CENS",
+    "LIMIT",
+)  # fmt: skip
+UNSUPPORTED = {
+    "DVID": "several endpoints (DVID) are not supported yet: the model has one observation",
+    "OCC": "occasions (OCC, inter-occasion variability) are not supported yet",
+    "BLQ": (
+        "a BLQ flag is not read: mark censored observations CENS=1 with DV = the LLOQ "
+        "(nlmixr2's and Monolix's convention)"
+    ),
+    "LLOQ": (
+        "an LLOQ column is not read: mark censored observations CENS=1 with DV = the LLOQ "
+        "(nlmixr2's and Monolix's convention)"
+    ),
+    "L2": "NONMEM's L2 data item (records of one level) is not supported",
+}
+COMMENT = ("#", "@")
 
 
 class EventTableError(ValueError):
@@ -83,7 +116,13 @@ class Subject:
     covariate_history : ``(time, row, {name: value})`` at each record where a value changes,
         the values in effect from that time on (last observation carried forward; a missing
         value carries the previous one forward)
+    cens : the censoring of each observation, shape ``(n_obs,)`` (``CENS``): 0 observed, 1
+        below its ``dv`` (the LLOQ: M3), -1 above it; None: none censored
+    limit : the other end of a censored observation's interval, shape ``(n_obs,)``
+        (``LIMIT``: ``(limit, dv)`` for ``cens`` 1, ``(dv, limit)`` for -1; NaN or infinite:
+        none); None: no limits
     n_obs : the number of observations
+    n_censored : the number of censored observations
     """
 
     id: object
@@ -94,10 +133,16 @@ class Subject:
     covariates: dict = field(default_factory=dict)
     covariate_changes: tuple = ()
     covariate_history: tuple = ()
+    cens: np.ndarray | None = None
+    limit: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
         return int(self.times.size)
+
+    @property
+    def n_censored(self) -> int:
+        return 0 if self.cens is None else int(np.count_nonzero(self.cens))
 
 
 @dataclass
@@ -119,6 +164,11 @@ class EventData:
     @property
     def n_obs(self) -> int:
         return sum(s.n_obs for s in self.subjects)
+
+    @property
+    def n_censored(self) -> int:
+        """The number of censored observations (``CENS`` not 0)."""
+        return sum(s.n_censored for s in self.subjects)
 
     def __len__(self) -> int:
         return len(self.subjects)
@@ -148,28 +198,85 @@ def _number(text, column, row):
         raise EventTableError(f"row {row}: column {column} holds {s!r}, not a number") from None
 
 
+def _comment(value) -> bool:
+    return isinstance(value, str) and value.lstrip().startswith(COMMENT)
+
+
 def _columns_from_csv(path):
+    """``(header, columns, rows)``: ``rows`` the 1-based data row of each record kept (blank
+    lines are not counted, comment rows are, and are skipped)."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)
+            while not any(x.strip() for x in header):
+                header = next(reader)
         except StopIteration:
             raise EventTableError(f"{path}: the file is empty") from None
         records = [r for r in reader if any(x.strip() for x in r)]
+    if header and _comment(header[0]):
+        header = [header[0].lstrip()[1:], *header[1:]]
+    kept, rows = [], []
     for i, r in enumerate(records, start=1):
+        if _comment(r[0]):
+            continue
         if len(r) != len(header):
             raise EventTableError(
                 f"row {i}: {len(r)} fields but the header has {len(header)} columns"
             )
-    return header, [[r[j] for r in records] for j in range(len(header))]
+        kept.append(r)
+        rows.append(i)
+    return header, [[r[j] for r in kept] for j in range(len(header))], rows
 
 
 def _columns_from_frame(df):
     header = [str(c) for c in df.columns]
-    return header, [list(df[c].to_numpy()) for c in df.columns]
+    cols = [list(df[c].to_numpy()) for c in df.columns]
+    keep = [i for i in range(len(cols[0]) if cols else 0) if not _comment(cols[0][i])]
+    return header, [[c[i] for i in keep] for c in cols], [i + 1 for i in keep]
 
 
-def read_events(source, n_states: int | None = None) -> EventData:
+def _text_column(name, values, rows, categories):
+    """The codes of a text column with ``categories[name]`` (a dict text -> number),
+    missing values NaN; refused by name without one."""
+    texts = sorted({str(v).strip() for v in values if _number_or_none(v) is None})
+    if name not in categories:
+        shown = ", ".join(repr(t) for t in texts[:5]) + (", ..." if len(texts) > 5 else "")
+        raise EventTableError(
+            f"column {name} holds text ({shown}): give its codes, read_events(..., "
+            f"categories={{'{name}': {{{texts[0]!r}: 0, ...}}}}), or leave it out "
+            f"(drop=['{name}'])"
+        )
+    codes = categories[name]
+    out = np.empty(len(values))
+    for k, (v, row) in enumerate(zip(values, rows)):
+        t = str(v).strip() if v is not None else ""
+        if (
+            v is None
+            or t in ("", ".", "NA", "NaN", "nan", "NAN")
+            or (isinstance(v, float) and math.isnan(v))
+        ):
+            out[k] = math.nan
+        elif t in codes:
+            out[k] = float(codes[t])
+        else:
+            raise EventTableError(
+                f"row {row}: column {name} holds {t!r}, which categories['{name}'] does not "
+                f"code (it codes {sorted(codes)})"
+            )
+    return out
+
+
+def _number_or_none(v):
+    try:
+        return _number(v, "", 0)
+    except EventTableError:
+        return None
+
+
+def read_events(
+    source, n_states: int | None = None, categories: dict | None = None, drop=()
+) -> EventData:
     """Read a NONMEM-style event table (see the module docstring for the columns).
 
     Parameters
@@ -178,6 +285,11 @@ def read_events(source, n_states: int | None = None) -> EventData:
         (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is optional)
     n_states : when given, doses into ``CMT > n_states`` are refused here (the fit checks
         against its model anyway)
+    categories : ``{column: {text: code}}``: a text column's values as numbers (a
+        categorical covariate, e.g. ``{"SEX": {"M": 0, "F": 1}}``); a text column without
+        one is refused, naming it (never dropped)
+    drop : column names to leave out (NONMEM's ``$INPUT ... =DROP``), e.g. a free-text
+        comment column
 
     Returns
     -------
@@ -187,21 +299,48 @@ def read_events(source, n_states: int | None = None) -> EventData:
     ------
     EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
-    missing ``TIME``/``ID``, a missing ``DV`` on an observation, an unknown ``EVID``, a
-    compartment below 1 (or above ``n_states``), ``ADDL`` without ``II``, ``SS`` other
-    than 0/1, ``SS=1`` without ``II`` or with an infusion as long as ``II``,
-    inconsistent ``RATE``/``DUR``, a subject whose records are not contiguous.
+    missing ``TIME``/``ID``, a missing ``DV`` on an observation, a value that is not finite
+    (``inf``), an unknown ``EVID`` (3 and 4 included), ``MDV=0`` on a dose, ``AMT`` on an
+    observation, observations in several compartments, a compartment below 1 (or above
+    ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1, ``SS=1`` without ``II``
+    or with an infusion as long as ``II``, inconsistent ``RATE``/``DUR``, ``CENS`` other
+    than 0/1/-1 or not on an observation, a ``LIMIT`` on the wrong side of ``DV`` or on an
+    observed record, a subject whose records are not contiguous; and naming the column: a
+    reserved column that is not supported (``DVID``, ``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
+    text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
-        header, cols = _columns_from_csv(source)
+        header, cols, rows = _columns_from_csv(source)
     elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
-        header, cols = _columns_from_frame(source)
+        header, cols, rows = _columns_from_frame(source)
     else:
         raise TypeError("read_events takes a CSV path or a pandas DataFrame")
+    categories = {str(k).strip().upper(): v for k, v in (categories or {}).items()}
+    if isinstance(drop, str):
+        drop = [drop]
+    drop = [str(d).strip().upper() for d in drop]
     upper = [h.strip().upper() for h in header]
     dup = sorted({h for h in upper if upper.count(h) > 1})
     if dup:
         raise EventTableError(f"columns named twice (names are case-insensitive): {dup}")
+    for name in drop:
+        if name not in upper:
+            raise EventTableError(f"drop names {name}, which is not a column ({header})")
+        if name in ("ID", "TIME"):
+            raise EventTableError(f"the {name} column cannot be dropped")
+    for name in categories:
+        if name not in upper or name in drop:
+            raise EventTableError(f"categories names {name}, which is not a column read")
+    keep = [k for k, h in enumerate(upper) if h not in drop]
+    header = [header[k] for k in keep]
+    cols = [cols[k] for k in keep]
+    upper = [upper[k] for k in keep]
+    for name in upper:
+        if name in UNSUPPORTED:
+            raise EventTableError(
+                f"column {name}: {UNSUPPORTED[name]} (read_events(..., drop=['{name}']) leaves "
+                "it out)"
+            )
     for need in ("ID", "TIME"):
         if need not in upper:
             raise EventTableError(f"the table needs an {need} column; it has {header}")
@@ -212,19 +351,31 @@ def read_events(source, n_states: int | None = None) -> EventData:
     for name, values in raw.items():
         if name == "ID":
             continue
+        if name in categories:
+            num[name] = _text_column(name, values, rows, categories)
+            continue
         try:
-            num[name] = np.array([_number(v, name, i + 1) for i, v in enumerate(values)])
+            num[name] = np.array([_number(v, name, row) for v, row in zip(values, rows)])
         except EventTableError:
             if name in KNOWN:
                 raise
-            # a non-numeric extra column (a label, a comment): not a covariate
-            continue
+            num[name] = _text_column(name, values, rows, categories)  # refuses
+        bad = np.flatnonzero(np.isinf(num[name]))
+        if bad.size and name != "LIMIT":
+            k = int(bad[0])
+            raise EventTableError(
+                f"row {rows[k]} (ID {ids[k]}): column {name} holds {num[name][k]:g}, not a "
+                "finite number (missing values are empty, '.' or NA)"
+            )
     covariates = tuple(c for c in num if c not in KNOWN)
 
     def col(name, default):
         return num[name] if name in num else np.full(nrec, default)
 
     time, dv, amt = col("TIME", math.nan), col("DV", math.nan), col("AMT", 0.0)
+    cens, limit = col("CENS", 0.0), col("LIMIT", math.nan)
+    has_cens = "CENS" in num or "LIMIT" in num
+    obs_cmt = {}  # observed compartment -> first row
     mdv, cmt, rate = col("MDV", math.nan), col("CMT", 1.0), col("RATE", 0.0)
     dur, ii, addl, ss = col("DUR", 0.0), col("II", 0.0), col("ADDL", 0.0), col("SS", 0.0)
     if "EVID" in num:
@@ -252,7 +403,7 @@ def read_events(source, n_states: int | None = None) -> EventData:
     seen = set()
     cur = None
     for r in range(nrec):
-        row = r + 1
+        row = rows[r]
         sid = idtext(ids[r])
         if sid is None:
             raise EventTableError(f"row {row}: the ID is missing")
@@ -275,6 +426,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 "changes": set(),
                 "now": {c: num[c][r] for c in covariates},
                 "history": [],
+                "cens": [],
+                "limit": [],
             }
             subjects.append(cur)
         t = time[r]
@@ -302,19 +455,73 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other; "
                 "reset events 3/4 and rxode2 codes such as 101 are not)"
             )
+        ce = 0.0 if math.isnan(cens[r]) else cens[r]
+        if ce not in (0.0, 1.0, -1.0):
+            raise EventTableError(
+                f"{where}: CENS {ce:g} is not 0 (observed), 1 (below DV, the LLOQ) or -1 (above DV)"
+            )
+        observation = e == 0.0 and mdv[r] != 1.0
+        if ce != 0.0 and not observation:
+            raise EventTableError(
+                f"{where}: CENS {ce:g} on a record that is not an observation (EVID {e:g}"
+                f"{', MDV 1' if mdv[r] == 1.0 else ''})"
+            )
         if e == 2.0:
             continue
         if e == 0.0:
+            a = amt[r]
+            if math.isfinite(a) and a != 0:
+                raise EventTableError(
+                    f"{where}: an observation record (EVID 0) with AMT {a:g}: a dose needs "
+                    "EVID 1 (or no EVID column), on its own record"
+                )
             if mdv[r] == 1.0:
                 continue
             if not math.isfinite(dv[r]):
                 raise EventTableError(
                     f"{where}: an observation record (EVID 0) without a DV; set MDV=1 to skip it"
                 )
+            c = cmt[r]
+            if not math.isnan(c):
+                if not (c >= 1 and float(c).is_integer()):
+                    raise EventTableError(
+                        f"{where}: CMT {c:g} is not a compartment number (1, 2, ...)"
+                    )
+                obs_cmt.setdefault(int(c), where)
+                if len(obs_cmt) > 1:
+                    (c1, w1), (c2, w2) = list(obs_cmt.items())[:2]
+                    raise EventTableError(
+                        f"observations in compartments {c1} ({w1}) and {c2} ({w2}): several "
+                        "endpoints are not supported yet (the model has one observation)"
+                    )
+            lim = limit[r]
+            if ce == 0.0 and math.isfinite(lim):
+                raise EventTableError(
+                    f"{where}: LIMIT {lim:g} on an observed record (CENS 0): a limit on "
+                    "observed values (nlmixr2's M2) is not supported; LIMIT bounds censored "
+                    "observations (CENS 1 or -1)"
+                )
+            if ce == 1.0 and math.isfinite(lim) and lim >= dv[r]:
+                raise EventTableError(
+                    f"{where}: LIMIT {lim:g} must be below DV {dv[r]:g} for CENS=1 (the "
+                    "observation lies in (LIMIT, DV))"
+                )
+            if ce == -1.0 and math.isfinite(lim) and lim <= dv[r]:
+                raise EventTableError(
+                    f"{where}: LIMIT {lim:g} must be above DV {dv[r]:g} for CENS=-1 (the "
+                    "observation lies in (DV, LIMIT))"
+                )
             cur["t"].append(t)
             cur["dv"].append(dv[r])
             cur["rows"].append(row)
+            cur["cens"].append(ce)
+            cur["limit"].append(lim)
             continue
+        if mdv[r] == 0.0:
+            raise EventTableError(
+                f"{where}: MDV=0 on a dose record (EVID {e:g}): a dose is not an observation; "
+                "give the observation its own record (EVID 0)"
+            )
         # a dose
         a = amt[r]
         if not math.isfinite(a):
@@ -383,6 +590,8 @@ def read_events(source, n_states: int | None = None) -> EventData:
                 covariates={k: float(v) for k, v in s["cov"].items()},
                 covariate_changes=tuple(sorted(s["changes"])),
                 covariate_history=tuple(s["history"]),
+                cens=np.array(s["cens"], dtype=np.float64) if has_cens else None,
+                limit=np.array(s["limit"], dtype=np.float64) if has_cens else None,
             )
         )
     return EventData(out, covariates)

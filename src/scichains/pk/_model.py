@@ -24,7 +24,12 @@ class PKModel:
         function of the typical values, the random effects and the covariates, e.g.
         ``{cl: tvcl * exp(eta_cl) * (WT / 70)**0.75}``
     theta : dict ``{symbol: initial value}``: the typical values (fixed effects, ``p``), on
-        the scale the expressions use (e.g. ``log CL``)
+        the scale the expressions use (e.g. ``log CL``, or ``CL`` per kg as NONMEM's
+        ``THETA(1)*WT``: :func:`fit` scales the estimated vector internally, so either scale
+        converges); a value may be a tuple ``(low, init, up)`` or ``(low, init)`` (NONMEM's
+        ``$THETA (0, 0.0047)``): bounds, ``None`` or ``-inf``/``inf`` for none, with
+        ``low < init < up`` (``ValueError`` otherwise); :func:`fit` keeps the estimate inside
+        them (``theta_bounds``)
     eta : SymPy symbols of the random effects (``q``)
     omega : initial covariance of ``eta``: a vector of ``q`` variances (a diagonal omega,
         estimated as such) or a ``(q, q)`` symmetric positive-definite matrix (a full omega)
@@ -115,7 +120,7 @@ class PKModel:
         self.phi = list(individual)
         self.phi_exprs = [sp.sympify(individual[k]) for k in self.phi]
         self.theta_symbols = list(theta)
-        self.theta0 = np.array([float(theta[k]) for k in self.theta_symbols])
+        self.theta0, self.theta_bounds = _theta_values(theta)
         self.eta = list(eta)
         self.covariates = list(covariates)
         self.error = error
@@ -402,6 +407,42 @@ class PKModel:
                     )
         names += [f"log_{n}" for n in self.error.names]
         return names
+
+
+def _theta_values(theta: dict):
+    """``(initial values (p,), bounds (p, 2))`` of the ``theta`` dict: each value a number or a
+    tuple ``(low, init)`` / ``(low, init, up)`` (``None`` for no bound)."""
+    init, bounds = [], []
+    for k, v in theta.items():
+        if isinstance(v, (tuple, list)):
+            if len(v) not in (2, 3):
+                raise ValueError(
+                    f"theta {k}: a tuple must be (low, init) or (low, init, up), got {v!r}"
+                )
+            low = -np.inf if v[0] is None else float(v[0])
+            up = np.inf if len(v) < 3 or v[2] is None else float(v[2])
+            x = float(v[1])
+            if np.isnan(low) or np.isnan(up) or low == np.inf or up == -np.inf:
+                raise ValueError(f"theta {k}: bounds ({low}, {up}) are not valid")
+            if not (np.isfinite(x) and low < x < up):
+                raise ValueError(
+                    f"theta {k}: the initial value {x:g} must be finite and strictly inside "
+                    f"its bounds ({low:g}, {up:g})"
+                )
+        else:
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"theta {k}: the initial value must be a number or a tuple (low, init, up), "
+                    f"got {v!r}"
+                ) from None
+            if not np.isfinite(x):
+                raise ValueError(f"theta {k}: the initial value must be finite, got {x}")
+            low, up = -np.inf, np.inf
+        init.append(x)
+        bounds.append((low, up))
+    return np.array(init, dtype=np.float64), np.array(bounds, dtype=np.float64).reshape(-1, 2)
 
 
 def _arguments(

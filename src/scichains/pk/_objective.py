@@ -34,6 +34,7 @@ import numpy as np
 
 from ..ode._solution import ODESolveError, ReturnCode
 from ..parallel import _executor as ex
+from ._censoring import CensoringPlan
 from ._predict import PKSolveError, Regimen, predict_subject
 
 
@@ -51,6 +52,28 @@ def numerical_failure(e: BaseException) -> bool:
     if isinstance(e, ODESolveError):
         return e.solution.status != ReturnCode.RHS_ERROR
     return isinstance(e, (InnerFailure, PKSolveError, np.linalg.LinAlgError, ArithmeticError))
+
+
+def drop_censored(data):
+    """``data`` without its censored observations (M1)."""
+    from ._events import EventData, Subject
+
+    if data.n_censored == 0:
+        return data
+    out = []
+    for s in data.subjects:
+        if s.n_censored == 0:
+            out.append(s)
+            continue
+        keep = s.cens == 0
+        limit = None if s.limit is None else s.limit[keep]
+        out.append(
+            Subject(
+                s.id, s.doses, s.times[keep], s.dv[keep], s.rows[keep], s.covariates,
+                s.covariate_changes, s.covariate_history, s.cens[keep], limit,
+            )
+        )  # fmt: skip
+    return EventData(out, data.covariates)
 
 
 class _Eval:
@@ -101,6 +124,16 @@ class PopulationObjective:
     block : subjects per partial sum (default 4): the OFV and gradient are summed in subject
         order within each block and the block sums in block order, so the results are the
         same bit for bit in this process and on any number of workers and chunk sizes
+    blq : the likelihood of censored observations (``CENS`` 1 or -1, ``LIMIT``: see
+        :func:`read_events` and :mod:`._censoring`): ``"m3"`` (default: ``-2 log`` of the
+        probability of the interval the observation lies in, ``Phi((LLOQ - f) / s)`` below
+        the LLOQ), ``"m4"`` (M3 for positive quantities: every observation conditioned on
+        ``y > 0``; with the exponential error model the same as M3) or ``"m1"`` (the censored
+        observations left out). For FOCE-I a censored observation's weight is the
+        Gauss-Newton one (the curvature of its ``-2 log`` probability in the standardised
+        limits times the square of their derivatives in ``f``, over 2); Laplace uses its
+        exact second derivative. ``n_obs``: the observations fitted, ``n_density``: those
+        with a density (``-2 log L = OFV + n_density log 2 pi``)
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
@@ -125,7 +158,13 @@ class PopulationObjective:
         executor=None,
         batch_size: int | None = None,
         block: int = 4,
+        blq: str = "m3",
     ):
+        if blq not in ("m1", "m3", "m4"):
+            raise ValueError(f"blq must be 'm1', 'm3' or 'm4', got {blq!r}")
+        self.blq = blq
+        if blq == "m1":
+            data = drop_censored(data)
         if method not in ("focei", "laplace"):
             raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
         if sensitivities not in ("auto", "phi", "directions"):
@@ -147,6 +186,7 @@ class PopulationObjective:
                 f"{list(data.covariates)})"
             )
         self.cov = []
+        self.plans = []  # per subject: None (every observation has a density) or its plan
         self.pieces = []  # per subject: None, or (change times (K-1,), covariates (K, c))
         names = model.covariate_names
         for s in data.subjects:
@@ -189,6 +229,8 @@ class PopulationObjective:
                     f"positive observations, got DV {s.dv[j]:g}"
                 )
             self.cov.append(np.array(vals, dtype=np.float64))
+            plan = CensoringPlan(s.dv, s.cens, s.limit, blq == "m4", model.error.log_transform)
+            self.plans.append(plan if plan.any else None)
         self.regimens = [
             Regimen(s, model.n, model.lagged_states, () if pc is None else pc[0])
             for s, pc in zip(data.subjects, self.pieces)
@@ -196,6 +238,11 @@ class PopulationObjective:
         self._errf = model.error.functions()
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs
+        self.n_density = data.n_obs - sum(
+            p.left[0].size + p.right[0].size + p.interval[0].size
+            for p in self.plans
+            if p is not None
+        )
         self._busy = threading.Lock()
         if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
             raise ValueError(f"block must be a positive integer, got {block!r}")
@@ -215,6 +262,7 @@ class PopulationObjective:
                 "inner_maxiter": self.inner_maxiter,
                 "sensitivities": self.sensitivities,
                 "block": self.block,
+                "blq": self.blq,
             }
             n = len(data.subjects)
             size = batch_size or -(-n // ex.n_workers(self.executor))
@@ -317,7 +365,8 @@ class PopulationObjective:
         s = self.data.subjects[i]
         f, G, Ft, Hf, B, Tf, Tt = self._predict(i, theta, eta, third)
         yv = np.log(s.dv) if self.model.error.log_transform else s.dv
-        terms = self._errf(yv, f, log_sd)
+        plan = self.plans[i]
+        terms = self._errf(yv, f, log_sd) if plan is None else self._terms(plan, yv, f, log_sd)
         ell, ell_f, ell_ff = terms[0], terms[1], terms[2]
         w = terms[5]
         ev.L = float(np.sum(ell) + eta @ oinv @ eta)
@@ -327,6 +376,28 @@ class PopulationObjective:
         ev.f, ev.G, ev.Hf, ev.Ft, ev.B, ev.terms = f, G, Hf, Ft, B, terms
         ev.Tf, ev.Tt = Tf, Tt
         return ev
+
+    def _terms(self, plan, yv, f, log_sd):
+        """The per-observation terms (as :meth:`ErrorModel.functions` gives them) of a
+        subject with censored observations or M4's truncation: each kind from its own
+        generated functions (see :mod:`._censoring`), truncation terms added."""
+        n, r = f.size, self.model.r
+        out = [np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros((n, r))]
+        out += [np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros(n), np.zeros((n, r))]
+        err = self.model.error
+        groups = [(plan.normal, self._errf, (yv[plan.normal],))]
+        groups.append((plan.left[0], err.censored_functions("left"), plan.left[1:]))
+        groups.append((plan.right[0], err.censored_functions("right"), plan.right[1:]))
+        groups.append((plan.interval[0], err.censored_functions("interval"), plan.interval[1:]))
+        groups.append(
+            (plan.truncation[0], err.censored_functions("truncation"), plan.truncation[1:])
+        )
+        for idx, fn, limits in groups:
+            if idx.size == 0:
+                continue
+            for k, v in enumerate(fn(*limits, f[idx], log_sd)):
+                out[k][idx] += v
+        return tuple(out)
 
     def _inner(self, i, theta, oinv, log_sd, eta0):
         """Newton's method on ``L_i`` from ``eta0`` (exact Hessian when positive definite,
@@ -462,6 +533,21 @@ class PopulationObjective:
     def per_subject(self, x, grad=False):
         """``(OFV_i (N,), dOFV_i/dx (N, size) or None)``: the subjects' contributions."""
         return self._run(x, grad=grad, per_subject=True)
+
+    def value_grad_and_subjects(self, x):
+        """``(OFV, dOFV/dx, dOFV_i/dx (N, size))``: :meth:`value_and_grad` (the same bits:
+        the subjects' terms summed by blocks in the same order) with the subjects' gradients
+        (:func:`fit` scales its variables with them)."""
+        ofv, gi = self._run(x, grad=True, per_subject=True)
+        total, g = 0.0, np.zeros(self.model.size)
+        for lo in range(0, ofv.size, self.block):
+            value, gb = 0.0, np.zeros(self.model.size)
+            for i in range(lo, min(ofv.size, lo + self.block)):
+                value += ofv[i]
+                gb += gi[i]
+            total += value
+            g += gb
+        return float(total), g, gi
 
     def _run(self, x, grad, per_subject=False):
         if not self._busy.acquire(blocking=False):

@@ -11,8 +11,9 @@ from ._objective import PopulationObjective
 
 def gof_plot(table: dict, fig=None):
     """Four panels from a :func:`residuals` table: DV vs PRED, DV vs IPRED (with the line of
-    identity), CWRES vs TIME and CWRES vs PRED (with zero). Returns the matplotlib figure
-    (a new one unless ``fig`` is given)."""
+    identity), CWRES vs TIME and CWRES vs PRED (with zero). Censored observations (``CENS``
+    not 0) are drawn at their limit with another marker in the first two and have no CWRES.
+    Returns the matplotlib figure (a new one unless ``fig`` is given)."""
     import matplotlib.pyplot as plt
 
     for key in ("DV", "PRED", "IPRED", "CWRES", "TIME"):
@@ -21,9 +22,16 @@ def gof_plot(table: dict, fig=None):
     fig = fig or plt.figure(figsize=(9, 7))
     axes = fig.subplots(2, 2)
     dv = np.asarray(table["DV"])
+    cens = np.asarray(table.get("CENS", np.zeros(dv.size)))
+    seen = cens == 0
     for ax, key in zip(axes[0], ("PRED", "IPRED")):
         x = np.asarray(table[key])
-        ax.scatter(x, dv, s=10, alpha=0.7)
+        ax.scatter(x[seen], dv[seen], s=10, alpha=0.7)
+        if not np.all(seen):  # censored: at their limit, marked apart
+            ax.scatter(
+                x[~seen], dv[~seen], s=14, marker="x", color="C3", label="censored (DV: limit)"
+            )
+            ax.legend(fontsize=8)
         lim = [min(x.min(), dv.min()), max(x.max(), dv.max())]
         ax.plot(lim, lim, "k--", lw=1)
         ax.set_xlabel(key)
@@ -56,7 +64,17 @@ class VPC:
         simulated percentile, same shape
     simulated_high : the upper end of that interval, same shape
     times : the observation times of every subject (data order), shape ``(n_obs,)``
-    dv : the observations at ``times``, shape ``(n_obs,)``
+    dv : the observations at ``times``, shape ``(n_obs,)`` (a censored one: its limit)
+    lloq : the limit of quantification of each observation, shape ``(n_obs,)``, or None
+        (no censoring handled). With one, an observed or simulated value below it counts as
+        below the limit: it enters the percentiles at the LLOQ and a percentile at or below
+        the bin's LLOQ is NaN (not shown: it is not known), and the fraction below the limit
+        is compared per bin:
+    observed_below : the observed fraction below the LLOQ per bin, shape ``(n_bins,)``
+        (NaN without ``lloq``)
+    simulated_below_median, simulated_below_low, simulated_below_high : the median and
+        ``ci`` interval over the replicates of that fraction, shape ``(n_bins,)``
+    cens : the data's ``CENS`` of each observation, shape ``(n_obs,)``
     """
 
     percentiles: tuple
@@ -69,14 +87,31 @@ class VPC:
     simulated_high: np.ndarray
     times: np.ndarray
     dv: np.ndarray
+    lloq: np.ndarray | None = None
+    observed_below: np.ndarray | None = None
+    simulated_below_median: np.ndarray | None = None
+    simulated_below_low: np.ndarray | None = None
+    simulated_below_high: np.ndarray | None = None
+    cens: np.ndarray | None = None
 
     def plot(self, ax=None):
-        """Observed data and percentiles (lines) over the simulated intervals (bands)."""
+        """Observed data and percentiles (lines) over the simulated intervals (bands);
+        with an LLOQ, censored observations are marked at their limit and the LLOQ drawn
+        (see :meth:`plot_below` for the fraction below it). Returns the axes."""
         import matplotlib.pyplot as plt
 
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 5))
-        ax.scatter(self.times, self.dv, s=8, color="0.5", alpha=0.6, label="observed")
+        cens = np.zeros(self.dv.size) if self.cens is None else self.cens
+        seen = cens == 0
+        ax.scatter(self.times[seen], self.dv[seen], s=8, color="0.5", alpha=0.6, label="observed")
+        if not np.all(seen):
+            ax.scatter(
+                self.times[~seen], self.dv[~seen], s=12, marker="x", color="C3", alpha=0.6,
+                label="censored (at its limit)",
+            )  # fmt: skip
+        if self.lloq is not None:
+            ax.axhline(float(np.max(self.lloq)), color="C3", lw=1, ls=":", label="LLOQ")
         for k, pct in enumerate(self.percentiles):
             color = "C0" if pct == 50 else "C1"
             ax.fill_between(
@@ -94,11 +129,33 @@ class VPC:
         ax.legend(fontsize=8)
         return ax
 
+    def plot_below(self, ax=None):
+        """The observed fraction below the LLOQ per bin (line) over the simulated median
+        and ``ci`` interval (band). ``ValueError`` without an LLOQ. Returns the axes."""
+        import matplotlib.pyplot as plt
+
+        if self.lloq is None:
+            raise ValueError("this VPC has no LLOQ (vpc(..., lloq=...) or censored data)")
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 3))
+        ax.fill_between(
+            self.centers, self.simulated_below_low, self.simulated_below_high, color="C3",
+            alpha=0.25, label=f"simulated {100 * self.ci:g}% interval",
+        )  # fmt: skip
+        ax.plot(self.centers, self.simulated_below_median, color="C3", lw=1, ls="--")
+        ax.plot(self.centers, self.observed_below, color="k", lw=1.5, label="observed")
+        ax.set_xlabel("TIME")
+        ax.set_ylabel("fraction < LLOQ")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+        return ax
+
 
 def simulate(model, data, x, n: int, seed=0, **objective_kwargs) -> np.ndarray:
     """``n`` replicates of the observations of ``data`` simulated from ``model`` at ``x``
     (random effects from omega, residuals from the error model): an array of shape
-    ``(n, data.n_obs)``, subjects in data order.
+    ``(n, data.n_obs)``, subjects in data order. Censored observations are simulated like
+    the others (uncensored values: :func:`vpc` applies the limit).
 
     Parameters
     ----------
@@ -111,6 +168,7 @@ def simulate(model, data, x, n: int, seed=0, **objective_kwargs) -> np.ndarray:
     **objective_kwargs : options of :class:`PopulationObjective` used for the predictions
         (``rtol``, ``atol``)
     """
+    objective_kwargs.pop("blq", None)  # every observation is simulated
     obj = PopulationObjective(model, data, **objective_kwargs)
     _, om, _ = model.unpack(x)
     log_sd = np.asarray(x, dtype=np.float64)[model.p + model.n_omega :]
@@ -139,6 +197,7 @@ def vpc(
     percentiles=(5, 50, 95),
     ci=0.95,
     seed=0,
+    lloq=None,
     **objective_kwargs,
 ) -> VPC:
     """A visual predictive check of ``fit``: ``n_sim`` replicates of the data simulated with
@@ -158,6 +217,13 @@ def vpc(
     percentiles : the percentiles to compare, in ``[0, 100]`` (default ``(5, 50, 95)``)
     ci : the coverage of the simulated intervals, in ``(0, 1)`` (default 0.95)
     seed : the seed of the simulation (default 0)
+    lloq : the lower limit of quantification: a number, or one per observation (shape
+        ``(n_obs,)``); default: the data's, when observations are censored below one
+        (``CENS=1``): each such observation's own ``DV``, and the smallest of them for the
+        others. With one, values below it (observed: ``CENS=1``; simulated: below the
+        observation's LLOQ) enter the percentiles at the LLOQ, a percentile at or below the
+        bin's LLOQ is not shown (NaN), and the fraction below it is compared per bin (see
+        :class:`VPC`)
     **objective_kwargs : options of :class:`PopulationObjective` for the simulations
 
     Returns a :class:`VPC`.
@@ -165,6 +231,16 @@ def vpc(
     x = np.asarray(getattr(fit, "x", fit), dtype=np.float64)
     times = np.concatenate([s.times for s in data.subjects])
     dv = np.concatenate([s.dv for s in data.subjects])
+    cens = np.concatenate(
+        [np.zeros(s.n_obs) if s.cens is None else np.asarray(s.cens) for s in data.subjects]
+    )
+    if lloq is None and np.any(cens == 1):
+        lloq = np.where(cens == 1, dv, np.min(dv[cens == 1]))
+    if lloq is not None:
+        lloq = np.broadcast_to(np.asarray(lloq, dtype=np.float64), dv.shape).copy()
+        if not np.all(np.isfinite(lloq)):
+            raise ValueError("lloq must be finite")
+    below_obs = None if lloq is None else (cens == 1) | (dv < lloq)
     if np.isscalar(bins):
         edges = np.unique(np.quantile(times, np.linspace(0, 1, int(bins) + 1)))
     else:
@@ -178,15 +254,38 @@ def vpc(
     low = np.full((nb, pct.size), np.nan)
     high = np.full((nb, pct.size), np.nan)
     centers = np.full(nb, np.nan)
+    below = np.full((4, nb), np.nan)  # observed, simulated median, low, high
     a = 100 * (1 - ci) / 2
+    if lloq is not None:
+        below_sim = sims < lloq
+        sims = np.where(below_sim, lloq, sims)
+        obs_values = np.where(below_obs, lloq, dv)
+    else:
+        obs_values = dv
     for b in range(nb):
         sel = which == b
         if not np.any(sel):
             continue
         centers[b] = np.median(times[sel])
-        observed[b] = np.percentile(dv[sel], pct)
+        observed[b] = np.percentile(obs_values[sel], pct)
         per_rep = np.percentile(sims[:, sel], pct, axis=1).T  # (n_sim, n_pct)
         med[b] = np.median(per_rep, axis=0)
         low[b] = np.percentile(per_rep, a, axis=0)
         high[b] = np.percentile(per_rep, 100 - a, axis=0)
-    return VPC(tuple(percentiles), ci, edges, centers, observed, med, low, high, times, dv)
+        if lloq is not None:
+            floor = np.max(lloq[sel])
+            observed[b][observed[b] <= floor] = np.nan
+            for arr in (med, low, high):
+                arr[b][arr[b] <= floor] = np.nan
+            frac = np.mean(below_sim[:, sel], axis=1)
+            below[:, b] = [
+                np.mean(below_obs[sel]),
+                np.median(frac),
+                np.percentile(frac, a),
+                np.percentile(frac, 100 - a),
+            ]
+    return VPC(
+        tuple(percentiles), ci, edges, centers, observed, med, low, high, times, dv,
+        lloq=lloq, observed_below=below[0], simulated_below_median=below[1],
+        simulated_below_low=below[2], simulated_below_high=below[3], cens=cens,
+    )  # fmt: skip
