@@ -162,3 +162,24 @@ def test_without_a_vjp_it_goes_on_with_finite_differences(monkeypatch):
     ref = ode.solve(prob, AUTO(jacobian="finite difference"), saveat=[1e5], rtol=1e-8, atol=1e-12)
     assert sol.success and sol.stats["njac"] > 0
     np.testing.assert_array_equal(sol.u, ref.u)  # the steps of the finite-difference solver
+
+
+@numba.njit
+def rober_threads(du, u, p, t):  # its own function: its vjp is made during the solves below
+    du[0] = -0.04 * u[0] + 1e4 * u[1] * u[2]
+    du[2] = 3e7 * u[1] * u[1]
+    du[1] = -du[0] - du[2]
+
+
+def test_two_threads_turning_stiff_on_one_new_problem():
+    """Both threads reach the first switch and ask for the vjp: it is made once (under a
+    lock) and both solves match a serial one bit for bit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prob = ode.ODEProblem(rober_threads, [1.0, 0.0, 0.0], (0.0, 1e5))
+    with ThreadPoolExecutor(2) as pool:
+        sols = list(pool.map(lambda _: ode.solve(prob, saveat=[1e5]), range(2)))
+    serial = ode.solve(prob, saveat=[1e5])
+    for sol in sols:
+        assert sol.success and sol.stats["nswitch"] >= 1
+        np.testing.assert_array_equal(sol.u, serial.u)

@@ -328,6 +328,10 @@ def _as_vjp(f):
     )
 
 
+_VJP_LOCK = threading.RLock()
+"""Held while a problem's vjp is made (:meth:`ODEProblem.ensure_vjp`)."""
+
+
 class ODEProblem:
     """An initial value problem du/dt = f(u, p, t), u(t0) = u0, or M du/dt = f(u, p, t) with a
     constant mass matrix ``M``.
@@ -469,6 +473,10 @@ class ODEProblem:
         the network as an opaque function differentiated by its compiled vjp (the problem's
         kernel then gets the scratch that vjp needs). ``method="complex step"`` skips
         the tracing (``"auto"``: tracing first)."""
+        with _VJP_LOCK:  # one vjp per problem: threads solving it at once wait for the first
+            self._ensure_vjp(method)
+
+    def _ensure_vjp(self, method: str) -> None:
         if method not in ("auto", "complex step"):
             raise ValueError(f"method must be 'auto' or 'complex step', got {method!r}")
         if self.vjp_address != 0:
