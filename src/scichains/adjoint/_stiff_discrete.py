@@ -40,7 +40,7 @@ import numpy as np
 from .._jit import kernel
 from ..ode._abi import rhs_from_address, vjp_from_address
 from ..ode._codes import RHS_ERROR, SINGULAR, SUCCESS
-from ..ode._linalg import lu_factor, lu_solve_transposed
+from ..ode._linalg import lu_factor, lu_solve_transposed, shifted_into
 from ._continuous import record_vjp_failure
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
@@ -161,16 +161,7 @@ def rosenbrock_discrete_adjoint(
             for i in range(n):
                 if tmp[i] != f0[i]:
                     autonomous = False
-        inv = 1.0 / (hs * gamma)
-        if has_mass:
-            for i in range(n):
-                for j in range(n):
-                    W[i, j] = inv * mass[i, j] - J[i, j]
-        else:
-            for i in range(n):
-                for j in range(n):
-                    W[i, j] = -J[i, j]
-                W[i, i] += inv
+        shifted_into(W, J, mass, 1.0 / (hs * gamma))
         if lu_factor(W, piv) >= 0:
             code = SINGULAR
             break

@@ -22,17 +22,17 @@ orders of the steps and of the dense output and the Bari test set's reference so
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._order import check_order
-from ._stiff import JACOBIANS
+from ._stiff import JacobianChoice
 from ._tableaus import _hermite_fsal
 
 
-@dataclass(frozen=True)
-class ESDIRK:
+@dataclass(frozen=True, repr=False)
+class ESDIRK(JacobianChoice):
     """An ESDIRK method of ``s`` stages (see the module's docstring).
 
     Call the method to change its Jacobian: ``Kvaerno5(jacobian="finite difference")`` (an
@@ -129,16 +129,6 @@ class ESDIRK:
         return tuple(
             np.ascontiguousarray(x, dtype=np.float64) for x in (self.a, b, self.c, self.btilde)
         )
-
-    def __call__(self, jacobian: str | None = None) -> ESDIRK:
-        if jacobian is None or jacobian == self.jacobian:
-            return self
-        if jacobian not in JACOBIANS:
-            raise ValueError(f"jacobian must be one of {JACOBIANS}, got {jacobian!r}")
-        return replace(self, jacobian=jacobian)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(jacobian={self.jacobian!r})"
 
 
 def _kvaerno5():

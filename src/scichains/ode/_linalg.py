@@ -176,3 +176,20 @@ def spectral_radius(J, v, w):
         for i in range(n):
             v[i] = w[i] / growth
     return growth
+
+
+@inline_kernel
+def shifted_into(out, J, mass, shift):
+    """``out = shift M - J`` (``(n, n)``; ``M`` the identity when ``mass`` is empty, ``(0,
+    0)``): the iteration matrix of the Rosenbrock and Radau steps and their adjoints. ``out``
+    and ``shift`` may be complex (Radau's ``(alpha + i beta) / h``)."""
+    n = J.shape[0]
+    if mass.shape[0] > 0:
+        for i in range(n):
+            for j in range(n):
+                out[i, j] = shift * mass[i, j] - J[i, j]
+    else:
+        for i in range(n):
+            for j in range(n):
+                out[i, j] = -J[i, j]
+            out[i, i] += shift

@@ -28,11 +28,11 @@ estimate's weights against RADAU5's published ``dd`` (``-(13 + 7 sqrt 6) / 3``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stiff import JACOBIANS
+from ._stiff import JacobianChoice
 from ._tableaus import _poly_rows
 
 
@@ -67,8 +67,8 @@ def _coefficients():
     return c, A, Ainv, T, TI, gamma, alpha, beta, dd, P
 
 
-@dataclass(frozen=True)
-class RadauIIA:
+@dataclass(frozen=True, repr=False)
+class RadauIIA(JacobianChoice):
     """A three-stage Radau IIA method (see the module's docstring); ``RadauIIA5`` is the one
     instance. Call it to change its Jacobian: ``RadauIIA5(jacobian="finite difference")``
     (an unknown name raises ``ValueError``).
@@ -134,16 +134,6 @@ class RadauIIA:
             np.ascontiguousarray(x, dtype=np.float64)
             for x in (self.A, self.A[-1], self.c, np.zeros(3))
         )
-
-    def __call__(self, jacobian: str | None = None) -> RadauIIA:
-        if jacobian is None or jacobian == self.jacobian:
-            return self
-        if jacobian not in JACOBIANS:
-            raise ValueError(f"jacobian must be one of {JACOBIANS}, got {jacobian!r}")
-        return replace(self, jacobian=jacobian)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(jacobian={self.jacobian!r})"
 
 
 RadauIIA5 = RadauIIA()

@@ -55,7 +55,7 @@ from ._abi import call_rhs, record_failure
 from ._codes import NEWTON_FAILURE, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
 from ._control import error_norm
 from ._jacobian import JAC_EXACT, JAC_FD, jacobian_into
-from ._linalg import lu_factor, lu_solve_columns, transpose_into
+from ._linalg import lu_factor, lu_solve_columns, shifted_into, transpose_into
 from ._loop import PROCEED, RETRY, register_family, run_loop
 
 MAX_ITER = 7
@@ -181,21 +181,8 @@ def _factor(J, mass, E1, E1T, E2, E2T, piv1, piv2, gamma, alpha, beta, hs):
     """``E1 = gamma / h M - J`` and ``E2 = (alpha + i beta) / h M - J`` (``M = I`` when
     ``mass`` is empty), factored (with their transposes for the column solves); False if one
     is singular."""
-    n = J.shape[0]
-    fac1 = gamma / hs
-    shift = complex(alpha / hs, beta / hs)
-    if mass.shape[0] > 0:
-        for i in range(n):
-            for j in range(n):
-                E1[i, j] = fac1 * mass[i, j] - J[i, j]
-                E2[i, j] = shift * mass[i, j] - J[i, j]
-    else:
-        for i in range(n):
-            for j in range(n):
-                E1[i, j] = -J[i, j]
-                E2[i, j] = -J[i, j]
-            E1[i, i] += fac1
-            E2[i, i] += shift
+    shifted_into(E1, J, mass, gamma / hs)
+    shifted_into(E2, J, mass, complex(alpha / hs, beta / hs))
     if lu_factor(E1, piv1) >= 0 or lu_factor(E2, piv2) >= 0:
         return False
     transpose_into(E1, E1T)

@@ -26,7 +26,13 @@ from .._jit import FLAGS
 from ._abi import F64, call_rhs, record_failure
 from ._codes import RHS_ERROR, SINGULAR, SUCCESS
 from ._jacobian import jacobian_into
-from ._linalg import lu_factor, lu_solve_columns, spectral_radius, transpose_into
+from ._linalg import (
+    lu_factor,
+    lu_solve_columns,
+    shifted_into,
+    spectral_radius,
+    transpose_into,
+)
 from ._loop import PROCEED, RETRY, register_family, run_loop
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
@@ -141,16 +147,7 @@ def _attempt(method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, 
     # W = M / (h gamma) - J (M = I without a mass matrix), factored in place
     mass = control.mass
     has_mass = mass.shape[0] > 0
-    inv = 1.0 / (hs * gamma)
-    if has_mass:
-        for i in range(n):
-            for j in range(n):
-                W[i, j] = inv * mass[i, j] - J[i, j]
-    else:
-        for i in range(n):
-            for j in range(n):
-                W[i, j] = -J[i, j]
-            W[i, i] += inv
+    shifted_into(W, J, mass, 1.0 / (hs * gamma))
     st[4] += 1.0
     if lu_factor(W, piv) >= 0:
         # singular for this step: shrink it (W changes with h) until dtmin

@@ -30,8 +30,27 @@ from ._order import check_order, rosenbrock_original
 JACOBIANS = ("exact", "finite difference")
 
 
-@dataclass(frozen=True)
-class Rosenbrock:
+class JacobianChoice:
+    """What the stiff methods share: ``method(jacobian=...)`` is the same method with another
+    Jacobian (``"exact"`` or ``"finite difference"``; another name raises ``ValueError``), and
+    ``repr`` shows it. The classes are frozen dataclasses made with ``repr=False``."""
+
+    name: str
+    jacobian: str
+
+    def __call__(self, jacobian: str | None = None):
+        if jacobian is None or jacobian == self.jacobian:
+            return self
+        if jacobian not in JACOBIANS:
+            raise ValueError(f"jacobian must be one of {JACOBIANS}, got {jacobian!r}")
+        return replace(self, jacobian=jacobian)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(jacobian={self.jacobian!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Rosenbrock(JacobianChoice):
     """A Rosenbrock method of ``s`` stages (see the module's docstring for the form of its
     coefficients).
 
@@ -133,16 +152,6 @@ class Rosenbrock:
         return tuple(
             np.ascontiguousarray(x, dtype=np.float64) for x in (self.a, self.m, self.c, self.btilde)
         )
-
-    def __call__(self, jacobian: str | None = None) -> Rosenbrock:
-        if jacobian is None or jacobian == self.jacobian:
-            return self
-        if jacobian not in JACOBIANS:
-            raise ValueError(f"jacobian must be one of {JACOBIANS}, got {jacobian!r}")
-        return replace(self, jacobian=jacobian)
-
-    def __repr__(self) -> str:
-        return f"{self.name}(jacobian={self.jacobian!r})"
 
 
 def _poly_rows(polys, s):
