@@ -154,8 +154,18 @@ def not_index_one(du, u, p, t):
     du[1] = u[0] - 1.0  # 0 = u0 - 1 does not involve the algebraic variable u1
 
 
+def test_the_default_solver_of_a_dae_is_rodas5p():
+    prob = linear_problem()
+    sol = ode.solve(prob, saveat=[1.0], rtol=1e-8, atol=1e-10)
+    ref = ode.solve(prob, ode.Rodas5P(), saveat=[1.0], rtol=1e-8, atol=1e-10)
+    assert sol.success
+    np.testing.assert_array_equal(sol.u, ref.u)
+
+
 def test_refusals_name_the_problem():
     prob = linear_problem()
+    with pytest.raises(TypeError, match=r"solver instance, e.g. solver=AutoSwitch\(\)"):
+        ode.solve(prob, ode.AutoSwitch)
     for solver in (ode.Tsit5(), ode.KenCarp4(), ode.Kvaerno5()):
         with pytest.raises(TypeError, match="mass matrix.*Rodas5P.*RadauIIA5"):
             ode.solve(prob, solver)

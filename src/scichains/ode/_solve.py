@@ -33,7 +33,7 @@ from ._solution import (
     raise_failure,
     user_error_failure,
 )
-from ._stiff import Rosenbrock
+from ._stiff import Rodas5P, Rosenbrock
 from ._stiffness import stiffness_hint
 from ._sundials import CVODESolver, solve_cvode
 from ._tableaus import ExplicitRK
@@ -465,6 +465,8 @@ def check_mass_solver(prob, solver, jumps=None) -> None:
     """Refuse a solver (``TypeError``) or option (``ValueError``) that cannot solve ``prob``'s
     ``M du/dt = f``."""
     takes = "Rodas5P() or RadauIIA5() (Rosenbrock23() too for a non-singular M)"
+    if isinstance(solver, type):
+        raise TypeError(f"pass a solver instance, e.g. solver={solver.__name__}()")
     stepper = STEPPERS.get(getattr(type(solver), "family", None))
     if stepper is None or not stepper.mass_matrix:
         why = (
@@ -587,12 +589,7 @@ def plan_solve(
 
 def solve(
     prob: ODEProblem,
-    solver: ExplicitRK
-    | Rosenbrock
-    | ESDIRK
-    | RadauIIA
-    | AutoSwitch
-    | CVODESolver = AutoTsit5Rodas5P,
+    solver: ExplicitRK | Rosenbrock | ESDIRK | RadauIIA | AutoSwitch | CVODESolver | None = None,
     saveat=None,
     rtol: float = 1e-6,
     atol: float = 1e-8,
@@ -612,14 +609,14 @@ def solve(
     prob : the problem (right-hand side, ``u0``, ``tspan``, ``p``); anything else raises
         ``TypeError``. A plain Python right-hand side runs with the CVODE solvers only
         (the others raise ``TypeError``)
-    solver : AutoTsit5Rodas5P (default: Tsit5 while the problem is not stiff, Rodas5P while
-        it is; on a problem that never turns stiff its results are Tsit5's bit for bit, and
-        no Jacobian is made), Tsit5, DP5, BS3, Vern7 (adaptive), RK4, Euler (fixed step:
-        ``dt0`` required), the compiled stiff solvers Rodas5P() and Rosenbrock23() (Rosenbrock
-        methods with the exact Jacobian; ``Rodas5P(jacobian="finite difference")`` for forward
-        differences), Kvaerno5() and KenCarp4() (ESDIRK methods: simplified Newton iterations,
-        the Jacobian and its LU reused across steps), RadauIIA5(), or the SUNDIALS solvers
-        CVODE_BDF() (large stiff problems) and CVODE_Adams()
+    solver : None (default): AutoTsit5Rodas5P (Tsit5 while the problem is not stiff, Rodas5P while
+        it is; on a problem that never turns stiff its results are Tsit5's bit for bit, and no
+        Jacobian is made), or Rodas5P for a problem with a mass matrix; Tsit5, DP5, BS3, Vern7
+        (adaptive), RK4, Euler (fixed step: ``dt0`` required), the compiled stiff solvers Rodas5P()
+        and Rosenbrock23() (Rosenbrock methods with the exact Jacobian; ``Rodas5P(jacobian="finite
+        difference")`` for forward differences), Kvaerno5() and KenCarp4() (ESDIRK methods:
+        simplified Newton iterations, the Jacobian and its LU reused across steps), RadauIIA5(), or
+        the SUNDIALS solvers CVODE_BDF() (large stiff problems) and CVODE_Adams()
     saveat : times at which to save, sorted in the direction of integration. Methods with a
         continuous extension of their own (Tsit5, DP5, Rodas5P: fourth order; BS3, Kvaerno5:
         cubic Hermite; Rosenbrock23: second order)
@@ -648,6 +645,9 @@ def solve(
     """
     if init not in ("check", "algebraic"):
         raise ValueError(f"init must be 'check' or 'algebraic', got {init!r}")
+    if solver is None:
+        with_mass = getattr(prob, "mass_matrix", None) is not None
+        solver = Rodas5P if with_mass else AutoTsit5Rodas5P
     if isinstance(prob, ODEProblem) and prob.kernel is not NO_NETWORK:
         # the network's scratch is per call, so threads may share one problem
         prob = copy.copy(prob)
