@@ -148,7 +148,7 @@ def main(argv=None):
     import dask
     from distributed import Client, LocalCluster
 
-    from scichains.parallel import warm_up
+    from scichains import warm_up
 
     if args.quiet_dask:
         dask.config.set(QUIET_DASK)

@@ -18,7 +18,7 @@ The floor of issue 17: for each problem and rtol 1e-6 and 1e-10, the fastest run
 method (any rtol of the sweep) whose error is at most LSODA's at that rtol, against LSODA's
 time.
 
-``--lu``: the in-place LU of ``scichains.ode._linalg`` against LAPACK through numba's
+``--lu``: the in-place LU of ``scichains.ode.stiff._linalg`` against LAPACK through numba's
 ``np.linalg.solve``, per factor + solve, n = 2..50. ``--grad``: loss + gradient of a
 target-mediated drug disposition model with a network term (Rodas5P with its discrete adjoint,
 the default, and with the interpolating adjoint; CVODE_BDF) against its forward solve.
@@ -60,7 +60,7 @@ def median_time(fn, budget=0.3, max_reps=20):
 def lu_table():
     import numba
 
-    from scichains.ode._linalg import lu_factor_solve
+    from scichains.ode.stiff._linalg import lu_factor_solve
 
     @numba.njit
     def ours(A, b, reps):
@@ -109,8 +109,8 @@ def work_precision(quick, budget):
     from scipy.integrate import solve_ivp
 
     from scichains import ode
-    from scichains.ode._sundials import jacobian_from_vjp
     from scichains.ode._testset import PROBLEMS, relative_error
+    from scichains.ode.cvode._sundials import jacobian_from_vjp
 
     sweep = [1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11]
     table_rtols = [1e-6, 1e-10]

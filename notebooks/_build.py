@@ -580,6 +580,7 @@ plt.show()""",
 
 import numba
 
+import scichains
 from scichains import adjoint, ode, parallel
 
 
@@ -639,7 +640,7 @@ plt.show()""",
             "## On Dask\n\n"
             "A `LocalCluster` stands in for a real cluster here (two worker processes of one "
             "thread each; see the how-to *Run on a SLURM cluster* for `dask_jobqueue`). "
-            "`parallel.warm_up` loads the compiled kernels on every worker first, so that no "
+            "`scichains.warm_up` loads the compiled kernels on every worker first, so that no "
             "task pays for compilation. Batches are sized from a short pilot solve so that "
             "each task runs for about half a second; the results come back in order."
         ),
@@ -647,7 +648,7 @@ plt.show()""",
 
 cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
 client = Client(cluster)
-parallel.warm_up(client)
+scichains.warm_up(client)
 ens_dask = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=ts, executor=client)
 print("identical to the in-process run:", np.array_equal(ens_dask.u, ens.u))""",
         Md(

@@ -41,6 +41,21 @@ __version__ = "0.1.0"
 _LAZY = ("adjoint", "datasets", "discovery", "models", "ode", "parallel", "pk")
 
 
+def warm_up(executor=None) -> dict:
+    """Load (or, the first time on a machine, compile) the kernels of a solve, an ensemble and
+    a gradient on every worker of a ``dask.distributed.Client`` (``client.run``), once on
+    another executor (``submit``), or in this process (``None``), before timed work.
+
+    Returns what each reported, keyed by worker address (``"local"`` here, ``"executor"`` for
+    a ``submit`` executor): ``{"seconds", "pid", "numba_cache_dir", "threading_layer"}``.
+    Point ``NUMBA_CACHE_DIR`` at node-local disk on a cluster: the first worker of a node
+    compiles, the others load.
+    """
+    from ._warm import warm_up as run  # loads the solvers when called, not on import
+
+    return run(executor)
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         return _importlib.import_module(f".{name}", __name__)
@@ -75,4 +90,5 @@ __all__ = [
     "train_unbatched",
     "valgrad",
     "__version__",
+    "warm_up",
 ]

@@ -30,7 +30,7 @@ from scichains.ode import (
     Rosenbrock23,
     SymbolicModel,
 )
-from scichains.ode._solve import plan_solve
+from scichains.ode._plan import plan_solve
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 

@@ -13,7 +13,7 @@ import pytest
 from scichains import ode
 from scichains.adjoint import Objective, SquaredError
 from scichains.adjoint._check import check_gradient
-from scichains.ode._solve import plan_solve, run_plan
+from scichains.ode._plan import plan_solve, run_plan
 from scichains.ode._testset import PROBLEMS, significant_digits
 
 AUTO = ode.AutoTsit5Rodas5P

@@ -142,7 +142,7 @@ def test_traced_and_complex_step_gradients_agree():
 
 
 def test_trace_limits():
-    from scichains.ode._trace import NotTraceable, trace_rhs
+    from scichains.ode.derivatives._trace import NotTraceable, trace_rhs
 
     with pytest.raises(NotTraceable, match="states"):
         trace_rhs(lotka_volterra, 1000, 4)

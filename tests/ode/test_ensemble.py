@@ -289,7 +289,7 @@ def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
     """Work stealing: batch 0's worker starts only once the other worker has claimed every
     chunk, batch 0's from the back; the results are the same bits."""
     distributed = pytest.importorskip("distributed")
-    from scichains.ode import _ensemble as ens
+    from scichains.ode.ensemble import _solve as ens
     from scichains.parallel import _shm as shm
 
     u0s, ps = _rows(800, seed=8)
@@ -333,7 +333,7 @@ def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
 
 
 def test_claim_order_and_chunks():
-    from scichains.ode._ensemble import _chunks, _claim_order
+    from scichains.ode.ensemble._solve import _chunks, _claim_order
 
     chunks, owner = _chunks([(0, 100), (100, 130), (130, 400)], per_batch=4, least=20)
     assert chunks[0] == (0, 25) and chunks[-1][1] == 400

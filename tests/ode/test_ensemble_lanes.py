@@ -1,4 +1,4 @@
-"""The lane-parallel ensemble loop (``ode/_ensemble_lanes.py``): chosen for plain compiled
+"""The lane-parallel ensemble loop (``ode/ensemble/_lanes.py``): chosen for plain compiled
 right-hand sides without doses; each trajectory exactly what ``solve`` computes (every saved
 value, status, count and end time; the controller's powers are the same log/exp code on vectors
 and on scalars); identical bit for bit in any lane, block, thread count or
@@ -18,12 +18,12 @@ from scichains.ode import (
     ReturnCode,
     Tsit5,
     Vern7,
-    _ensemble,
     solve,
     solve_ensemble,
 )
-from scichains.ode._ensemble_lanes import LANES, lload, lpow, lstore
 from scichains.ode._pow import cpow
+from scichains.ode.ensemble import _solve as _ensemble
+from scichains.ode.ensemble._lane_ops import LANES, lload, lpow, lstore
 
 from ._ensemble_models import fragile, lotka_volterra
 

@@ -7,7 +7,7 @@ import pytest
 
 from scichains import ode
 from scichains.ode import _loop
-from scichains.ode._solve import plan_solve, run_plan
+from scichains.ode._plan import plan_solve, run_plan
 
 
 @numba.njit

@@ -8,7 +8,7 @@ import pytest
 
 from scichains.adjoint import DiscreteAdjoint, InterpolatingAdjoint, Objective, SquaredError
 from scichains.ode import RK4, ODEProblem, ODESolveError, ReturnCode, Tsit5, solve
-from scichains.ode._solve import plan_solve, run_plan
+from scichains.ode._plan import plan_solve, run_plan
 
 
 @numba.njit

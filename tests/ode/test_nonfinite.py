@@ -33,9 +33,9 @@ from scichains.ode import (  # noqa: E402
     ODEProblem,
     ODESolveError,
     ReturnCode,
-    _ensemble,  # noqa: E402
 )
 from scichains.ode._control import error_norm  # noqa: E402
+from scichains.ode.ensemble import _solve as _ensemble  # noqa: E402
 
 SQRT, LOG, BLOWUP, AT_START = 0.0, 1.0, 2.0, 3.0
 

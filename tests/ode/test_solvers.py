@@ -7,8 +7,20 @@ from scipy.integrate import quad, solve_ivp
 from scipy.linalg import expm
 
 from scichains import ode
+from scichains.ode._family import registered
 
 M = np.array([[-0.5, 2.0, 0.0], [-2.0, -0.5, 0.3], [0.1, 0.0, -1.0]])
+
+# every explicit method registered, and those with an error estimate / a continuous extension
+# (a new tableau is tested by registering it)
+EXPLICIT = registered("explicit")
+ADAPTIVE = [s for s in EXPLICIT if s.btilde is not None]
+WITH_EXTENSION = [s for s in EXPLICIT if s.interp is not None]
+FOURTH_ORDER_EXTENSION = [s for s in WITH_EXTENSION if s.interp_order >= 4]
+
+
+def NAME(solver):  # noqa: N802 - a pytest id function
+    return solver.name
 
 
 @numba.njit
@@ -34,7 +46,7 @@ def logistic_exact(t, u0=0.1):
     return 1.0 / v
 
 
-@pytest.mark.parametrize("solver", [ode.Euler, ode.RK4, ode.BS3, ode.DP5, ode.Tsit5, ode.Vern7])
+@pytest.mark.parametrize("solver", EXPLICIT, ids=NAME)
 def test_measured_convergence_order_linear(solver):
     prob = ode.ODEProblem(linear, [1.0, 0.5, -0.3], (0.0, 2.0), M.ravel())
     exact = expm(2.0 * M) @ prob.u0
@@ -77,7 +89,7 @@ NONLINEAR = {
 }
 
 
-@pytest.mark.parametrize("solver", [ode.Euler, ode.RK4, ode.BS3, ode.DP5, ode.Tsit5, ode.Vern7])
+@pytest.mark.parametrize("solver", EXPLICIT, ids=NAME)
 def test_measured_convergence_order_nonlinear(solver):
     which, dt0 = NONLINEAR[solver.name]
     if which == "cubic":
@@ -157,7 +169,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5, ode.Vern7])
+@pytest.mark.parametrize("solver", ADAPTIVE, ids=NAME)
 def test_adaptive_against_dop853(case, solver):
     f, u0, tspan, p, pyf = CASES[case]
     ts = np.linspace(*tspan, 21)
@@ -207,7 +219,7 @@ def test_statistics_and_fsal():
     assert sol.t[0] == 0.0 and sol.t[-1] == 10.0
 
 
-@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5])
+@pytest.mark.parametrize("solver", WITH_EXTENSION, ids=NAME)
 def test_continuous_extensions_satisfy_their_order_conditions(solver):
     # b_i(theta) of an order-q extension satisfies the quadrature/tree conditions up to q
     # with theta^k/k! style right-hand sides; at theta = 1 it is the method's b
@@ -233,7 +245,7 @@ def test_continuous_extensions_satisfy_their_order_conditions(solver):
             assert max(abs(g - w_) for g, w_ in conds[4:]) > 1e-3
 
 
-@pytest.mark.parametrize("solver", [ode.DP5, ode.Tsit5])
+@pytest.mark.parametrize("solver", FOURTH_ORDER_EXTENSION, ids=NAME)
 def test_dense_output_between_steps_is_fifth_order(solver):
     # fixed steps; error halfway between steps: the fourth-order extension has local error
     # O(h^5), so the slope is 5 (cubic Hermite would give 4)
@@ -249,7 +261,7 @@ def test_dense_output_between_steps_is_fifth_order(solver):
     assert 4.5 < slope < 6.0, (solver.name, slope, errs)
 
 
-@pytest.mark.parametrize("solver", [ode.BS3, ode.DP5, ode.Tsit5, ode.Vern7])
+@pytest.mark.parametrize("solver", ADAPTIVE, ids=NAME)
 def test_saveat_interpolates_without_shortening_steps(solver):
     prob = ode.ODEProblem(lotka_volterra, [1.0, 1.0], (0.0, 10.0), [1.5, 1.0, 1.0, 3.0])
     ts = np.linspace(0.0, 10.0, 201)

@@ -11,8 +11,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from scichains import ode
-from scichains.ode._linalg import lu_factor_solve, lu_solve_c, lu_solve_t
 from scichains.ode._testset import PROBLEMS, relative_error
+from scichains.ode.stiff._linalg import lu_factor_solve, lu_solve_c, lu_solve_t
 
 from ._stiff_problems import (
     STIFF,

@@ -6,7 +6,7 @@ import pytest
 import sympy as sp
 
 from scichains.ode import CVODE_BDF, CVODE_Adams, ODEProblem, ReturnCode, SymbolicModel, solve
-from scichains.ode import _cvode_direct as cvode_direct
+from scichains.ode.cvode import _direct as cvode_direct
 
 
 def robertson(du, u, p, t):

@@ -128,7 +128,7 @@ def test_bad_models_raise_clear_errors():
 
 
 def test_vjp_false_defers_the_vjp_to_its_first_use():
-    from scichains.parallel._transport import FunctionRef
+    from scichains.ode.ensemble._spec import FunctionRef
 
     chain = SimpleChain(2, Dense(3, "tanh"), Dense(1))
     U = NetworkTerm(chain, [x, alpha * y])

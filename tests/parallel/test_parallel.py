@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from scichains.parallel import SweepResult, default_key, sweep, warm_up
+from scichains import warm_up
+from scichains.parallel import SweepResult, default_key, sweep
 from scichains.parallel._executor import auto_batch_size, batch_bounds
 
 
@@ -114,7 +115,7 @@ def test_problem_specs_travel_by_reference_to_a_fresh_process():
 
     from scichains.adjoint import SquaredError, gradient
     from scichains.ode import ODEProblem, SymbolicModel, solve
-    from scichains.parallel._transport import FunctionRef, ProblemSpec
+    from scichains.ode.ensemble._spec import FunctionRef, ProblemSpec
 
     x, y, a = sp.symbols("x y a")
     model = SymbolicModel([x, y], [a], [-a * x + y, -y * x])
@@ -165,7 +166,7 @@ _NO_DASK = textwrap.dedent(
     import numpy as np
     import scichains, scichains.ode, scichains.adjoint, scichains.models, scichains.parallel
     from scichains.parallel import require_dask, sweep
-    from scichains.parallel._workers import warm
+    from scichains._warm import warm
     warm()  # solve, ensemble and gradient without Dask
     assert [r.result for r in sweep(abs, [-2, 1])] == [1, 2]
     assert not [m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")]
@@ -218,7 +219,7 @@ def _die_in_first_chunk(marker):
     dies there (the marker file says one has)."""
 
     def patch():
-        from scichains.ode import _ensemble
+        from scichains.ode.ensemble import _solve as _ensemble
 
         real = _ensemble._run_rows
 
@@ -315,8 +316,9 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
 
 def test_solve_errors_survive_pickling():
     # what a failure on a Dask worker process becomes on the caller's side
-    from scichains.ode import ODEProblem, ODESolveError, solve
     from scichains.parallel._workers import _decay
+
+    from scichains.ode import ODEProblem, ODESolveError, solve
 
     prob = ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5])
     try:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..ode._solve import SolvePlan, check_run, run_plan, stop_tables
+from ..ode._plan import SolvePlan, check_run, run_plan, stop_tables
 from ._continuous import adjoint_over_plan
 
 

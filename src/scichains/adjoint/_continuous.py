@@ -117,7 +117,7 @@ def continuous_adjoint(
 ):
     """Integrate the adjoint system backward over the stored forward solve.
 
-    ``method``: the explicit method (:class:`~scichains.ode._kernels.Tableau`) and its
+    ``method``: the explicit method (:class:`~scichains.ode.explicit._kernels.Tableau`) and its
     controller order. ``mode``: INTERPOLATING (``u`` from the stored steps; error control on
     ``[lam, g]``), QUADRATURE (the same, error control on ``lam`` only: ``g`` is a quadrature
     with the method's weights on the adjoint's steps), BACKSOLVE (``u`` integrated backward with

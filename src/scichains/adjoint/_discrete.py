@@ -15,7 +15,7 @@ from .._jit import kernel
 from ..nn._compiled import grad_row, network_backward, work_rows_of
 from ..ode._abi import vjp_from_address
 from ..ode._codes import RHS_ERROR, SUCCESS
-from ..ode._kernels import find_save_positions  # noqa: F401 (re-export)
+from ..ode.explicit._kernels import find_save_positions  # noqa: F401 (re-export)
 from ._continuous import record_vjp_failure
 
 

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._jit import resolve_threads
-from ..ode._ensemble import EnsembleProblem
+from ..ode.ensemble._problem import EnsembleProblem
+from ..ode.ensemble._spec import ProblemSpec
 from ..parallel import _executor as ex
-from ..parallel._transport import ProblemSpec, new_token, worker_cached
+from ..parallel._transport import new_token, worker_cached
 from ._loss import SolutionLoss, SquaredError
 from ._multi import MultiObjective
 

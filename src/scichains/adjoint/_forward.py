@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ode._abi import RHS_SIGNATURE, rhs_from_address, vjp_from_address
-from ..ode._problem import LazyCfunc
+from ..ode._abi import RHS_SIGNATURE, LazyCfunc, rhs_from_address, vjp_from_address
 
 HEADER = 4
 

@@ -11,13 +11,13 @@ import numpy as np
 
 from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
-from ..ode._esdirk import ESDIRK
 from ..ode._family import family_of
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
-from ..ode._stiff import Rosenbrock
-from ..ode._sundials import CVODESolver
-from ..ode._tableaus import ExplicitRK, Tsit5
+from ..ode.cvode._sundials import CVODESolver
+from ..ode.explicit._tableaus import ExplicitRK, Tsit5
+from ..ode.stiff._esdirk import ESDIRK
+from ..ode.stiff._rosenbrock import Rosenbrock
 from ._loss import SolutionLoss
 from ._methods import make_method
 from ._sensealg import (

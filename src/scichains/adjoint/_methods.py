@@ -15,18 +15,12 @@ import numpy as np
 
 from ..ode._dae import consistent_state, start_vjp
 from ..ode._family import FAMILIES, family_of
+from ..ode._plan import check_run, plan_solve, run_plan, stop_tables
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
-from ..ode._solve import (
-    STATS_SIZE,
-    check_run,
-    plan_solve,
-    rosenbrock_tableau,
-    run_plan,
-    stop_tables,
-)
-from ..ode._stiff import Rodas5P
-from ..ode._sundials import solve_cvode
+from ..ode._steppers import STATS_SIZE, rosenbrock_tableau
+from ..ode.cvode._sundials import solve_cvode
+from ..ode.stiff._rosenbrock import Rodas5P
 from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint

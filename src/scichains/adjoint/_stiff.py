@@ -28,7 +28,7 @@ from .._jit import inline_kernel, kernel
 from ..ode._abi import vjp_from_address
 from ..ode._codes import MAX_STEPS, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
 from ..ode._control import E_FLOOR, NONFINITE_FLOOR, pi_control, pi_gains
-from ..ode._linalg import lu_factor, lu_solve_transposed
+from ..ode.stiff._linalg import lu_factor, lu_solve_transposed
 from ._continuous import _hermite, record_vjp_failure
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
@@ -71,7 +71,7 @@ def rosenbrock_adjoint(
     fail,
 ):
     """Integrate the adjoint system backward over the stored forward solve with the Rosenbrock
-    method ``method`` (a :class:`~scichains.ode._rosenbrock_kernel.RosenbrockTableau`).
+    method ``method`` (a :class:`~scichains.ode.stiff._rosenbrock_kernel.RosenbrockTableau`).
 
     ``ts[:nstore]``, ``us``, ``fs``: the forward solve's entries (duplicate times: doses);
     ``save_pos[i]``/``dl_du[i]``: where save point ``i`` is stored and the loss gradient

@@ -1,7 +1,7 @@
 """The discrete adjoint of the Rosenbrock solvers: back-propagation through their accepted steps.
 
-One step of a Rosenbrock method (:mod:`scichains.ode._stiff`, the form the compiled stepper
-runs) from ``(t, u)`` with step ``h``:
+One step of a Rosenbrock method (:mod:`scichains.ode.stiff._rosenbrock`, the form the compiled
+stepper runs) from ``(t, u)`` with step ``h``:
 
     J = df/du(t, u),  f_t = df/dt(t, u),  W = M / (h gamma) - J,
     y_i = u + sum_{j<i} a_ij U_j,
@@ -40,7 +40,7 @@ import numpy as np
 from .._jit import kernel
 from ..ode._abi import rhs_from_address, vjp_from_address
 from ..ode._codes import RHS_ERROR, SINGULAR, SUCCESS
-from ..ode._linalg import lu_factor, lu_solve_transposed, shifted_into
+from ..ode.stiff._linalg import lu_factor, lu_solve_transposed, shifted_into
 from ._continuous import record_vjp_failure
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
@@ -75,7 +75,7 @@ def rosenbrock_discrete_adjoint(
     Jacobian, ``df/dt`` flag and ``t``-shift as the stepper keeps them (see
     ``rosenbrock_integrate``), or an empty array: then they are recomputed (``n`` vjp calls
     and one call of ``f`` per step). ``method``: the
-    :class:`~scichains.ode._rosenbrock_kernel.RosenbrockTableau`.
+    :class:`~scichains.ode.stiff._rosenbrock_kernel.RosenbrockTableau`.
 
     ``mass``: the problem's mass matrix (``M du/dt = f``; ``(0, 0)``: the identity), in ``W =
     M / (h gamma) - J`` and the stages' ``M sum_j (C_ij / h) U_j`` as the stepper has them.

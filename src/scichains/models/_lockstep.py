@@ -28,8 +28,8 @@ from ..nn._compiled import (
     network_forward,
     scatter_tile,
 )
-from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE
-from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
+from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE, LazyCfunc, register_cfunc
+from ..ode._problem import ODEProblem
 
 
 @numba.njit(**FLAGS)

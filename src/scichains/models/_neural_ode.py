@@ -26,13 +26,13 @@ from ..adjoint._sensealg import SensitivityAlgorithm
 from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
-from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE
-from ..ode._esdirk import ESDIRK
+from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE, LazyCfunc, register_cfunc
 from ..ode._family import FAMILIES
-from ..ode._problem import LazyCfunc, ODEProblem, register_cfunc
-from ..ode._stiff import Rosenbrock
-from ..ode._sundials import CVODESolver
-from ..ode._tableaus import SOLVERS, ExplicitRK, Tsit5
+from ..ode._problem import ODEProblem
+from ..ode.cvode._sundials import CVODESolver
+from ..ode.explicit._tableaus import SOLVERS, ExplicitRK, Tsit5
+from ..ode.stiff._esdirk import ESDIRK
+from ..ode.stiff._rosenbrock import Rosenbrock
 from ._lockstep import NO_LOCKSTEP, lockstep_problem
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..adjoint._gradient import Objective
 from ..adjoint._loss import SquaredError
-from ..parallel._transport import FunctionRef, new_token, worker_cached
+from ..ode.ensemble._spec import FunctionRef
+from ..parallel._transport import new_token, worker_cached
 
 
 class ModelSpec:

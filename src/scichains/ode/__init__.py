@@ -8,16 +8,17 @@ many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), save
 
 from ._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ._auto import AutoSwitch, AutoTsit5Rodas5P
-from ._ensemble import EnsembleProblem, EnsembleSolution, solve_ensemble
-from ._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
 from ._problem import FrozenGlobalWarning, ODEProblem
-from ._radau import RadauIIA, RadauIIA5
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
-from ._stiff import STIFF_SOLVERS, Rodas5P, Rosenbrock, Rosenbrock23
-from ._sundials import CVODE_BDF, CVODE_Adams, CVODESolver
-from ._symbolic import NetworkTerm, SymbolicModel
-from ._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5, Vern7
+from .cvode._sundials import CVODE_BDF, CVODE_Adams, CVODESolver
+from .derivatives._symbolic import NetworkTerm, SymbolicModel
+from .ensemble._problem import EnsembleProblem, EnsembleSolution
+from .ensemble._solve import solve_ensemble
+from .explicit._tableaus import BS3, DP5, RK4, SOLVERS, Euler, ExplicitRK, Tsit5, Vern7
+from .stiff._esdirk import ESDIRK, ESDIRK_SOLVERS, KenCarp4, Kvaerno5
+from .stiff._radau import RadauIIA, RadauIIA5
+from .stiff._rosenbrock import STIFF_SOLVERS, Rodas5P, Rosenbrock, Rosenbrock23
 
 __all__ = [
     "AutoSwitch",

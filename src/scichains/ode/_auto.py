@@ -33,12 +33,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ._codes import NEED_JACOBIAN, SWITCH
-from ._jacobian import JAC_EXACT
-from ._kernels import Tableau, integrate
-from ._rosenbrock_kernel import CARRY_SIZE as ROS_CARRY
-from ._rosenbrock_kernel import RosenbrockTableau, rosenbrock_integrate
-from ._stiff import Rodas5P, Rosenbrock
-from ._tableaus import ExplicitRK, Tsit5
+from ._family import register
+from .explicit._kernels import Tableau, integrate
+from .explicit._tableaus import ExplicitRK, Tsit5
+from .stiff._jacobian import JAC_EXACT
+from .stiff._rosenbrock import Rodas5P, Rosenbrock
+from .stiff._rosenbrock_kernel import CARRY_SIZE as ROS_CARRY
+from .stiff._rosenbrock_kernel import RosenbrockTableau, rosenbrock_integrate
 
 
 def real_stability_boundary(A, b) -> float:
@@ -177,6 +178,7 @@ class AutoSwitch:
 
 
 AutoTsit5Rodas5P = AutoSwitch()
+register(AutoTsit5Rodas5P)
 """Tsit5 while the problem is not stiff, Rodas5P (exact Jacobian) while it is: the
 automatic method (see :class:`AutoSwitch`)."""
 

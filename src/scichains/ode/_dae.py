@@ -97,7 +97,7 @@ def _jacobian(prob, u, p, t, fu) -> np.ndarray:
     n = u.size
     J = np.empty((n, n))
     if prob.vjp_address:
-        from ._sundials import jacobian_from_vjp
+        from .cvode._sundials import jacobian_from_vjp
 
         if jacobian_from_vjp(
             prob.vjp_address, prob.kernel, u.copy(), p, t, J, np.empty(n), np.empty(p.size)

@@ -13,10 +13,18 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from .._checks import all_finite
-from .._jit import CFUNC_FLAGS
 from .._status import call_status4, call_status5, call_status6, call_status7
 from ..nn._validate import as_real
-from ._abi import LEAN_RHS_SIGNATURE, NO_NETWORK, RHS_SIGNATURE, VJP_SIGNATURE, float64_pointer
+from ._abi import (
+    _ADAPTERS,
+    LEAN_RHS_SIGNATURE,
+    NO_NETWORK,
+    RHS_SIGNATURE,
+    VJP_SIGNATURE,
+    LazyCfunc,
+    float64_pointer,
+    register_cfunc,
+)
 from ._dae import algebraic_part, check_mass_matrix, consistent_state
 
 
@@ -84,6 +92,24 @@ def _probe(f, u0, p, t0, kernel, five):
         )
 
 
+def vjp_makers():
+    """The functions that make a vjp of a compiled right-hand side, ``(automatic_vjp,
+    network_vjp)``, registered by :mod:`scichains.ode.derivatives` (which imports this module,
+    so it registers itself rather than being imported from here)."""
+    if not _VJP_MAKERS:  # pragma: no cover - scichains.ode imports the derivatives package
+        raise RuntimeError("scichains.ode.derivatives is not imported: import scichains.ode")
+    return _VJP_MAKERS["automatic"], _VJP_MAKERS["network"]
+
+
+def register_vjp_makers(automatic, network) -> None:
+    """Called once by :mod:`scichains.ode.derivatives` (see :func:`vjp_makers`)."""
+    _VJP_MAKERS["automatic"] = automatic
+    _VJP_MAKERS["network"] = network
+
+
+_VJP_MAKERS: dict = {}
+
+
 def _check_p(p) -> np.ndarray:
     """``p`` as a contiguous float64 vector of finite numbers, else ``ValueError``."""
     p = as_real(p, "p")
@@ -98,39 +124,6 @@ def _check_p(p) -> np.ndarray:
             f"{', ...' if bad.size > 5 else ''} (p[{bad[0]}] = {p[bad[0]]})"
         )
     return p
-
-
-_ADAPTERS: dict[int, tuple] = {}
-
-
-def register_cfunc(f, cfunc, takes_kernel: bool) -> None:
-    """Use ``cfunc`` (compiled ahead, e.g. cached by a generated module) as the C-callable
-    of the dispatcher ``f`` instead of compiling an adapter per problem. ``cfunc`` may also be
-    a :class:`LazyCfunc`, compiled (or loaded from the cache) the first time a problem uses
-    ``f``."""
-    _ADAPTERS[id(f)] = (f, cfunc, takes_kernel)
-
-
-class LazyCfunc:
-    """``numba.cfunc(sig, **CFUNC_FLAGS)(fn)``, compiled on first use instead of at import.
-
-    A module-level ``numba.cfunc`` compiles when its module is imported: with a cold cache,
-    importing ``scichains.models`` compiled the lockstep and neural-ODE right-hand sides and
-    vjps (~7 s, measured on an AMD EPYC Zen 4) for every user, whatever they went on to use.
-    """
-
-    def __init__(self, sig, fn):
-        self._sig = sig
-        self._fn = fn
-        self._made = None
-        self._lock = threading.Lock()
-
-    def get(self):
-        """The compiled ``numba.cfunc``."""
-        with self._lock:
-            if self._made is None:
-                self._made = numba.cfunc(self._sig, **CFUNC_FLAGS)(self._fn)
-            return self._made
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -465,7 +458,7 @@ class ODEProblem:
         once and checked against central differences at ``(u0, p, t0)``: by symbolic tracing
         (the function run on SymPy symbols, its vjp generated as for SymbolicModel) where the
         code has no value-dependent branches or non-smooth functions, else by the complex
-        step (:mod:`scichains.ode._autodiff`). ``prob.derivatives`` then says which
+        step (:mod:`scichains.ode.derivatives._autodiff`). ``prob.derivatives`` then says which
         (``"traced"`` or ``"complex step"``). The adjoints call this. ``ValueError`` when the
         right-hand side is plain Python, or calls a network and cannot be traced (write the
         vjp, or use SymbolicModel); ``TypeError`` when neither way works. A right-hand side
@@ -488,8 +481,7 @@ class ODEProblem:
                 "scichains.ode.SymbolicModel (exact generated derivatives) or pass vjp= to "
                 "ODEProblem"
             )
-        from ._autodiff import automatic_vjp, network_vjp
-
+        automatic_vjp, network_vjp = vjp_makers()
         if self.takes_kernel:
             vjp, self.kernel = network_vjp(self.f, self.u0, self.p, self.tspan[0], self.kernel)
             self.derivatives = "traced"

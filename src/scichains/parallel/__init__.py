@@ -4,14 +4,13 @@
 Ensembles (:func:`scichains.ode.solve_ensemble`), ensemble gradients
 (:class:`scichains.adjoint.EnsembleObjective`) and population objectives
 (:class:`scichains.models.Population`) take ``executor=``; :func:`sweep` runs independent
-fits (multi-start, hyperparameter sweeps) as futures and ranks them; :func:`warm_up` loads
-the compiled kernels on every Dask worker before timed work. Nothing here imports Dask until
+fits (multi-start, hyperparameter sweeps) as futures and ranks them; :func:`scichains.warm_up`
+loads the compiled kernels on every Dask worker before timed work. Nothing here imports Dask until
 a Dask client is used: ``pip install scichains[dask]``.
 """
 
 from ._executor import batch_bounds, is_dask, require_dask
 from ._sweep import SweepResult, default_key, sweep
-from ._workers import warm, warm_up
 
 __all__ = [
     "SweepResult",
@@ -20,6 +19,4 @@ __all__ = [
     "is_dask",
     "require_dask",
     "sweep",
-    "warm",
-    "warm_up",
 ]

@@ -479,7 +479,7 @@ def _traced(f, states, phi, t):
     """The equations of a plain compiled right-hand side, in the model's symbols."""
     import sympy as sp
 
-    from ..ode._trace import NotTraceable, trace_rhs
+    from ..ode.derivatives._trace import NotTraceable, trace_rhs
 
     try:
         u, p, tt, eqs, calls = trace_rhs(f, len(states), len(phi))

@@ -36,6 +36,7 @@ from ..ode._solution import ODESolveError, ReturnCode
 from ..parallel import _executor as ex
 from ._censoring import CensoringPlan
 from ._predict import PKSolveError, Regimen, predict_subject
+from ._remote import chunks_for
 
 
 class InnerFailure(RuntimeError):
@@ -252,8 +253,6 @@ class PopulationObjective:
         self._chunks = None
         self.bounds = [(0, len(data.subjects))]
         if self.executor is not None:
-            from ._remote import chunks_for
-
             settings = {
                 "method": method,
                 "rtol": self.rtol,
@@ -267,7 +266,7 @@ class PopulationObjective:
             n = len(data.subjects)
             size = batch_size or -(-n // ex.n_workers(self.executor))
             self.bounds = ex.batch_bounds(n, size, align=self.block)
-            payloads = chunks_for(model, data, settings, self.bounds)
+            payloads = chunks_for(model, data, settings, self.bounds, type(self))
             self._chunks = ex.ScatteredChunks(self.executor, payloads)
 
     # ---------------------------------------------------------------- per subject

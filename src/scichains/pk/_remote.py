@@ -46,8 +46,9 @@ class ModelDescription:
 class PKChunk:
     """Subjects ``lo..lo+len(subjects)-1`` of a population objective as sent to a worker."""
 
-    def __init__(self, description, subjects, covariates, settings, lo):
+    def __init__(self, description, subjects, covariates, settings, lo, objective_class):
         self.token = new_token()
+        self.objective_class = objective_class  # PopulationObjective (passed in: no import)
         self.description = description
         self.subjects = list(subjects)
         self.covariates = covariates
@@ -59,19 +60,20 @@ class PKChunk:
 
         def make():
             from ._events import EventData
-            from ._objective import PopulationObjective
 
             model = self.description.build(self.settings)
             data = EventData(self.subjects, self.covariates)
-            return PopulationObjective(model, data, **self.settings)
+            return self.objective_class(model, data, **self.settings)
 
         return worker_cached(("pk-chunk", self.token), make)
 
 
-def chunks_for(model, data, settings: dict, bounds) -> list[PKChunk]:
-    """One :class:`PKChunk` per ``(lo, hi)`` of ``bounds``, sharing one description."""
+def chunks_for(model, data, settings: dict, bounds, objective_class) -> list[PKChunk]:
+    """One :class:`PKChunk` per ``(lo, hi)`` of ``bounds``, sharing one description;
+    ``objective_class`` (the population objective's class) builds each chunk's objective on
+    the worker."""
     description = ModelDescription(model)
     return [
-        PKChunk(description, data.subjects[lo:hi], data.covariates, settings, lo)
+        PKChunk(description, data.subjects[lo:hi], data.covariates, settings, lo, objective_class)
         for lo, hi in bounds
     ]

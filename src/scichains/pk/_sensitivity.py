@@ -76,7 +76,7 @@ class Sensitivities:
     ):
         import sympy as sp
 
-        from ..ode._symbolic import SymbolicModel
+        from ..ode.derivatives._symbolic import SymbolicModel
 
         if order not in (2, 3):
             raise ValueError(f"order must be 2 or 3, got {order}")

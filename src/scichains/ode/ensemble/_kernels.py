@@ -3,7 +3,7 @@
 One parallel kernel, cached per machine like the stepper it calls: the trajectories are split
 into blocks, each block runs on one thread with step buffers of its own (grown as the solve
 needs, exactly as :meth:`SolvePlan.grow` does) and calls the compiled stepper
-:func:`scichains.ode._kernels.integrate` once per trajectory, so no Python runs per
+:func:`scichains.ode.explicit._kernels.integrate` once per trajectory, so no Python runs per
 trajectory. A trajectory's result depends only on its own ``u0`` and ``p``: the saved states
 are identical bit for bit for any thread count and any split into blocks or batches.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._jit import parallel_kernel
-from ..nn._chain import ChainKernel
-from ._abi import StepStore
-from ._codes import GROW, SUCCESS
-from ._kernels import integrate, interpolate_saves
+from ..._jit import parallel_kernel
+from ...nn._chain import ChainKernel
+from .._abi import StepStore
+from .._codes import GROW, SUCCESS
+from ..explicit._kernels import integrate, interpolate_saves
 
 
 @parallel_kernel

@@ -1,7 +1,7 @@
 """Linearly implicit (Rosenbrock) methods for stiff problems: their coefficients.
 
 A Rosenbrock method is stored in the transformed form of Hairer & Wanner (Solving ODEs II,
-IV.7, eq. (7.25)) that the compiled stepper (:mod:`scichains.ode._rosenbrock_kernel`) runs:
+IV.7, eq. (7.25)) that the compiled stepper (:mod:`scichains.ode.stiff._rosenbrock_kernel`) runs:
 with ``W = I / (h gamma) - J``, ``J = df/du(t, u)``, ``f_t = df/dt(t, u)``,
 
     W U_i = f(t + c_i h, u + sum_{j<i} a_ij U_j) + sum_{j<i} (C_ij / h) U_j + h d_i f_t,
@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._order import check_order, rosenbrock_original
+from .._family import register
+from .._order import check_order, rosenbrock_original
 
 JACOBIANS = ("exact", "finite difference")
 
@@ -329,3 +330,4 @@ fourth-order dense output; the method of choice for small stiff systems at moder
 tolerances (as in DifferentialEquations.jl)."""
 
 STIFF_SOLVERS = {m.name: m for m in (Rosenbrock23, Rodas5P)}
+register(*STIFF_SOLVERS.values())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .._jit import inline_kernel, kernel
+from ..._jit import inline_kernel, kernel
 
 
 @inline_kernel

@@ -17,9 +17,9 @@ import numba
 import numpy as np
 from numba import types
 
-from .._jit import FLAGS
-from ..nn._chain import ChainKernel
-from ._abi import (
+from ..._jit import FLAGS
+from ...nn._chain import ChainKernel
+from .._abi import (
     CONTROL_TYPE,
     F64,
     KERNEL_TYPE,
@@ -28,8 +28,8 @@ from ._abi import (
     call_rhs,
     record_failure,
 )
-from ._codes import RHS_ERROR
-from ._loop import PROCEED, register_family, run_loop
+from .._codes import RHS_ERROR
+from .._loop import PROCEED, register_family, run_loop
 
 
 class Tableau(NamedTuple):

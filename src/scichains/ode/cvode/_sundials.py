@@ -15,7 +15,7 @@ Two ways to run CVODE:
 
 Either way a dose re-initialises CVODE from the right limit. A compiled problem without a
 network kernel (with the dense linear solver) runs CVODE directly, its callbacks compiled
-(:mod:`scichains.ode._cvode_direct`): no Python between the save times. Otherwise
+(:mod:`scichains.ode.cvode._direct`): no Python between the save times. Otherwise
 scikit-sundae calls thin Python callbacks: the right-hand side writes straight into CVODE's
 output vector (one copy of its read-only input), the exact Jacobian (from the problem's vjp,
 compiled) straight into CVODE's matrix.
@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import kernel
-from ._abi import vjp_from_address
-from ._solution import ReturnCode, user_error_failure
+from ..._jit import kernel
+from .._abi import vjp_from_address
+from .._family import register
+from .._solution import ReturnCode, user_error_failure
 
 
 @kernel
@@ -143,6 +144,9 @@ class CVODE_Adams(CVODESolver):  # noqa: N801
     name = "CVODE_Adams"
 
 
+register(CVODE_BDF, CVODE_Adams)
+
+
 def _cvode_class():
     try:
         from sksundae.cvode import CVODE
@@ -233,7 +237,7 @@ def solve_cvode(
     hard=None,
 ):
     """Run CVODE over ``prob`` (at ``u0``, ``p``: default the problem's) landing on ``stops``
-    (from :func:`~scichains.ode._solve.stop_tables`; ``save``: the save times or None);
+    (from :func:`~scichains.ode._plan.stop_tables`; ``save``: the save times or None);
     returns ``(code, ts, us, fs, stats, message, exception)``. ``hard``: None (dense: every
     step stored, left and right limits at doses, a Python call per step) or, with ``save``
     given, a boolean mask of the stops CVODE must land on (``tstops``, doses, ``t1``): then
@@ -244,7 +248,7 @@ def solve_cvode(
     p = prob.p if p is None else p
     exact = _exact_jacobian(prob, solver)
     dense = hard is None or save is None or solver.dense
-    from . import _cvode_direct as cvode_direct  # its callbacks compile (or load) on first use
+    from . import _direct as cvode_direct  # its callbacks compile (or load) on first use
 
     direct = solver.linsolver == "dense" and cvode_direct.available(prob)
     if direct:  # compiled callbacks, CVODE through ctypes: no Python per call

@@ -50,13 +50,13 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .._jit import FLAGS, kernel
-from ._abi import call_rhs, record_failure
-from ._codes import NEWTON_FAILURE, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
-from ._control import error_norm
+from ..._jit import FLAGS, kernel
+from .._abi import call_rhs, record_failure
+from .._codes import NEWTON_FAILURE, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
+from .._control import error_norm
+from .._loop import PROCEED, RETRY, register_family, run_loop
 from ._jacobian import JAC_EXACT, JAC_FD, jacobian_into
 from ._linalg import lu_factor, lu_solve_columns, shifted_into, transpose_into
-from ._loop import PROCEED, RETRY, register_family, run_loop
 
 MAX_ITER = 7
 """Newton iterations per step before the iteration counts as failed (RADAU5's default)."""
@@ -102,7 +102,7 @@ class RadauTableau(NamedTuple):
 
 
 def radau_tableau(solver, ctrl: int) -> RadauTableau:
-    """``solver`` (a :class:`~scichains.ode._radau.RadauIIA`) as the stepper takes it."""
+    """``solver`` (a :class:`~scichains.ode.stiff._radau.RadauIIA`) as the stepper takes it."""
 
     def arr(x):
         return np.ascontiguousarray(x, dtype=np.float64)

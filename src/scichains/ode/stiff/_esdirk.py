@@ -7,7 +7,7 @@ An ESDIRK method of ``s`` stages with diagonal ``gamma`` takes, from ``(t, u)`` 
     Y_i = u + h sum_{j<i} a_ij k_j + h gamma k_i,     k_i = f(t + c_i h, Y_i),
 
 each stage an implicit equation for ``z_i = h gamma k_i`` solved by a simplified Newton
-iteration with the one matrix ``I - h gamma J`` (see :mod:`scichains.ode._esdirk_kernel`).
+iteration with the one matrix ``I - h gamma J`` (see :mod:`scichains.ode.stiff._esdirk_kernel`).
 The methods here are *stiffly accurate* (``u_new = Y_s``: ``b`` is the last row of ``A``) and
 their embedded solution is an earlier stage (for Kvaerno5 ``Y_6``, also at ``c = 1``), so the
 error estimate ``h sum_i btilde_i k_i = Y_s - Y_6`` is the difference of two stages. The last
@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._order import check_order
-from ._stiff import JacobianChoice
-from ._tableaus import _hermite_fsal
+from .._family import register
+from .._order import check_order
+from ..explicit._tableaus import _hermite_fsal
+from ._rosenbrock import JacobianChoice
 
 
 @dataclass(frozen=True, repr=False)
@@ -246,3 +247,4 @@ stages, stiffly accurate, L-stable, stage order 2, all nodes in ``[0, 1]``; Kenn
 Carpenter's third-order dense output."""
 
 ESDIRK_SOLVERS = {m.name: m for m in (Kvaerno5, KenCarp4)}
+register(*ESDIRK_SOLVERS.values())

@@ -316,8 +316,8 @@ def network_vjp(f, u0, p, t0, kernel):
     vjp needs appended to its work buffer. Checked against central differences; ``ValueError``
     naming the reason when the function cannot be traced (the complex step cannot see through
     a network's real kernels)."""
-    from ._problem import register_cfunc
-    from ._symbolic import _load
+    from .._abi import register_cfunc
+    from ._codegen import load
     from ._trace import NotTraceable, network_scratch, network_vjp_source, trace_rhs
 
     try:
@@ -331,7 +331,7 @@ def network_vjp(f, u0, p, t0, kernel):
         ) from None
     base = kernel.work.size
     source = network_vjp_source(states, params, eqs, calls, base)
-    module = _load(source)
+    module = load(source)
     register_cfunc(module.vjp, module.vjp_cfunc, True)
     work = np.zeros(base + network_scratch(calls))
     kernel = kernel._replace(work=work)

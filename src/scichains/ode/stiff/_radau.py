@@ -10,7 +10,7 @@ all three stages at once (a ``3n`` system). Hairer & Wanner's RADAU5 (Solving OD
 solves it by a simplified Newton iteration on the transformed increments ``W = (T^-1 (x) I) Z``,
 where ``T^-1 A^-1 T = diag(gamma, [[alpha, -beta], [beta, alpha]])`` (one real eigenvalue, one
 complex pair of ``A^-1``): each iteration is one real system with ``gamma / h I - J`` and one
-complex one with ``(alpha + i beta) / h I - J`` (see :mod:`scichains.ode._radau_kernel`).
+complex one with ``(alpha + i beta) / h I - J`` (see :mod:`scichains.ode.stiff._radau_kernel`).
 
 The error estimate is RADAU5's: the embedded method of order 3 that adds ``f(t, u)`` with the
 weight ``1 / gamma`` to the quadrature, its difference ``h f(t, u) / gamma + sum e_i Z_i``
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._stiff import JacobianChoice
-from ._tableaus import _poly_rows
+from .._family import register
+from ..explicit._tableaus import _poly_rows
+from ._rosenbrock import JacobianChoice
 
 
 def _lagrange(c, j):
@@ -137,6 +138,7 @@ class RadauIIA(JacobianChoice):
 
 
 RadauIIA5 = RadauIIA()
+register(RadauIIA5)
 """Hairer & Wanner's RADAU5: the three-stage Radau IIA method, order 5, L-stable, stiffly
 accurate, stage order 3; simplified Newton on the transformed system (one real and one
 complex LU per step size, the Jacobian kept while the iteration contracts fast), the filtered

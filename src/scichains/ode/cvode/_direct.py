@@ -27,8 +27,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from .._jit import CFUNC_FLAGS
-from ._abi import NO_NETWORK, rhs_from_address, vjp_from_address
+from ..._jit import CFUNC_FLAGS
+from .._abi import NO_NETWORK, rhs_from_address, vjp_from_address
 
 CV_ADAMS, CV_BDF = 1, 2
 CV_NORMAL, CV_ONE_STEP = 1, 2
@@ -239,7 +239,7 @@ def available(prob) -> bool:
 
 class DirectCVODE:
     """One CVODE instance over a compiled problem, with the small interface of
-    scikit-sundae's ``CVODE`` that :mod:`scichains.ode._sundials` uses (``init_step``,
+    scikit-sundae's ``CVODE`` that :mod:`scichains.ode.cvode._sundials` uses (``init_step``,
     ``step``), plus :meth:`counts` and :meth:`close`."""
 
     def __init__(self, prob, p, method, rtol, atol, max_steps, max_order, dt0, dtmin, exact):
@@ -330,7 +330,7 @@ class DirectCVODE:
         flag = api.CVode(self.mem, float(tout), self.y, ctypes.byref(tret), task)
         failed = int(self.info[FAILED])
         if failed:
-            from ._solution import user_error_failure
+            from .._solution import user_error_failure
 
             self.info[FAILED] = 0
             n = self.n

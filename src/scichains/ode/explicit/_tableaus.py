@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._order import check_order
+from .._family import register
+from .._order import check_order
 
 
 @dataclass(frozen=True)
@@ -418,3 +419,4 @@ Vern7 = ExplicitRK(
 from his published tables), 10 stages, not FSAL; for tight tolerances, as in OrdinaryDiffEq."""
 
 SOLVERS = {m.name: m for m in (Euler, RK4, BS3, DP5, Tsit5, Vern7)}
+register(*SOLVERS.values())

@@ -39,12 +39,12 @@ import numba
 import numpy as np
 from numba import types
 
-from .._jit import FLAGS
-from ._abi import F64, call_rhs, record_failure
-from ._codes import NEWTON_FAILURE, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
+from ..._jit import FLAGS
+from .._abi import F64, call_rhs, record_failure
+from .._codes import NEWTON_FAILURE, NONFINITE, RHS_ERROR, SINGULAR, SUCCESS
+from .._loop import PROCEED, RETRY, register_family, run_loop
 from ._jacobian import JAC_FD, jacobian_into
 from ._linalg import lu_factor, lu_solve_columns, transpose_into
-from ._loop import PROCEED, RETRY, register_family, run_loop
 
 KAPPA = 0.01
 """Newton stops when its estimated error is below ``KAPPA`` in the scaled norm (1 = the

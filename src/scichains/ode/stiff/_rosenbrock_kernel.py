@@ -1,12 +1,12 @@
 """The compiled stepping loop of the Rosenbrock (linearly implicit) solvers.
 
 One kernel, compiled once per machine (numba's cache), runs every Rosenbrock method
-(:mod:`scichains.ode._stiff`) on every problem: the right-hand side and its vjp arrive as
-addresses of C-callables (as for the explicit stepper, :mod:`scichains.ode._kernels`), the
+(:mod:`scichains.ode.stiff._rosenbrock`) on every problem: the right-hand side and its vjp arrive as
+addresses of C-callables (as for the explicit stepper, :mod:`scichains.ode.explicit._kernels`), the
 method as arrays. Each step: the Jacobian ``J = df/du`` at ``(t, u)`` (``n`` vjp calls, one
 row each, or forward differences), ``df/dt`` by a one-sided difference in ``t``, the LU
 factorisation of ``W = I / (h gamma) - J`` (in place, partial pivoting:
-:mod:`scichains.ode._linalg`), then one solve per stage. With a mass matrix (``M du/dt = f``,
+:mod:`scichains.ode.stiff._linalg`), then one solve per stage. With a mass matrix (``M du/dt = f``,
 ``StepControl.mass``) ``W = M / (h gamma) - J`` and the stages' ``sum_j (C_ij / h) U_j``
 terms are multiplied by ``M`` (Hairer & Wanner II, VI.4): Rodas5P is built for singular
 ``M`` (index-1 DAEs). A rejected step keeps ``J`` and
@@ -22,9 +22,10 @@ import numba
 import numpy as np
 from numba import types
 
-from .._jit import FLAGS
-from ._abi import F64, call_rhs, record_failure
-from ._codes import RHS_ERROR, SINGULAR, SUCCESS
+from ..._jit import FLAGS
+from .._abi import F64, call_rhs, record_failure
+from .._codes import RHS_ERROR, SINGULAR, SUCCESS
+from .._loop import PROCEED, RETRY, register_family, run_loop
 from ._jacobian import jacobian_into
 from ._linalg import (
     lu_factor,
@@ -33,7 +34,6 @@ from ._linalg import (
     spectral_radius,
     transpose_into,
 )
-from ._loop import PROCEED, RETRY, register_family, run_loop
 
 CBRT_EPS = float(np.finfo(np.float64).eps) ** (1.0 / 3.0)
 CARRY_SIZE = 7

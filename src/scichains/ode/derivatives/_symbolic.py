@@ -12,31 +12,16 @@ right-hand side; it is then generated on first use, as a module of its own.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
-import tempfile
 import threading
-from pathlib import Path
 
 import numpy as np
 
-from .._jit import SOURCE_DIGEST
-from ..nn._chain import ChainKernel, SimpleChain
-from ..nn._compiled import M_ROWS
-from ._abi import NO_NETWORK
-from ._problem import register_cfunc
+from ...nn._chain import ChainKernel, SimpleChain
+from ...nn._compiled import M_ROWS
+from .._abi import NO_NETWORK, register_cfunc
+from ._codegen import _sympy, assign, load
 
 _VJP_LOCK = threading.Lock()
-
-
-def _sympy():
-    try:
-        import sympy
-    except ImportError:  # pragma: no cover - sympy is a dependency
-        raise ImportError("SymbolicModel needs SymPy: pip install sympy") from None
-    return sympy
 
 
 class NetworkTerm:
@@ -93,9 +78,10 @@ class SymbolicModel:
         forward, where the vjp would be most of the build time (it differentiates
         ``v^T f`` along every state and parameter).
     rhs_codegen : ``"numba"`` (default): the right-hand side as numba code; ``"llvm"``: its
-        arithmetic emitted as LLVM IR by one numba intrinsic (``scichains.ode._llvm_expr``),
-        which compiles a right-hand side of thousands of operations in a fraction of the time
-        (numba types each operation separately). For models without a network whose
+        arithmetic emitted as LLVM IR by one numba intrinsic
+        (``scichains.ode.derivatives._llvm_expr``), which compiles a right-hand side of
+        thousands of operations in a fraction of the time (numba types each operation
+        separately). For models without a network whose
         equations use only arithmetic and smooth elementary functions; any other model falls
         back to ``"numba"`` (``self.rhs_codegen`` says which was used).
     intermediates : optional sequence of ``(symbol, expression)``: values computed in this
@@ -207,7 +193,7 @@ class SymbolicModel:
         self.rhs_codegen = "llvm" if rhs_codegen == "llvm" and network is None else "numba"
         self.eager_vjp = vjp
         self.source = self._generate(f=True, vjp=vjp)
-        self._module = _load(self.source)
+        self._module = load(self.source)
         self.rhs = self._module.f
         register_cfunc(self.rhs, self._module.f_cfunc, True)
         self._vjp = None
@@ -224,7 +210,7 @@ class SymbolicModel:
         with _VJP_LOCK:  # threads asking at once generate it once
             if self._vjp is None:
                 self.vjp_source = self._generate(f=False, vjp=True)
-                mod = _load(self.vjp_source)
+                mod = load(self.vjp_source)
                 register_cfunc(mod.vjp, mod.vjp_cfunc, True)
                 self._vjp = mod.vjp
         return self._vjp
@@ -288,8 +274,8 @@ class SymbolicModel:
         vjp=...)``). ``vjp=True`` on a model built without it generates it first.
         ``mass_matrix``: ``M`` of ``M du/dt = f`` (a zero row makes that equation algebraic,
         ``0 = f_i``; see :class:`ODEProblem`)."""
-        from ..nn._validate import as_real
-        from ._problem import ODEProblem
+        from ...nn._validate import as_real
+        from .._problem import ODEProblem
 
         p = as_real(p, "p")
         if p.shape != (self.num_params,):
@@ -354,7 +340,7 @@ class SymbolicModel:
                 f"    zin = w[{zi}:{zi + nin}]",
                 f"    zout = w[{zo}:{zo + nout}]",
             ]
-            netfwd += _assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
+            netfwd += assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
             netfwd += [f"    chain_forward(k, p[{o}:{e}], zin, zout)"]
             netfwd += ["    " + f"U_{j} = zout[{j}]" for j in range(nout)]
         lines = [
@@ -376,7 +362,7 @@ class SymbolicModel:
             self.rhs_codegen = "numba"
         if prog is not None:
             lines += [
-                "from scichains.ode._llvm_expr import evaluator",
+                "from scichains.ode.derivatives._llvm_expr import evaluator",
                 "",
                 f"_PROGRAM = {prog!r}",
                 "_run = evaluator(_PROGRAM)",
@@ -389,8 +375,8 @@ class SymbolicModel:
             f_body = head + netfwd
             if self._inter:
                 names = [str(q) for q, _ in self._inter]
-                f_body += _assign(names, [e for _, e in self._inter], "y")
-            f_body += _assign([f"du[{i}]" for i in range(n)], self._eqs, "x")
+                f_body += assign(names, [e for _, e in self._inter], "y")
+            f_body += assign([f"du[{i}]" for i in range(n)], self._eqs, "x")
             lines += [
                 "",
                 "def _f(du, u, p, t, k):",
@@ -437,15 +423,15 @@ class SymbolicModel:
                 vjp_body += netfwd
             else:  # chain_vjp runs the network's forward pass itself
                 vjp_body += netfwd[:2]
-                vjp_body += _assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
+                vjp_body += assign([f"zin[{m}]" for m in range(nin)], self._inputs, "a")
             vjp_body += [f"    vU = w[{vu}:{vu + nout}]", f"    zbar = w[{zbar}:{zbar + nin}]"]
-            vjp_body += _assign([f"vU[{j}]" for j in range(nout)], vU_exprs, "y")
+            vjp_body += assign([f"vU[{j}]" for j in range(nout)], vU_exprs, "y")
             vjp_body += [f"    chain_vjp(k, p[{o}:{e}], zin, vU, zbar, pbar[{o}:{e}])"]
             vjp_body += ["    " + f"zb_{m} = zbar[{m}]" for m in range(nin)]
         else:
             grads = [total.diff(x) for x in u] + [total.diff(x) for x in pp]
         targets = [f"ubar[{i}]" for i in range(n)] + [f"pbar[{i}]" for i in range(nphys)]
-        vjp_body += _assign(targets, grads, "z")
+        vjp_body += assign(targets, grads, "z")
         lines += [
             "",
             "def _vjp(v, u, p, t, k, ubar, pbar):",
@@ -464,56 +450,3 @@ class SymbolicModel:
             "",
         ]
         return "\n".join(lines)
-
-
-def _assign(targets, exprs, prefix):
-    """Lines computing ``targets[i] = exprs[i]`` with common subexpressions shared."""
-    sp = _sympy()
-    from sympy.printing.pycode import PythonCodePrinter
-
-    class Printer(PythonCodePrinter):
-        def _print_Float(self, expr):  # every bit of a float constant (SymPy prints 15 digits)
-            return repr(float(expr))
-
-    printer = Printer({"fully_qualified_modules": True, "standard": "python3"})
-    temps, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols(f"_{prefix}"))
-    out = [f"    {sym} = {printer.doprint(e)}" for sym, e in temps]
-    for tgt, e in zip(targets, reduced):
-        val = printer.doprint(e)
-        if e.is_number:
-            val = repr(float(e))
-        out.append(f"    {tgt} = {val}")
-    return out
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("SCICHAINS_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "scichains"
-    return root / "generated"
-
-
-def _load(source: str):
-    """Write ``source`` to the cache directory (named by its hash and the package's) and
-    import it, so that numba's cache serves its compiled functions in later processes."""
-    digest = hashlib.sha256((SOURCE_DIGEST + source).encode()).hexdigest()[:20]
-    name = f"scichains_model_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    for directory in (_cache_dir(), Path(tempfile.gettempdir()) / "scichains-generated"):
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            path = directory / f"{name}.py"
-            if not path.exists() or path.read_text() != source:
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(source)
-                os.replace(tmp, path)
-            break
-        except OSError:
-            continue
-    else:  # pragma: no cover
-        raise OSError("no writable directory for generated model code (set SCICHAINS_CACHE)")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module

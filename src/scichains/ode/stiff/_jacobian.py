@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from .._jit import inline_kernel
-from ._abi import record_failure
-from ._codes import JACOBIAN_NONFINITE, RHS_ERROR, SUCCESS
+from ..._jit import inline_kernel
+from .._abi import record_failure
+from .._codes import JACOBIAN_NONFINITE, RHS_ERROR, SUCCESS
 
 JAC_EXACT, JAC_FD = 0, 1
 """How the Jacobian is made: from the vjp (``n`` calls, exact) or by forward differences."""

@@ -1,4 +1,7 @@
-"""Preparing worker processes: load the compiled kernels before timed work.
+"""Preparing worker processes: load the compiled kernels before timed work (``scichains.warm_up``).
+
+An application of the library (a solve, an ensemble, a gradient), so it sits above
+``scichains.parallel``, which imports nothing that solves.
 
 numba compiles a kernel once per machine and keeps it in its on-disk cache: beside the
 package's sources (``__pycache__``), or under ``NUMBA_CACHE_DIR`` when that is set. On a
@@ -16,8 +19,8 @@ import time
 
 import numpy as np
 
-from .._jit import kernel
-from . import _executor as ex
+from ._jit import kernel
+from .parallel import _executor as ex
 
 
 @kernel
@@ -39,8 +42,8 @@ def warm() -> dict:
     returns ``{"seconds", "pid", "numba_cache_dir", "threading_layer"}``."""
     import numba
 
-    from ..adjoint import SquaredError, gradient
-    from ..ode import EnsembleProblem, ODEProblem, solve, solve_ensemble
+    from .adjoint import SquaredError, gradient
+    from .ode import EnsembleProblem, ODEProblem, solve, solve_ensemble
 
     start = time.perf_counter()
     prob = ODEProblem(_decay, [1.0, 2.0], (0.0, 1.0), [0.5], vjp=_decay_vjp)
