@@ -44,7 +44,20 @@ def test_the_notebooks_are_the_expected_ones():
     assert {p.stem for p in NOTEBOOKS} == EXPECTED
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+# the stiff-models notebook compiles every stiff family's adjoint in its own process (~90 s of a
+# cold CI run); what it shows is tested in tests/models/test_stiff_neural_ode.py and
+# tests/adjoint/test_stiff_gradient.py, so it runs with the slow tests
+SLOW_NOTEBOOKS = {"stiff_models"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_NOTEBOOKS else p
+        for p in NOTEBOOKS
+    ],
+    ids=lambda p: p.stem,
+)
 def test_notebook_runs(path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     assert not _execute(nb, path.parent, monkeypatch)

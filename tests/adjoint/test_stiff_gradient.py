@@ -39,11 +39,11 @@ TIGHT = dict(rtol=1e-10, atol=1e-12)
     "solver,sensealg",
     [
         (Rodas5P(), DiscreteAdjoint()),
-        (Rodas5P(), InterpolatingAdjoint()),
+        pytest.param(Rodas5P(), InterpolatingAdjoint(), marks=pytest.mark.slow),
         (Rosenbrock23(), DiscreteAdjoint()),
-        (Rosenbrock23(), InterpolatingAdjoint()),
+        pytest.param(Rosenbrock23(), InterpolatingAdjoint(), marks=pytest.mark.slow),
         (Kvaerno5(), InterpolatingAdjoint()),
-        (KenCarp4(), InterpolatingAdjoint()),
+        pytest.param(KenCarp4(), InterpolatingAdjoint(), marks=pytest.mark.slow),
         (RadauIIA5(), InterpolatingAdjoint()),
     ],
 )

@@ -61,7 +61,8 @@ def test_host_choice():
     assert _simd.VEC_BYTES == _jit.VECTOR_BYTES
 
 
-@pytest.mark.parametrize("width", ["16", pytest.param("64", marks=pytest.mark.slow)])
+# each width compiles every layer kernel again in a subprocess (~70 s cold): slow tests
+@pytest.mark.parametrize("width", [pytest.param(w, marks=pytest.mark.slow) for w in ("16", "64")])
 def test_forced_width_gives_correct_gradients(width):
     r = _run(width)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -84,7 +84,7 @@ def test_dense_output_of_a_dae(solver):
     ts = np.linspace(0.0, 1.0, 37)
     sol = ode.solve(linear_problem(), solver(), rtol=1e-8, atol=1e-10, saveat=ts)
     assert sol.success
-    assert np.setdiff1d(ts, sol._st).size > ts.size // 2  # most saves lie between steps
+    assert np.setdiff1d(ts, sol.step_times).size > ts.size // 2  # most saves lie between steps
     exact = np.array([linear_exact(t) for t in ts])
     np.testing.assert_allclose(sol.u, exact, atol=5e-8)
 

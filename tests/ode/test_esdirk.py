@@ -57,7 +57,7 @@ def test_backward_in_time_stiff(solver):
                     tstops=[1.5])  # fmt: skip
     assert sol.success and sol.stats["naccept"] < 2_000
     np.testing.assert_allclose(sol.u[:, 0], phi(np.array([2.0, 1.5, 0.0])), rtol=1e-7, atol=1e-9)
-    assert 1.5 in sol._st
+    assert 1.5 in sol.step_times
 
 
 # ---- status codes and bad input

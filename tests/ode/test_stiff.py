@@ -172,7 +172,7 @@ def test_doses_tstops_and_saveat(solver):
     tol = 2e-6 if solver.name == R5P else 2e-5
     np.testing.assert_allclose(sol.u, exact, rtol=tol, atol=tol * 100)
     # the step times include the tstop and the doses (left and right limits)
-    assert 3.3 in sol._st and np.sum(sol._st == 8.0) == 2
+    assert 3.3 in sol.step_times and np.sum(sol.step_times == 8.0) == 2
     # dense output between steps, never across a dose
     tq = np.array([7.99, 8.0, 8.01, 12.6])
     np.testing.assert_allclose(sol(tq), pk_exact(tq, given, ka, ke), rtol=tol, atol=tol * 100)

@@ -72,7 +72,7 @@ def test_adams_with_doses_against_the_closed_form():
     exact = central(ts, 0.0, 1.0) + central(ts, 4.0, 2.0)
     np.testing.assert_allclose(sol.u[:, 1], exact, rtol=1e-7, atol=1e-10)
     # normal mode (the default with saveat): only t0, the saves and the dose are stored
-    assert sol._st.size == 1 + ts.size + 1
+    assert sol.step_times.size == 1 + ts.size + 1
     # dense=True keeps every step: dense output between the steps, never across the dose
     dense = solve(
         prob,
@@ -83,7 +83,7 @@ def test_adams_with_doses_against_the_closed_form():
         atol=1e-12,
     )
     np.testing.assert_allclose(dense.u[:, 1], exact, rtol=1e-7, atol=1e-10)
-    assert dense._st.size > 3 * ts.size
+    assert dense.step_times.size > 3 * ts.size
     np.testing.assert_allclose(dense(3.7)[1], central(3.7, 0, 1.0), rtol=1e-4)
     # without saveat every step is kept too
     free = solve(prob, CVODE_Adams(), jumps=[(0.0, 0, 1.0), (4.0, 0, 2.0)], rtol=1e-10, atol=1e-12)
@@ -109,7 +109,7 @@ def test_normal_mode_lands_on_tstops_and_doses_not_on_saves():
     exact[1:] += np.exp(-2.0 * (np.array([1.0, 2.5]) - 1.0))  # the dose at t = 1, saved after
     np.testing.assert_allclose(sol.u[:, 0], exact, rtol=1e-7)
     # stored: t0, 0.5, 0.75 (tstop), 1 (left and right limits), 2.5, t1
-    np.testing.assert_array_equal(sol._st, [0.0, 0.5, 0.75, 1.0, 1.0, 2.5, 3.0])
+    np.testing.assert_array_equal(sol.step_times, [0.0, 0.5, 0.75, 1.0, 1.0, 2.5, 3.0])
     assert sol.stats["naccept"] > 5 and sol.stats["nf"] > 10  # CVODE's counts (direct path)
 
 
@@ -125,7 +125,7 @@ def test_direct_path_matches_scikit_sundae(monkeypatch, dense):
     wrapped = solve(prob, CVODE_BDF(dense=dense), **kw)
     assert direct.success and wrapped.success
     np.testing.assert_allclose(direct.u, wrapped.u, rtol=1e-12, atol=1e-20)
-    np.testing.assert_allclose(direct._st, wrapped._st, rtol=1e-12)
+    np.testing.assert_allclose(direct.step_times, wrapped.step_times, rtol=1e-12)
     if dense:
         assert direct.stats["naccept"] == wrapped.stats["naccept"] > 50
     else:  # scikit-sundae does not report CVODE's step count

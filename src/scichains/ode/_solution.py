@@ -261,6 +261,15 @@ class Solution:
         return self.status == ReturnCode.SUCCESS
 
     @property
+    def step_times(self) -> np.ndarray:
+        """The times of every stored step, shape ``(k,)``, from ``t0`` to ``t_reached``: where
+        the solver landed (the step sizes it chose, tstops and jumps; a jump's time appears
+        twice, before and after it). A copy: what :meth:`__call__` interpolates between.
+        (diffrax: ``SaveAt(steps=True)``; DifferentialEquations.jl: ``sol.t`` with
+        ``dense=true``.)"""
+        return self._st.copy()
+
+    @property
     def message(self) -> str:
         return self._message or self.status.message
 
