@@ -52,10 +52,7 @@ SLOW_NOTEBOOKS = {"stiff_models"}
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_NOTEBOOKS else p
-        for p in NOTEBOOKS
-    ],
+    [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_NOTEBOOKS else p for p in NOTEBOOKS],
     ids=lambda p: p.stem,
 )
 def test_notebook_runs(path, monkeypatch):
