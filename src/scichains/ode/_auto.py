@@ -34,7 +34,7 @@ import numpy as np
 
 from ._codes import NEED_JACOBIAN, SWITCH
 from ._family import register
-from .explicit._kernels import Tableau, integrate
+from .explicit._kernels import Tableau, WatchedTableau, integrate_watched
 from .explicit._tableaus import ExplicitRK, Tsit5
 from .stiff._jacobian import JAC_EXACT
 from .stiff._rosenbrock import Rodas5P, Rosenbrock
@@ -196,7 +196,7 @@ def carry_size(n: int) -> int:
 class AutoTables(NamedTuple):
     """The automatic method as :func:`auto_run` takes it."""
 
-    explicit: Tableau
+    explicit: WatchedTableau  # the explicit method, compiled with the switch watch
     stiff: RosenbrockTableau
     to_stiff: float  # the explicit watch: h |lambda| above this is stiff
     to_nonstiff: float  # the Rosenbrock watch: h |lambda| below this is not
@@ -206,7 +206,7 @@ class AutoTables(NamedTuple):
 
 def auto_tables(solver: AutoSwitch, explicit: Tableau, stiff: RosenbrockTableau) -> AutoTables:
     return AutoTables(
-        explicit,
+        WatchedTableau(*explicit),
         stiff,
         solver.stiff_tol * solver.boundary,
         solver.nonstiff_tol * solver.boundary,
@@ -230,7 +230,9 @@ def auto_run(faddr, vaddr, k, u0, p, t0, t1, tables: AutoTables, control, stops,
     while True:
         if carry[PHASE] == 0.0:
             ctl = control._replace(watch=tables.to_stiff, watch_steps=tables.max_stiff, row0=0)
-            code = int(integrate(faddr, k, u0, p, t0, t1, tables.explicit, ctl, stops, store))
+            code = int(
+                integrate_watched(faddr, k, u0, p, t0, t1, tables.explicit, ctl, stops, store)
+            )
         else:
             ctl = control._replace(
                 watch=tables.to_nonstiff, watch_steps=tables.max_nonstiff, row0=se
