@@ -122,7 +122,7 @@ def test_problem_specs_travel_by_reference_to_a_fresh_process():
     prob = model.problem([1.0, 0.5], (0.0, 1.0), [0.7])
     spec = ProblemSpec(prob)
     assert spec.f.kind == "generated" and spec.vjp.kind == "generated"
-    from scichains.parallel._workers import _decay
+    from scichains._warm import _decay
 
     plain = ODEProblem(_decay, [1.0, 2.0], (0.0, 1.0), [0.3])
     plain.ensure_vjp()  # traced: its generated vjp travels by source too
@@ -171,7 +171,7 @@ _NO_DASK = textwrap.dedent(
     assert [r.result for r in sweep(abs, [-2, 1])] == [1, 2]
     assert not [m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")]
     from scichains.ode import EnsembleProblem, solve_ensemble
-    from scichains.parallel._workers import _decay
+    from scichains._warm import _decay
     from scichains.ode import ODEProblem
     ens = EnsembleProblem(ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5]), u0s=np.ones((3, 1)))
     import sympy as sp
@@ -316,7 +316,7 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
 
 def test_solve_errors_survive_pickling():
     # what a failure on a Dask worker process becomes on the caller's side
-    from scichains.parallel._workers import _decay
+    from scichains._warm import _decay
 
     from scichains.ode import ODEProblem, ODESolveError, solve
 
