@@ -233,6 +233,7 @@ def _capacity_problem():
     return _CAPACITY["model"], _CAPACITY["data"]
 
 
+@pytest.mark.slow
 @settings(
     max_examples=8,
     deadline=None,
