@@ -170,11 +170,11 @@ def reference_ofv(model, data, x, method, m4=False):
 @pytest.mark.parametrize(
     "error, method, blq, how",
     [
-        (pk.Additive(0.7), "focei", "m3", "below"),
+        pytest.param(pk.Additive(0.7), "focei", "m3", "below", marks=pytest.mark.slow),
         (pk.Additive(0.7), "laplace", "m3", "below"),
         (pk.Additive(0.7), "focei", "m3", "intervals"),
-        (pk.Combined(0.3, 0.1), "focei", "m3", "intervals"),
-        (pk.Proportional(0.15), "laplace", "m3", "intervals"),
+        pytest.param(pk.Combined(0.3, 0.1), "focei", "m3", "intervals", marks=pytest.mark.slow),
+        pytest.param(pk.Proportional(0.15), "laplace", "m3", "intervals", marks=pytest.mark.slow),
         (pk.Additive(1.5), "focei", "m4", "below"),
         (pk.Additive(1.5), "laplace", "m4", "intervals"),
     ],
@@ -212,13 +212,14 @@ def test_m4_differs_from_m3_where_predictions_are_near_zero():
 @pytest.mark.parametrize(
     "error, method, blq",
     [
-        (pk.Additive(0.5), "focei", "m3"),
+        # each error model once by default, both methods, M3 and M4; the rest slow
+        pytest.param(pk.Additive(0.5), "focei", "m3", marks=pytest.mark.slow),
         (pk.Additive(0.5), "laplace", "m4"),
         (pk.Proportional(0.15), "focei", "m4"),
-        (pk.Proportional(0.15), "laplace", "m3"),
+        pytest.param(pk.Proportional(0.15), "laplace", "m3", marks=pytest.mark.slow),
         (pk.Combined(0.3, 0.1), "focei", "m3"),
-        (pk.Combined(0.3, 0.1), "laplace", "m3"),
-        (pk.Exponential(0.15), "focei", "m3"),
+        pytest.param(pk.Combined(0.3, 0.1), "laplace", "m3", marks=pytest.mark.slow),
+        pytest.param(pk.Exponential(0.15), "focei", "m3", marks=pytest.mark.slow),
         (pk.Exponential(0.15), "laplace", "m3"),
     ],
 )

@@ -94,6 +94,19 @@ def test_threads_give_the_in_process_bits_and_warm_starts():
         np.testing.assert_allclose(g_i.sum(axis=0), g, rtol=1e-10, atol=1e-10)
 
 
+def test_a_fit_on_threads_takes_the_in_process_steps():
+    # pk.fit with an executor (default suite; the whole fit on two Dask workers is slow)
+    model = oral_model()
+    data = theoph_subset(8)
+    with pytest.warns(pk.FitWarning):  # three iterations: unconverged, and says so
+        local = pk.fit(model, data, maxiter=3)
+    with ThreadPoolExecutor(2) as pool, pytest.warns(pk.FitWarning):
+        res = pk.fit(model, data, maxiter=3, executor=pool, batch_size=4)
+    assert res.ofv == local.ofv and np.array_equal(res.x, local.x)
+    assert np.array_equal(res.etas, local.etas)
+    assert res.n_evaluations == local.n_evaluations
+
+
 def test_bad_executors_and_sizes_are_refused():
     model = oral_model()
     data = theoph_subset(2)
@@ -109,6 +122,7 @@ def test_bad_executors_and_sizes_are_refused():
         pk.PopulationObjective(model, data, block=0)
 
 
+@pytest.mark.slow
 def test_theophylline_fit_on_two_workers_is_bit_identical(client, theoph_fit):
     model, data, local = theoph_fit
     t = time.perf_counter()

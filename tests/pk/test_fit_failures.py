@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scichains import pk
-from scichains.pk import _objective
+from scichains.pk import _inner, _objective
 
 from .models import capacity_model, oral_model, perturbed_start, simulated_data, simulated_oral
 
@@ -233,6 +233,7 @@ def _capacity_problem():
     return _CAPACITY["model"], _CAPACITY["data"]
 
 
+@pytest.mark.slow
 @settings(
     max_examples=8,
     deadline=None,
@@ -254,7 +255,7 @@ def test_dynamics_that_go_nan_never_give_a_silent_success(tc, shift):
         res = pk.fit(model, data, x0=x0, maxiter=40)
     except ValueError as e:
         assert "cannot be evaluated at the starting point" in str(e)
-        assert _objective.numerical_failure(e.__cause__)
+        assert _inner.numerical_failure(e.__cause__)
         return
     assert np.isfinite(res.ofv) and np.all(np.isfinite(res.x)) and np.all(np.isfinite(res.etas))
     assert np.isfinite(res.minus2ll)

@@ -64,7 +64,8 @@ def test_both_systems_give_the_same_ofv_and_gradient():
     np.testing.assert_allclose(ga, gb, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("hidden", [0, 4])  # 2 -> 1 (tanh); 2 -> 4 (tanh) -> 1
+# 2 -> 1 (tanh); 2 -> 4 (tanh) -> 1 (slow: another system to build)
+@pytest.mark.parametrize("hidden", [0, pytest.param(4, marks=pytest.mark.slow)])
 def test_ofv_gradient_through_the_network_matches_central_differences(hidden):
     model = nn_model(hidden)
     data = theoph_subset(3)

@@ -108,7 +108,7 @@ def fd_gradient(obj, x, h=1e-4):
         (pk.Proportional(0.15), False, True, "focei"),
         (pk.Exponential(0.2), False, False, "focei"),
         (pk.Additive(0.7), True, True, "laplace"),
-        (pk.Combined(0.3, 0.1), False, False, "laplace"),
+        pytest.param(pk.Combined(0.3, 0.1), False, False, "laplace", marks=pytest.mark.slow),
         (pk.Exponential(0.2), True, False, "laplace"),
     ],
 )

@@ -53,6 +53,59 @@ def test_second_order_sensitivities_match_the_closed_form():
     np.testing.assert_array_equal(g2, np.swapaxes(g2, 1, 2))
 
 
+def test_each_observation_row_takes_its_own_endpoint():
+    # two observation expressions (issue 29, item 3): the concentration and the absorption
+    # rate ka * depot; rows at the same times alternate endpoints, each against its closed
+    # form and central differences of it
+    depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
+    sens = Sensitivities(
+        [depot, center],
+        [ka, cl, v],
+        [-ka * depot, ka * depot - cl / v * center],
+        [center / v, ka * depot],
+    )
+    from scichains import ode
+
+    def rate(phi, t):
+        return DOSE * phi[0] * np.exp(-phi[0] * t)
+
+    phi = np.array([1.5, 2.7, 31.0])
+    t = np.array([0.25, 0.25, 1.0, 1.0, 4.0, 8.0, 12.0])
+    endpoint = np.array([0, 1, 1, 0, 1, 0, 1])
+    y0 = np.zeros(sens.size)
+    y0[0] = DOSE
+    prob = sens.model.problem(y0, (0.0, 24.0), np.concatenate([phi, [0.0, 0.0]]))
+    sol = ode.solve(prob, saveat=np.unique(t), rtol=1e-11, atol=1e-13)
+    u = sol.u[np.searchsorted(np.unique(t), t)]
+    g, g1, g2 = sens.observe(u, phi, endpoint=endpoint)
+
+    def closed(p):
+        return np.where(endpoint == 0, oral_conc(p, t), rate(p, t))
+
+    np.testing.assert_allclose(g, closed(phi), rtol=1e-8)
+    h = 1e-4
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = h
+        fd = (closed(phi + e) - closed(phi - e)) / (2 * h)
+        np.testing.assert_allclose(g1[:, k], fd, rtol=1e-6, atol=1e-9)
+        for m in range(3):
+            d = np.zeros(3)
+            d[m] = h
+            fd2 = (
+                closed(phi + e + d)
+                - closed(phi + e - d)
+                - closed(phi - e + d)
+                + closed(phi - e - d)
+            ) / (4 * h * h)
+            np.testing.assert_allclose(g2[:, k, m], fd2, rtol=1e-4, atol=1e-7)
+    assert sens.n_endpoints == 2
+    with pytest.raises(ValueError, match="2 observation expressions: give each row's endpoint"):
+        sens.observe(u, phi)
+    with pytest.raises(ValueError, match=r"endpoint must be .* in 0\.\.1"):
+        sens.observe(u, phi, endpoint=endpoint + 1)
+
+
 def test_third_order_sensitivities_match_the_closed_form():
     depot, center, ka, cl, v = sp.symbols("depot center ka cl v")
     sens = Sensitivities(

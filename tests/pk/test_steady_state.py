@@ -70,7 +70,7 @@ def test_steady_state_infusion_equals_a_long_run_of_repeats(tmp_path):
     np.testing.assert_allclose(a, b, rtol=1e-8)
 
 
-@pytest.mark.parametrize("method", ["focei", "laplace"])
+@pytest.mark.parametrize("method", ["focei", pytest.param("laplace", marks=pytest.mark.slow)])
 def test_ofv_gradient_through_the_steady_state(tmp_path, method):
     data = write(
         tmp_path,

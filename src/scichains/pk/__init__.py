@@ -17,9 +17,10 @@ from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
 from ._fit import FitResult, FitWarning, fit
+from ._inner import InnerFailure
 from ._model import PKModel
 from ._network import Network
-from ._objective import InnerFailure, PopulationObjective
+from ._objective import PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
 from ._predict import PKSolveError
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._objective import PopulationObjective, numerical_failure
+from ._inner import numerical_failure
+from ._objective import PopulationObjective
 
 
 @dataclass

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._objective import PopulationObjective, numerical_failure
+from ._inner import numerical_failure
+from ._objective import PopulationObjective
 from ._quasi_newton import bfgs
 from ._scaling import Scaling
 

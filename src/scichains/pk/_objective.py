@@ -32,27 +32,12 @@ import threading
 
 import numpy as np
 
-from ..ode._solution import ODESolveError, ReturnCode
 from ..parallel import _executor as ex
 from ._censoring import CensoringPlan
-from ._predict import PKSolveError, Regimen, predict_subject
+from ._inner import InnerFailure, SubjectTerms
+from ._outer_gradient import focei_gradient, laplace_gradient
+from ._predict import Regimen, predict_subject
 from ._remote import chunks_for
-
-
-class InnerFailure(RuntimeError):
-    """The empirical Bayes estimate of a subject did not converge."""
-
-
-def numerical_failure(e: BaseException) -> bool:
-    """Whether ``e`` is a numerical failure of an evaluation at a trial point: a failed ODE
-    solve (:class:`PKSolveError`, or an ``ODESolveError`` other than ``RHS_ERROR``), an EBE
-    that does not converge (:class:`InnerFailure`), a singular or indefinite matrix
-    (``LinAlgError``) or floating point (``ArithmeticError``: overflow, division by zero).
-    Anything else (``TypeError``, ``ValueError``, an exception a user function raised, an
-    executor's error) is an error in code and is never treated as a rejected point."""
-    if isinstance(e, ODESolveError):
-        return e.solution.status != ReturnCode.RHS_ERROR
-    return isinstance(e, (InnerFailure, PKSolveError, np.linalg.LinAlgError, ArithmeticError))
 
 
 def drop_censored(data):
@@ -77,23 +62,7 @@ def drop_censored(data):
     return EventData(out, data.covariates)
 
 
-class _Eval:
-    """Everything at one subject's ``eta`` that the inner and outer steps need."""
-
-    __slots__ = ("L", "gL", "H", "GN", "f", "G", "Hf", "Ft", "B", "Tf", "Tt", "terms")
-
-
-def _finite(ev: _Eval) -> bool:
-    """The inner objective and the derivatives its Newton step uses are finite."""
-    return bool(
-        np.isfinite(ev.L)
-        and np.all(np.isfinite(ev.gL))
-        and np.all(np.isfinite(ev.H))
-        and np.all(np.isfinite(ev.GN))
-    )
-
-
-class PopulationObjective:
+class PopulationObjective(SubjectTerms):
     """The FOCE-I / Laplace objective of a :class:`PKModel` on an :class:`EventData`.
 
     Parameters
@@ -269,208 +238,6 @@ class PopulationObjective:
             payloads = chunks_for(model, data, settings, self.bounds, type(self))
             self._chunks = ex.ScatteredChunks(self.executor, payloads)
 
-    # ---------------------------------------------------------------- per subject
-    def _predict(self, i, theta, eta, third=False):
-        """Predictions of subject ``i`` and derivatives along eta and theta (transformed
-        to the log scale for the exponential error model): ``f (n,), G (n, q), Ft (n, p),
-        Hf (n, q, q), B (n, q, p)`` and with ``third``, ``Tf (n, q, q, q)``,
-        ``Tt (n, q, q, p)``."""
-        model = self.model
-        if self.pieces[i] is not None:
-            g, G, Ft, Hf, B, Tf, Tt = self._predict_pieces(i, theta, eta, third)
-            return self._log_transform(i, g, G, Ft, Hf, B, Tf, Tt, third)
-        sens = model.sensitivities(3) if third else model.sens
-        phi, pe, pt, pee, pet = model.individual(theta, eta, self.cov[i])
-        y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
-        obs = sens.observe(y, phi)
-        g, g1, g2 = obs[0], obs[1], obs[2]
-        G = g1 @ pe  # (n, q)
-        Ft = g1 @ pt  # (n, p)
-        Hf = np.einsum("jab,aq,br->jqr", g2, pe, pe) + np.einsum("ja,aqr->jqr", g1, pee)
-        B = np.einsum("jab,aq,bp->jqp", g2, pe, pt) + np.einsum("ja,aqp->jqp", g1, pet)
-        Tf = Tt = None
-        if third:
-            g3 = obs[3]
-            peee, peet = model.individual3(theta, eta, self.cov[i])
-            Tf = np.einsum("jkln,ka,lb,nc->jabc", g3, pe, pe, pe, optimize=True)
-            t2 = np.einsum("jkl,kab,lc->jabc", g2, pee, pe)
-            Tf += t2 + t2.transpose(0, 1, 3, 2) + t2.transpose(0, 3, 2, 1)
-            Tf += np.einsum("jk,kabc->jabc", g1, peee)
-            Tt = np.einsum("jkln,ka,lb,np->jabp", g3, pe, pe, pt, optimize=True)
-            Tt += np.einsum("jkl,kab,lp->jabp", g2, pee, pt)
-            u = np.einsum("jkl,kap,lb->jabp", g2, pet, pe)
-            Tt += u + u.transpose(0, 2, 1, 3)
-            Tt += np.einsum("jk,kabp->jabp", g1, peet)
-        return self._log_transform(i, g, G, Ft, Hf, B, Tf, Tt, third)
-
-    def _predict_pieces(self, i, theta, eta, third):
-        """As :meth:`_predict` (before the log transform) for a subject whose covariates
-        change: the system along eta and theta, its parameters piece by piece."""
-        model = self.model
-        sens = model.directional(3 if third else 2)
-        times, covs = self.pieces[i]
-        pars = []
-        for cov in covs:
-            d = model.individual(theta, eta, cov)
-            if third:
-                d = (*d, *model.individual3(theta, eta, cov))
-            pars.append(sens.direction_params(*d))
-        pars = np.array(pars)
-        y = predict_subject(sens, self.regimens[i], pars, self.rtol, self.atol)
-        obs_piece = np.searchsorted(times, self.data.subjects[i].times, side="right")
-        return sens.observe_directions(y, pars[obs_piece])
-
-    def _log_transform(self, i, g, G, Ft, Hf, B, Tf, Tt, third):
-        model = self.model
-        if model.error.log_transform:
-            if np.any(g <= 0):
-                j = int(np.argmin(g))
-                raise PKSolveError(
-                    f"subject ID {self.regimens[i].subject.id}: prediction {g[j]:g} at time "
-                    f"{self.regimens[i].subject.times[j]:g} is not positive (exponential error)"
-                )
-            # derivatives of log f from those of f (f_a, f_ab, f_abc: eta or theta indices)
-            g_ = g[:, None, None]
-            if third:
-                three = (
-                    np.einsum("jab,jc->jabc", Hf, G)
-                    + np.einsum("jac,jb->jabc", Hf, G)
-                    + np.einsum("jbc,ja->jabc", Hf, G)
-                )
-                Tf = (
-                    Tf / g_[..., None]
-                    - three / g_[..., None] ** 2
-                    + 2 * np.einsum("ja,jb,jc->jabc", G, G, G) / g_[..., None] ** 3
-                )
-                three = (
-                    np.einsum("jab,jp->jabp", Hf, Ft)
-                    + np.einsum("jap,jb->jabp", B, G)
-                    + np.einsum("jbp,ja->jabp", B, G)
-                )
-                Tt = (
-                    Tt / g_[..., None]
-                    - three / g_[..., None] ** 2
-                    + 2 * np.einsum("ja,jb,jp->jabp", G, G, Ft) / g_[..., None] ** 3
-                )
-            Hf = Hf / g_ - np.einsum("jq,jr->jqr", G, G) / g_**2
-            B = B / g_ - np.einsum("jq,jp->jqp", G, Ft) / g_**2
-            G = G / g[:, None]
-            Ft = Ft / g[:, None]
-            g = np.log(g)
-        return g, G, Ft, Hf, B, Tf, Tt
-
-    def _evaluate(self, i, theta, eta, oinv, log_sd, third=False):
-        ev = _Eval()
-        s = self.data.subjects[i]
-        f, G, Ft, Hf, B, Tf, Tt = self._predict(i, theta, eta, third)
-        yv = np.log(s.dv) if self.model.error.log_transform else s.dv
-        plan = self.plans[i]
-        terms = self._errf(yv, f, log_sd) if plan is None else self._terms(plan, yv, f, log_sd)
-        ell, ell_f, ell_ff = terms[0], terms[1], terms[2]
-        w = terms[5]
-        ev.L = float(np.sum(ell) + eta @ oinv @ eta)
-        ev.gL = G.T @ ell_f + 2.0 * oinv @ eta
-        ev.H = (G.T * ell_ff) @ G + np.einsum("j,jqr->qr", ell_f, Hf) + 2.0 * oinv
-        ev.GN = 2.0 * ((G.T * w) @ G + oinv)
-        ev.f, ev.G, ev.Hf, ev.Ft, ev.B, ev.terms = f, G, Hf, Ft, B, terms
-        ev.Tf, ev.Tt = Tf, Tt
-        return ev
-
-    def _terms(self, plan, yv, f, log_sd):
-        """The per-observation terms (as :meth:`ErrorModel.functions` gives them) of a
-        subject with censored observations or M4's truncation: each kind from its own
-        generated functions (see :mod:`._censoring`), truncation terms added."""
-        n, r = f.size, self.model.r
-        out = [np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros((n, r))]
-        out += [np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros(n), np.zeros((n, r))]
-        err = self.model.error
-        groups = [(plan.normal, self._errf, (yv[plan.normal],))]
-        groups.append((plan.left[0], err.censored_functions("left"), plan.left[1:]))
-        groups.append((plan.right[0], err.censored_functions("right"), plan.right[1:]))
-        groups.append((plan.interval[0], err.censored_functions("interval"), plan.interval[1:]))
-        groups.append(
-            (plan.truncation[0], err.censored_functions("truncation"), plan.truncation[1:])
-        )
-        for idx, fn, limits in groups:
-            if idx.size == 0:
-                continue
-            for k, v in enumerate(fn(*limits, f[idx], log_sd)):
-                out[k][idx] += v
-        return tuple(out)
-
-    def _inner(self, i, theta, oinv, log_sd, eta0):
-        """Newton's method on ``L_i`` from ``eta0`` (exact Hessian when positive definite,
-        else the Gauss-Newton/Fisher one), with a backtracking line search."""
-        q = self.model.q
-        eta = np.array(eta0, dtype=np.float64)
-        sid = self.data.subjects[i].id
-        try:
-            ev = self._evaluate(i, theta, eta, oinv, log_sd)
-            if not _finite(ev):
-                raise FloatingPointError
-        except Exception as e:  # the warm start fails at these x: start again from 0
-            if not numerical_failure(e):
-                raise
-            eta = np.zeros(q)
-            ev = self._evaluate(i, theta, eta, oinv, log_sd)
-            if not _finite(ev):
-                raise InnerFailure(
-                    f"subject ID {sid}: the inner objective or its derivatives are not finite "
-                    "at eta = 0"
-                ) from None
-        last_dec = np.inf
-        for _ in range(self.inner_maxiter):
-            try:
-                try:
-                    c = np.linalg.cholesky(ev.H)
-                    step = -np.linalg.solve(c.T, np.linalg.solve(c, ev.gL))
-                except np.linalg.LinAlgError:
-                    step = -np.linalg.solve(ev.GN, ev.gL)
-                slope = float(ev.gL @ step)
-                if slope >= 0:
-                    step = -np.linalg.solve(ev.GN, ev.gL)
-                    slope = float(ev.gL @ step)
-            except np.linalg.LinAlgError:
-                raise InnerFailure(
-                    f"subject ID {sid}: the Hessian of the inner objective is singular"
-                ) from None
-            if not (np.all(np.isfinite(step)) and np.isfinite(slope)):
-                raise InnerFailure(f"subject ID {sid}: the EBE's Newton step is not finite")
-            # Converged when the Newton step is negligible: the OFV's log det A term moves
-            # to first order with eta, so eta itself must be accurate, not only L. Below the
-            # ODE's accuracy the steps stop shrinking: stop there too (a stall).
-            dec = -slope
-            if np.max(np.abs(step)) <= self.inner_tol * (1.0 + np.max(np.abs(eta))) or (
-                dec < 1e-11 and dec > 0.25 * last_dec
-            ):
-                return eta, ev
-            last_dec = dec
-            alpha = 1.0
-            for _ in range(40):
-                cand = eta + alpha * step
-                try:
-                    new = self._evaluate(i, theta, cand, oinv, log_sd)
-                    ok = _finite(new) and (
-                        new.L <= ev.L + 1e-4 * alpha * slope or -alpha * slope < 1e-6
-                    )
-                except Exception as e:  # a failing trial eta: back off
-                    if not numerical_failure(e):
-                        raise
-                    ok = False
-                if ok:
-                    break
-                alpha *= 0.5
-            else:
-                raise InnerFailure(
-                    f"subject ID {sid}: the EBE line search failed "
-                    f"(gradient {np.max(np.abs(ev.gL)):.3g})"
-                )
-            eta, ev = cand, new
-        raise InnerFailure(
-            f"subject ID {sid}: the EBE did not converge in "
-            f"{self.inner_maxiter} iterations (gradient {np.max(np.abs(ev.gL)):.3g})"
-        )
-
     # ---------------------------------------------------------------- population
     def _unpack(self, x):
         model = self.model
@@ -627,9 +394,9 @@ class PopulationObjective:
             ofv[i] = ev.L + logdet_om + logdet_a
             if grad and self.method == "laplace":
                 ev3 = self._evaluate(i, theta, eta, oinv, log_sd, third=True)
-                gout[i] = self._gradient_laplace(ev3, eta, oinv, dom)
+                gout[i] = laplace_gradient(model, ev3, eta, oinv, dom)
             elif grad:
-                gout[i] = self._gradient(ev, eta, A, oinv, dom)
+                gout[i] = focei_gradient(model, ev, eta, A, oinv, dom)
         if per_subject:
             return ofv, gout, new_etas
         starts = range(0, N, self.block)
@@ -641,70 +408,6 @@ class PopulationObjective:
                 if grad:
                     g_blocks[j] += gout[i]
         return values, g_blocks, new_etas
-
-    def _gradient(self, ev, eta, A, oinv, dom):
-        model = self.model
-        p, no = model.p, model.n_omega
-        ell, ell_f, ell_ff, ell_s, ell_fs, w, w_f, w_s = ev.terms[:8]
-        G, Hf, Ft, B = ev.G, ev.Hf, ev.Ft, ev.B
-        Ai = np.linalg.inv(A)
-        Z = G @ Ai  # rows: A^-1 g_j
-        c = np.einsum("jq,jq->j", Z, G)  # g_j^T A^-1 g_j
-        # d OFV / d eta at fixed x (the L part is ~0 at the EBE; kept for accuracy)
-        dF_eta = ev.gL + G.T @ (w_f * c) + 2.0 * np.einsum("j,jam,ja->m", w, Hf, Z)
-        v = np.linalg.solve(ev.H, dF_eta)
-        g = np.zeros(model.size)
-        # typical values
-        part = Ft.T @ ell_f + Ft.T @ (w_f * c) + 2.0 * np.einsum("j,jap,ja->p", w, B, Z)
-        cross = (G.T * ell_ff) @ Ft + np.einsum("j,jqp->qp", ell_f, B)
-        g[:p] = part - v @ cross
-        # omega
-        for k, d in enumerate(dom):
-            doi = -oinv @ d @ oinv
-            part = eta @ doi @ eta + np.trace(oinv @ d) + np.sum(Ai * doi)
-            g[p + k] = part - v @ (2.0 * doi @ eta)
-        # residual error
-        part = ell_s.sum(axis=0) + w_s.T @ c
-        cross = G.T @ ell_fs
-        g[p + no :] = part - v @ cross
-        return g
-
-    def _gradient_laplace(self, ev, eta, oinv, dom):
-        """As :meth:`_gradient` with ``A = H / 2`` exact: ``d log det H`` needs the third
-        derivatives of the predictions (``ev.Tf``, ``ev.Tt``) and of ``l``."""
-        model = self.model
-        p, no = model.p, model.n_omega
-        ell, ell_f, ell_ff, ell_s, ell_fs, _, _, _, ell_fff, ell_ffs = ev.terms
-        G, Hf, Ft, B, Tf, Tt = ev.G, ev.Hf, ev.Ft, ev.B, ev.Tf, ev.Tt
-        H = ev.H
-        Hi = np.linalg.inv(H)
-        Z = G @ Hi
-        c = np.einsum("jq,jq->j", Z, G)  # g_j^T H^-1 g_j
-        trHf = np.einsum("qr,jrq->j", Hi, Hf)  # tr(H^-1 Hf_j)
-        # d log det H / d eta_m at fixed x: tr(H^-1 dH/deta_m)
-        dF_eta = (
-            ev.gL
-            + G.T @ (ell_fff * c + ell_ff * trHf)
-            + 2.0 * np.einsum("j,jam,ja->m", ell_ff, Hf, Z)
-            + np.einsum("j,ab,jabm->m", ell_f, Hi, Tf)
-        )
-        v = np.linalg.solve(H, dF_eta)
-        g = np.zeros(model.size)
-        part = (
-            Ft.T @ ell_f
-            + Ft.T @ (ell_fff * c + ell_ff * trHf)
-            + 2.0 * np.einsum("j,jap,ja->p", ell_ff, B, Z)
-            + np.einsum("j,ab,jabp->p", ell_f, Hi, Tt)
-        )
-        cross = (G.T * ell_ff) @ Ft + np.einsum("j,jqp->qp", ell_f, B)
-        g[:p] = part - v @ cross
-        for k, d in enumerate(dom):
-            doi = -oinv @ d @ oinv
-            part = eta @ doi @ eta + np.trace(oinv @ d) + 2.0 * np.sum(Hi * doi)
-            g[p + k] = part - v @ (2.0 * doi @ eta)
-        part = ell_s.sum(axis=0) + ell_ffs.T @ c + ell_fs.T @ trHf
-        g[p + no :] = part - v @ (G.T @ ell_fs)
-        return g
 
 
 def _chunk_task(chunk, x, etas, grad, per_subject):

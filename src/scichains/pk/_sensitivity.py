@@ -39,7 +39,8 @@ class Sensitivities:
     ----------
     states, phi : SymPy symbols (``n`` and ``m`` of them)
     rhs : SymPy expressions, ``rhs[a] = dx_a/dt`` (without infusion input)
-    observe : SymPy expression ``g(x, phi)`` (the prediction of one observation)
+    observe : SymPy expression ``g(x, phi)`` (the prediction of one observation), or a list
+        of them (several endpoints: each observation row names its own, see :meth:`observe`)
     t : the time symbol when ``rhs`` depends on it
     order : 2 (values, first and second derivatives) or 3
     bioavailability : optional list of ``n`` SymPy expressions in ``phi``: the fraction of a
@@ -264,12 +265,20 @@ class Sensitivities:
             self._lag_fn = sp.lambdify(list(phi), self.lag, modules="numpy")
         self._jumps = {}
 
-        g = {(): sp.sympify(observe)}
-        for tup in all_tuples[1:]:
-            g[tup] = D(g[tup[:-1]], tup[-1])
         self._obs_tuples = all_tuples
         args = aug_states + parsyms
-        self._g = sp.lambdify(args, [g[t_] for t_ in self._obs_tuples], modules="numpy", cse=True)
+        exprs = list(observe) if isinstance(observe, (list, tuple)) else [observe]
+        if not exprs:
+            raise ValueError("observe: give at least one observation expression")
+        self.n_endpoints = len(exprs)
+        self._gs = []
+        for expr in exprs:
+            g = {(): sp.sympify(expr)}
+            for tup in all_tuples[1:]:
+                g[tup] = D(g[tup[:-1]], tup[-1])
+            self._gs.append(
+                sp.lambdify(args, [g[t_] for t_ in self._obs_tuples], modules="numpy", cse=True)
+            )
 
     def lag_values(self, phi: np.ndarray) -> np.ndarray | None:
         """The lag time of each state's doses at ``phi`` (``(n,)``), or None without lags."""
@@ -358,14 +367,45 @@ class Sensitivities:
         idx, fn = b
         y[idx] += amount * np.asarray(fn(*phi), dtype=np.float64)
 
-    def observe(self, y: np.ndarray, phi: np.ndarray):
+    def _values(self, y, par, endpoint):
+        """The observation expressions' derivative tuples at each row, each row from its own
+        endpoint's expression (``endpoint``: ``(T,)`` integers, or None for one expression)."""
+        T = y.shape[0]
+        if endpoint is None:
+            if self.n_endpoints > 1:
+                raise ValueError(
+                    f"this system has {self.n_endpoints} observation expressions: give each "
+                    "row's endpoint"
+                )
+            return self._gs[0](*self._columns(y, par))
+        endpoint = np.asarray(endpoint)
+        if (
+            endpoint.shape != (T,)
+            or endpoint.dtype.kind not in "iu"
+            or np.any((endpoint < 0) | (endpoint >= self.n_endpoints))
+        ):
+            raise ValueError(
+                f"endpoint must be ({T},) integers in 0..{self.n_endpoints - 1}, got {endpoint!r}"
+            )
+        par = np.asarray(par, dtype=np.float64)
+        out = [np.empty(T) for _ in self._obs_tuples]
+        for k in np.unique(endpoint):
+            rows = endpoint == k
+            vals = self._gs[k](*self._columns(y[rows], par if par.ndim == 1 else par[rows]))
+            for buf, v in zip(out, vals):
+                buf[rows] = v
+        return out
+
+    def observe(self, y: np.ndarray, phi: np.ndarray, endpoint=None):
         """``(g, g_phi, g_phiphi[, g_phiphiphi])`` at saved augmented states ``y`` (shape
         ``(T, size)``): shapes ``(T,)``, ``(T, m)``, ``(T, m, m)``, ``(T, m, m, m)``
-        (symmetric). ``phi``: ``(m,)``, or ``(T, m)`` (one row per observation)."""
+        (symmetric). ``phi``: ``(m,)``, or ``(T, m)`` (one row per observation).
+        ``endpoint``: with several observation expressions, the index of each row's
+        (``(T,)`` integers; ``ValueError`` when missing or out of range)."""
         if self.directions is not None:
             raise ValueError("observe_directions gives the derivatives of this system")
         T, m = y.shape[0], self.m
-        out = self._g(*self._columns(y, phi))
+        out = self._values(y, phi, endpoint)
         g = np.empty(T)
         g1 = np.empty((T, m))
         g2 = np.empty((T, m, m))
@@ -394,14 +434,14 @@ class Sensitivities:
             pc = [par[:, k] for k in range(par.shape[1])]
         return [y[:, i] for i in range(self.size)] + pc
 
-    def observe_directions(self, y: np.ndarray, par: np.ndarray):
+    def observe_directions(self, y: np.ndarray, par: np.ndarray, endpoint=None):
         """Direction mode: ``(g (T,), g_eta (T, q), g_theta (T, p), g_eta_eta (T, q, q),
         g_eta_theta (T, q, p), g_eta3 (T, q, q, q) | None, g_eta_eta_theta (T, q, q, p) |
         None)`` at saved states ``y`` with parameter rows ``par`` (``(T, n_params)`` or
-        ``(n_params,)``)."""
+        ``(n_params,)``); ``endpoint`` as for :meth:`observe`."""
         q, pth = self.directions
         T = y.shape[0]
-        out = self._g(*self._columns(y, par))
+        out = self._values(y, par, endpoint)
         g = np.empty(T)
         G, Ft = np.empty((T, q)), np.empty((T, pth))
         Hf, B = np.empty((T, q, q)), np.empty((T, q, pth))
