@@ -317,7 +317,6 @@ def test_a_worker_that_dies_is_replaced_and_the_results_are_identical(tmp_path):
 def test_solve_errors_survive_pickling():
     # what a failure on a Dask worker process becomes on the caller's side
     from scichains._warm import _decay
-
     from scichains.ode import ODEProblem, ODESolveError, solve
 
     prob = ODEProblem(_decay, [1.0], (0.0, 1.0), [0.5])
