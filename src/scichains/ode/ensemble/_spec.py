@@ -3,7 +3,8 @@
 An :class:`~scichains.ode.ODEProblem` holds C-callables whose addresses mean nothing in
 another process, so it never travels itself: :class:`ProblemSpec` carries what rebuilds it
 (the right-hand side and vjp as :class:`FunctionRef`, ``u0``, ``tspan``, ``p``, the network
-kernels, the mass matrix), rebuilt once per worker process
+kernels; not a mass matrix: ensembles run explicit methods, which refuse one before any
+worker is asked), rebuilt once per worker process
 (:func:`scichains.parallel._transport.worker_cached`).
 
 A compiled function travels by reference whenever one serves: an importable module and
