@@ -40,6 +40,12 @@ def _typer(typingctx, fn, argtys):
 
 
 @intrinsic
+def call_status3(typingctx, fn, a, b, c):
+    """``fn(a, b, c)``; returns 0, or 1 if it raised (the exception is dropped)."""
+    return _typer(typingctx, fn, (a, b, c)), _status_codegen
+
+
+@intrinsic
 def call_status4(typingctx, fn, a, b, c, d):
     """``fn(a, b, c, d)``; returns 0, or 1 if it raised (the exception is dropped)."""
     return _typer(typingctx, fn, (a, b, c, d)), _status_codegen

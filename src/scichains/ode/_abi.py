@@ -159,15 +159,62 @@ NO_MASS = np.zeros((0, 0))
 """``StepControl.mass`` of a problem without a mass matrix (``M = I``)."""
 
 
+class EventTable(NamedTuple):
+    """The state-dependent events of a solve as the loop takes them (``scichains.ode._events``
+    builds it; :data:`NO_EVENTS`: none). ``m`` events, records for up to ``len(times)``."""
+
+    cond: int  # address of the conditions: a C-callable of RHS_SIGNATURE writing g_i(u, t, p)
+    #            into its first argument (length m); 0 with no events
+    affect: int  # address of the affects (RHS_SIGNATURE): its first argument flags the events
+    #              (1.0) whose affect changes u in place; 0 where no event has one
+    max_events: int  # events allowed in one solve (more: status MAX_EVENTS)
+    points: int  # interior points of each step where the conditions are checked for sign
+    #              changes that the step's end does not show (two crossings in one step)
+    direction: np.ndarray  # (m,) int64: +1 upward crossings only, -1 downward, 0 both
+    terminal: np.ndarray  # (m,) int64: 1 ends the solve at the event
+    has_affect: np.ndarray  # (m,) int64: 1 if the event has an affect
+    mark: np.ndarray  # (m,) int64: 1 if the event happened (or g was 0) at the last point
+    state: np.ndarray  # int64 [events recorded, error (1 condition, 2 affect raised), search
+    #                    phase, candidate, iterations, side]: the loop's, kept over a GROW
+    g: np.ndarray  # (8, m) float64: g at the last point, at the best point, at the trial
+    #                point, at the bracket's crossed end; the flags of the events fired; the
+    #                interval (step lengths) where the interior check saw each one cross,
+    #                and its root there
+    s: np.ndarray  # (8,) float64: the root search's step lengths (see _event_search)
+    times: np.ndarray  # (cap,) float64: the time of each recorded event
+    which: np.ndarray  # (cap,) int64: the index of each recorded event
+    states: np.ndarray  # (cap, n) float64: the state at each (before its affect)
+
+
+NO_EVENTS = EventTable(
+    0,
+    0,
+    0,
+    0,
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int64),
+    np.zeros(6, dtype=np.int64),
+    np.zeros((8, 0)),
+    np.zeros(8),
+    np.zeros(0),
+    np.zeros(0, dtype=np.int64),
+    np.zeros((0, 0)),
+)
+"""The event table of a solve without events (the loop never writes to it)."""
+
+
 class Stops(NamedTuple):
-    """Times the stepper lands on, in the direction of integration, ending with ``t1``, and
-    the jumps (doses) at them."""
+    """Times the stepper lands on, in the direction of integration, ending with ``t1``, the
+    jumps (doses) at them, and the state-dependent events."""
 
     times: np.ndarray  # float64
     jump_index: np.ndarray  # int64: per stop, the index of its first jump, or -1
     jump_count: np.ndarray  # int64: per stop, how many jumps
     jump_state: np.ndarray  # int64: per jump, the state it adds to
     jump_amount: np.ndarray  # float64: per jump, the amount
+    events: EventTable = NO_EVENTS
 
 
 class StepStore(NamedTuple):
@@ -193,7 +240,10 @@ CONTROL_TYPE = types.NamedTuple(
     (types.float64,) * 4 + (types.int64,) * 2 + (_F2, types.float64, types.int64, types.int64),
     StepControl,
 )
-STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64), Stops)
+EVENTS_TYPE = types.NamedTuple(
+    (types.int64,) * 4 + (I64,) * 5 + (_F2, F64, F64, I64, _F2), EventTable
+)
+STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64, EVENTS_TYPE), Stops)
 STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
 
 

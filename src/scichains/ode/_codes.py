@@ -17,6 +17,8 @@ SINGULAR = int(ReturnCode.SINGULAR)
 JACOBIAN_NONFINITE = int(ReturnCode.JACOBIAN_NONFINITE)
 NEWTON_FAILURE = int(ReturnCode.NEWTON_FAILURE)
 NOT_RUN = int(ReturnCode.NOT_RUN)
+MAX_EVENTS = int(ReturnCode.MAX_EVENTS)
+EVENT_FAILURE = int(ReturnCode.EVENT_FAILURE)
 GROW = 100
 """Internal, never a solution's status: the step buffers are full (see ``integrate``)."""
 SWITCH = 101

@@ -58,7 +58,17 @@ import numba
 
 from .._jit import FLAGS
 from ._abi import call_rhs, record_failure, rhs_function, store_point, vjp_from_address
-from ._codes import DT_UNDERFLOW, GROW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS, SWITCH
+from ._codes import (
+    DT_UNDERFLOW,
+    EVENT_FAILURE,
+    GROW,
+    MAX_EVENTS,
+    MAX_STEPS,
+    NONFINITE,
+    RHS_ERROR,
+    SUCCESS,
+    SWITCH,
+)
 from ._control import (
     ACCEPT,
     E_FLOOR,
@@ -68,6 +78,21 @@ from ._control import (
     initial_probe,
     judge_step,
     pi_gains,
+)
+from ._event_search import (
+    COUNT,
+    ERROR,
+    FIRED,
+    G_LAST,
+    G_TRIAL,
+    LAST,
+    S_BEST,
+    any_fired,
+    keep_best,
+    record_events,
+    search_begin,
+    search_trial,
+    settle,
 )
 
 PROCEED = -1
@@ -156,7 +181,10 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     and call again with ``stats[6] = 1`` to go on exactly where it stopped.
     """
     rtol, atol, dt0, dtmin, max_steps, group = control[:6]
-    times, jump_index, jump_count, jump_state, jump_amount = stops
+    times, jump_index, jump_count, jump_state, jump_amount, ev = stops
+    nev = ev.direction.shape[0]
+    cond = rhs_function(ev.cond)
+    act = rhs_function(ev.affect)
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_function(faddr)
     vjp = vjp_from_address(vaddr)
@@ -212,6 +240,13 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             code = RHS_ERROR
         store_point(ts, us, fs, 0, t, u, fcur)
         nstore = 1
+        if nev > 0 and code == SUCCESS:
+            ev.state[COUNT] = 0
+            if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+                record_failure(fail, t, u)
+                ev.state[ERROR] = 1
+                code = RHS_ERROR
+            settle(ev, False)  # a condition zero at t0: no event there (see _event_search)
         # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
         if dt0 > 0.0:
             h = dt0
@@ -225,73 +260,149 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                 code = RHS_ERROR
         h = abs(h)
     beta1, beta2 = pi_gains(ctrl_order)
-    while code == SUCCESS and direction * (t1 - t) > 0.0:
-        if steps >= max_steps:
-            code = MAX_STEPS
-            break
-        if (
-            nstore + 3 > cap
-            or (keep and nstore + 3 > kstore.shape[0])
-            or not has_room(method, ws, store, nstore)
-        ):
-            # room for a step, a jump's two entries and the proposal after them: grow
-            code = GROW
-            break
-        # the next time we must land on (the last stop is t1)
-        target = times[stop_i]
-        dist = direction * (target - t)
-        landing = False
-        if h >= dist * (1.0 - 1e-12):
-            h_try = dist
-            landing = True
+    # mode 0: a step; 1: a trial step of the event search; 2: the step to the located event
+    mode = 0
+    s_trial = 0.0
+    retries = 0
+    target = t1
+    landing = False
+    h_try = 0.0
+    h_next = h
+    while code == SUCCESS and (mode != 0 or direction * (t1 - t) > 0.0):
+        if mode == 0:
+            if steps >= max_steps:
+                code = MAX_STEPS
+                break
+            if (
+                nstore + 3 > cap
+                or (keep and nstore + 3 > kstore.shape[0])
+                or not has_room(method, ws, store, nstore)
+                or (
+                    nev > 0
+                    and ev.state[COUNT] + nev > ev.times.shape[0]
+                    and ev.times.shape[0] < ev.max_events
+                )
+            ):
+                # room for a step, its left limit (a jump or an affect), the proposal after
+                # them, and the events of one step: grow
+                code = GROW
+                break
+            # the next time we must land on (the last stop is t1)
+            target = times[stop_i]
+            dist = direction * (target - t)
+            landing = False
+            if h >= dist * (1.0 - 1e-12):
+                h_try = dist
+                landing = True
+            else:
+                h_try = h
+            if not landing and h_try < dtmin:
+                code = NONFINITE if last_nonfinite else DT_UNDERFLOW
+                break
+            h_att = h_try
         else:
-            h_try = h
-        if not landing and h_try < dtmin:
-            code = NONFINITE if last_nonfinite else DT_UNDERFLOW
-            break
-        hs = direction * h_try
+            h_att = s_trial
+        hs = direction * h_att
         status, h_new, calls, counted, rejected, nonfin = attempt(
-            method, ws, f, vjp, k, u, p, t, hs, h_try, control, store, nstore, unew, err, fail
+            method, ws, f, vjp, k, u, p, t, hs, h_att, control, store, nstore, unew, err, fail
         )
         nf += calls
-        if counted:
-            steps += 1
-        if status != PROCEED:
-            if h_new > 0.0:
-                h = h_new
-            if rejected:
-                nreject += 1
-            if nonfin >= 0:
-                last_nonfinite = nonfin == 1
-            if status == RETRY:
+        if mode == 1:
+            # a trial of the event search: the conditions at its end, then the next trial
+            ok = status == PROCEED
+            if ok:
+                if call_rhs(cond, ev.g[G_TRIAL], unew, p, t + hs, k) != 0:
+                    record_failure(fail, t + hs, unew)
+                    ev.state[ERROR] = 1
+                    code = RHS_ERROR
+                    break
+            elif status != RETRY:
+                code = status
+                break
+            s_next = search_trial(ev, s_trial, ok)
+            if s_next >= 0.0:
+                s_trial = s_next
                 continue
-            code = status
-            break
-        if adaptive:
-            e = error_norm(err, u, unew, rtol, atol, group)
-            verdict, h_next, qold, nonfinite = judge_step(
-                e, h_try, qold, beta1, beta2, landing, dtmin
-            )
-            if verdict != ACCEPT:
-                h = h_next
-                nreject += 1
-                if nonfinite:
-                    # a non-finite stage: retried smaller (a too-large step can overflow)
-                    last_nonfinite = True
-                if verdict == GIVE_UP:
+            mode = 0
+            if ev.s[LAST] != ev.s[S_BEST]:
+                # the step to the event (or the whole step again) is made once more, so that
+                # the family's state and the stored stages are those of the step taken
+                mode = 2
+                retries = 0
+                s_trial = ev.s[S_BEST]
+                continue
+        elif mode == 2:
+            if status == RETRY and retries < 3:
+                retries += 1  # e.g. a fresh Jacobian at the same step length
+                continue
+            mode = 0
+            if status != PROCEED:
+                code = EVENT_FAILURE if status == RETRY else status
+                break
+        else:
+            if counted:
+                steps += 1
+            if status != PROCEED:
+                if h_new > 0.0:
+                    h = h_new
+                if rejected:
+                    nreject += 1
+                if nonfin >= 0:
+                    last_nonfinite = nonfin == 1
+                if status == RETRY:
+                    continue
+                code = status
+                break
+            if adaptive:
+                e = error_norm(err, u, unew, rtol, atol, group)
+                verdict, h_next, qold, nonfinite = judge_step(
+                    e, h_try, qold, beta1, beta2, landing, dtmin
+                )
+                if verdict != ACCEPT:
+                    h = h_next
+                    nreject += 1
+                    if nonfinite:
+                        # a non-finite stage: retried smaller (a too-large step can overflow)
+                        last_nonfinite = True
+                    if verdict == GIVE_UP:
+                        code = NONFINITE
+                        break
+                    continue
+                last_nonfinite = False
+            else:
+                h_next = h
+                finite = True
+                for i in range(n):
+                    if not math.isfinite(unew[i]):
+                        finite = False
+                if not finite:
                     code = NONFINITE
                     break
-                continue
-            last_nonfinite = False
-        else:
-            h_next = h
-            finite = True
-            for i in range(n):
-                if not math.isfinite(unew[i]):
-                    finite = False
-            if not finite:
-                code = NONFINITE
-                break
+            if nev > 0:
+                # the events: the conditions at the step's end; a sign change is located
+                t_end = target if landing else t + hs
+                if call_rhs(cond, ev.g[G_TRIAL], unew, p, t_end, k) != 0:
+                    record_failure(fail, t_end, unew)
+                    ev.state[ERROR] = 1
+                    code = RHS_ERROR
+                    break
+                s_next = search_begin(ev, cond, u, unew, fcur, tmp, p, t, hs, k, fail)
+                if s_next == -2.0:
+                    code = RHS_ERROR
+                    break
+                if s_next >= 0.0:
+                    mode = 1
+                    s_trial = s_next
+                    continue
+        # the step is taken: the whole step, or the step to the earliest event
+        short = False
+        fired = False
+        if nev > 0:
+            fired = any_fired(ev)
+            if ev.s[S_BEST] < h_try:
+                hs = direction * ev.s[S_BEST]
+                landing = False
+                short = True
         naccept += 1
         keep_step(method, ws, store, nstore, hs)
         accepted_at = nstore
@@ -304,6 +415,35 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
         if failed != 0:
             record_failure(fail, t, u)
             code = RHS_ERROR
+        terminal = False
+        affects = False
+        if nev > 0 and code == SUCCESS:
+            if fired:
+                recorded, terminal, affects = record_events(ev, t, u)
+                if not recorded:
+                    code = MAX_EVENTS
+                elif affects:
+                    # the left limit, then the affects (in index order) act on u
+                    store_point(ts, us, fs, nstore, t, u, fcur)
+                    nstore += 1
+                    if call_rhs(act, ev.g[FIRED], u, p, t, k) != 0:
+                        record_failure(fail, t, u)
+                        ev.state[ERROR] = 2
+                        code = RHS_ERROR
+                    else:
+                        nf += 1
+                        if evaluate(method, ws, f, u, p, t, k) != 0:
+                            record_failure(fail, t, u)
+                            code = RHS_ERROR
+                        jumped(method, ws)
+            if fired and affects and code == SUCCESS:
+                if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+                    record_failure(fail, t, u)
+                    ev.state[ERROR] = 1
+                    code = RHS_ERROR
+            else:
+                keep_best(ev)
+            settle(ev, fired)
         if landing and code == SUCCESS:
             j0 = jump_index[stop_i]
             if j0 >= 0:
@@ -318,12 +458,21 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                     record_failure(fail, t, u)
                     code = RHS_ERROR
                 jumped(method, ws)
+                if nev > 0 and code == SUCCESS:
+                    # a dose is not a crossing: the conditions start again from after it
+                    if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+                        record_failure(fail, t, u)
+                        ev.state[ERROR] = 1
+                        code = RHS_ERROR
+                    settle(ev, fired)
             stop_i += 1
         store_point(ts, us, fs, nstore, t, u, fcur)
         nstore += 1
         h_next = propose(method, ws, h_next, h_try, adaptive)
         # a landing step is short: keep the controller's proposal for the next one
-        h = h_next if not landing else max(h_next, h)
+        h = h_next if not (landing or short) else max(h_next, h)
+        if terminal and code == SUCCESS:
+            break  # a terminal event: the solve ends here (SUCCESS)
         if code == SUCCESS and handover(method, ws):
             code = SWITCH  # resumable here, as after GROW (the point is stored)
             break

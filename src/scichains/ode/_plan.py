@@ -78,6 +78,9 @@ class SolvePlan:
     continuous extension (:meth:`interpolate_saves`), and the stages are kept."""
     vjp_address: int = 0
     """The vjp the stiff steppers build their Jacobians from (0: none needed)."""
+    events: object = None
+    """The state-dependent events (``scichains.ode._events.EventPlan``) of a :func:`solve`, or
+    None."""
     fail: np.ndarray | None = None
     """After RHS_ERROR: ``[t, state]`` where the right-hand side raised (and, after
     JACOBIAN_NONFINITE, ``[t, state, i, j]``: the entry ``df_i/du_j``)."""
@@ -166,6 +169,8 @@ class SolvePlan:
             js = np.empty((new,) + self.astore.shape[1:])
             js[:m] = self.astore[:m]
             self.astore = js
+        if self.events is not None:
+            self.events.grow()
 
     def provide_jacobian(self) -> None:
         """The problem's exact vjp for a stepper that asked for it (NEED_JACOBIAN), made as
@@ -223,7 +228,8 @@ def run_plan(
     part = prob.algebraic
     if part is not None and span is None and not f_address:
         check_consistent(prob, part, u0, p, t0, plan.rtol, plan.atol)
-    if tables is None:
+    own = tables is None
+    if own:
         tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
     plan.stats[6] = 0
     while True:
@@ -247,7 +253,9 @@ def run_plan(
                 t1,
                 plan.tableau,
                 control,
-                Stops(*tables),
+                Stops(*tables)
+                if plan.events is None or not own
+                else Stops(*tables, plan.events.table),
                 plan.store(),
             )
         )

@@ -38,6 +38,12 @@ class ReturnCode(enum.IntEnum):
         9: the trajectory was never solved. Status arrays start with this code, so that a
         trajectory no path reached can never read as a success (seeing it is a bug of
         scichains: please report it).
+    MAX_EVENTS : int
+        10: more events happened than ``max_events`` allows (a chattering event, e.g. a ball
+        whose bounces accumulate; the solve stops at the event past the limit).
+    EVENT_FAILURE : int
+        11: the step to a located event's time could not be made (the stiff solver's
+        iteration failed at exactly that step length).
     """
 
     SUCCESS = 0
@@ -50,6 +56,8 @@ class ReturnCode(enum.IntEnum):
     JACOBIAN_NONFINITE = 7
     NEWTON_FAILURE = 8
     NOT_RUN = 9
+    MAX_EVENTS = 10
+    EVENT_FAILURE = 11
 
     @property
     def message(self) -> str:
@@ -72,6 +80,10 @@ _MESSAGES = {
     "converge 10 times in a row, with a fresh Jacobian and the step shrinking 4x each time "
     "(check the model and its Jacobian, or try Rodas5P)",
     ReturnCode.NOT_RUN: "the trajectory was never solved (a bug of scichains: please report it)",
+    ReturnCode.MAX_EVENTS: "more events happened than max_events allows (a chattering event? "
+    "raise max_events, or make the affect move the state away from the condition's zero)",
+    ReturnCode.EVENT_FAILURE: "the step to an event's time could not be made: the stiff "
+    "solver's iteration failed at that step length",
 }
 
 
@@ -200,6 +212,12 @@ class Solution:
         otherwise (with ``saveat``, ``sol.t`` then holds only the save times reached).
     success : bool
         ``status == ReturnCode.SUCCESS``.
+    t_events : list of arrays, or None
+        With ``solve(..., events=[...])``: for each event (in the order given), the times at
+        which it happened, shape ``(k_i,)`` (None without events; scipy's ``solve_ivp`` names).
+    u_events : list of arrays, or None
+        The state at each of those times, shape ``(k_i, n)``: the value before the event's
+        affect (the left limit).
 
     Calling ``sol(t)`` interpolates the stored steps: with the method's own continuous
     extension where it has one (Tsit5, DP5: fourth order; BS3: cubic Hermite), else (Vern7,
@@ -255,6 +273,8 @@ class Solution:
         self._su = step_u
         self._sf = step_f
         self.t_reached = t_reached
+        self.t_events = None
+        self.u_events = None
 
     @property
     def success(self) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._abi import NO_NETWORK
 from ._auto import AutoSwitch, AutoTsit5Rodas5P
+from ._events import EventPlan, check_events
 from ._plan import check_mass_solver, plan_failure, plan_solve, run_plan, stop_tables
 from ._problem import ODEProblem
 from ._solution import (
@@ -38,6 +39,8 @@ def solve(
     throw: bool = False,
     adaptive: bool | None = None,
     init: str = "check",
+    events=None,
+    max_events: int = 10_000,
 ) -> Solution:
     """Solve an :class:`ODEProblem`.
 
@@ -79,6 +82,13 @@ def solve(
         equations at ``t0`` to the tolerances; ``"algebraic"`` first solves them for the
         algebraic variables (the other components of ``u0`` kept: ``sol.u[0]`` shows the
         state used). Ignored without a singular mass matrix.
+    events : an :class:`Event` or a list of them: state-dependent events (where a condition
+        ``g(u, t, p)`` crosses zero), located on the method's own steps, with optional affects
+        (changing ``u``) and terminal events; the solution's ``t_events`` and ``u_events`` list
+        each event's times and states (see :class:`Event`). The compiled methods only (not
+        CVODE).
+    max_events : the most events one solve may have (default 10,000): past it the solve stops
+        with status ``MAX_EVENTS``.
     """
     if init not in ("check", "algebraic"):
         raise ValueError(f"init must be 'check' or 'algebraic', got {init!r}")
@@ -95,7 +105,13 @@ def solve(
         if init == "algebraic" and prob.algebraic is not None:
             prob = copy.copy(prob)
             prob.u0 = prob.consistent_u0()
+    events = check_events(events)
     if isinstance(solver, CVODESolver):
+        if events:
+            raise TypeError(
+                "events are not supported with the CVODE solvers yet: use a compiled method "
+                "(Tsit5(), Rodas5P(), KenCarp4(), RadauIIA5(), or the default)"
+            )
         if not isinstance(prob, ODEProblem):
             raise TypeError("solve needs an ODEProblem")
         if not (rtol > 0 and atol >= 0):
@@ -125,9 +141,21 @@ def solve(
     )
     if solver.interp is not None:
         plan.keep_stages()  # dense output by the method's own continuous extension
+    if events:
+        if prob.algebraic is not None and any(e.affect is not None for e in events):
+            raise ValueError(
+                "events with an affect are not supported with a singular mass matrix: the "
+                "affect would leave the algebraic equations unsatisfied"
+            )
+        plan.events = EventPlan(events, prob, max_events)
     code = run_plan(plan, prob.u0, prob.p)
     message = exc = None
-    if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
+    from_event = None
+    if code == ReturnCode.RHS_ERROR and plan.events is not None:
+        from_event = plan.events.failure(plan.fail, prob.p)
+    if from_event is not None:
+        message, exc = from_event
+    elif code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
         failure = plan_failure(plan, code, prob.p)
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
@@ -135,8 +163,14 @@ def solve(
     stats.update(plan.stepper.stats(plan.carry))
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
     dense = None if solver.interp is None else (plan.kstore[:m].copy(), solver.interp)
+    found = None if plan.events is None else plan.events.results()
     del plan  # its buffers, before the result is made: the solution keeps copies
-    return _solution(prob, save, code, st, su, sf, stats, message, throw, dense, exc)
+    sol = _solution(prob, save, code, st, su, sf, stats, message, False, dense, exc)
+    if found is not None:
+        sol.t_events, sol.u_events = found
+    if throw and not sol.success:
+        raise ODESolveError(sol) from exc
+    return sol
 
 
 def _solution(prob, save, code, st, su, sf, stats, message, throw, dense=None, exception=None):

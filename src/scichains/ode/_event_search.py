@@ -1,0 +1,343 @@
+"""Locating state-dependent events inside an accepted step (compiled; the loop's helpers).
+
+An event ``i`` happens where its condition ``g_i(u(t), t)`` crosses zero. After an accepted
+step of length ``S`` from ``(t, u)``, the loop evaluates every ``g_i`` at the step's end.
+
+**Detection.** A condition may cross zero and back within one step (a ball that bounces and
+falls back in one long step of an exact method): the end alone does not show it. So each
+``g_i`` is also evaluated at ``points`` interior points of the step on the quadratic
+``u + theta h f0 + theta^2 (u_new - u - h f0)`` through the step's ends and its initial slope
+(cheap: no right-hand-side call), as DifferentialEquations.jl's ``interp_points`` checks its
+interpolant. The first interval between consecutive checked points where ``g_i`` changes
+sign in its allowed direction is the event's candidate interval.
+
+**Location.** The candidate's ends are made exact (a trial step of the method to each end
+that is not the step's start or end), and a sign change confirmed there is located by root
+finding on the **step map** ``s -> g_i(Phi(t, u; s))``, where ``Phi`` is the method's own
+step of length ``s`` from the same point (each trial point is one attempt of the family's
+step). The event time is then a point of the numerical solution itself, not of an
+interpolant, and it is where the solve lands: the step to it is the last trial, so the
+solution, the stored steps and the adjoints see exactly that step. A candidate that the exact
+values do not confirm is dropped (the quadratic was wrong there).
+
+The root finder is regula falsi with the Anderson-Bjorck modification (Anderson and Bjorck,
+BIT 13 (1973) 253-264; the Illinois halving of Dowell and Jarratt, BIT 11 (1971) 168-174,
+where its factor is not positive): it keeps a bracket ``[a, b]`` whose end ``b`` is on the
+crossed side, scales down the value of the end it keeps, and stops when ``b - a`` is a few
+units of rounding of ``t``.
+The event time is ``b``, so that the condition there has already changed sign and the event
+does not fire again at the start of the next step.
+
+Several events in one step: each candidate is located in index order, within the bracket of
+the earliest found so far; an event whose root lies within the tolerance of the earliest is
+simultaneous with it (all fire, in index order). An event that happened at the step's start
+(``mark``) is checked only from a window of 16 tolerances after it: a crossing inside the
+window is its own repeat (a bounce leaves ``g = 0`` again) and not an event.
+
+The functions drive the search as a state machine (the loop owns the step attempts):
+:func:`search_begin` after the step, :func:`search_trial` after each trial step; both return
+the next trial step length, ``-1.0`` when the search is over, or ``-2.0`` when a condition
+raised (recorded in ``fail``). Then ``s[S_BEST]`` is the step to take and ``g[FIRED]`` flags
+the events that happen at its end.
+"""
+
+from __future__ import annotations
+
+import numba
+
+from .._jit import FLAGS
+from ._abi import call_rhs, record_failure
+
+# rows of EventTable.g
+G_LAST, G_BEST, G_TRIAL, G_BRACKET, FIRED, LO, HI, EST = 0, 1, 2, 3, 4, 5, 6, 7
+# entries of EventTable.s
+S_FULL, S_BEST, A, FA, B, FB, LAST, TOL = 0, 1, 2, 3, 4, 5, 6, 7
+# entries of EventTable.state
+COUNT, ERROR, PHASE, CAND, ITER, SIDE = 0, 1, 2, 3, 4, 5
+# search phases
+NEXT, CHECK_A, CHECK_B, BRACKET = 0, 1, 2, 3
+
+MAX_ITER = 200
+"""Trial steps per event located (the method converges superlinearly: a handful are usual)."""
+EPS = 2.220446049250313e-16
+WINDOW = 16.0
+"""After an event, its own crossings within this many tolerances are its repeat."""
+
+
+@numba.njit(**FLAGS)
+def crosses(ga, gb, d):
+    """``g`` goes from ``ga`` (nonzero) to ``gb`` across zero or onto it, in direction ``d``
+    (+1 upward only, -1 downward only, 0 either)."""
+    if ga < 0.0 and gb >= 0.0:
+        return d >= 0
+    if ga > 0.0 and gb <= 0.0:
+        return d <= 0
+    return False
+
+
+@numba.njit(**FLAGS)
+def _quadratic(u, unew, f0, hs, theta, out):
+    for j in range(u.shape[0]):
+        a = hs * f0[j]
+        out[j] = u[j] + theta * (a + theta * (unew[j] - u[j] - a))
+
+
+@numba.njit(**FLAGS)
+def _scan(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
+    """The candidate interval ``[g[LO, i], g[HI, i]]`` (step lengths; ``HI < 0``: none) of
+    each event: the first between consecutive checked points (the start, or the window
+    after an event there; ``points`` interior points on the quadratic; the end) where it
+    changes sign in its direction. Returns False if a condition raised."""
+    g, s = ev.g, ev.s
+    m = g.shape[1]
+    S = s[S_FULL]
+    direction = 1.0 if hs >= 0.0 else -1.0
+    marked = False
+    for i in range(m):
+        g[HI, i] = -1.0
+        g[LO, i] = 0.0
+        g[G_BRACKET, i] = g[G_LAST, i]  # the value at the last point checked
+        if ev.mark[i] != 0:
+            marked = True
+    if marked:
+        sw = min(WINDOW * s[TOL], 0.5 * S)
+        _quadratic(u, unew, f0, hs, sw / S, tmp)
+        if call_rhs(cond, g[FIRED], tmp, p, t + direction * sw, k) != 0:
+            record_failure(fail, t + direction * sw, tmp)
+            return False
+        for i in range(m):
+            if ev.mark[i] != 0:
+                g[G_BRACKET, i] = g[FIRED, i]
+                g[LO, i] = sw
+    npts = ev.points
+    for j in range(1, npts + 2):
+        if j <= npts:
+            sj = S * j / (npts + 1.0)
+            _quadratic(u, unew, f0, hs, sj / S, tmp)
+            if call_rhs(cond, g[FIRED], tmp, p, t + direction * sj, k) != 0:
+                record_failure(fail, t + direction * sj, tmp)
+                return False
+            row = FIRED
+        else:
+            sj = S
+            row = G_TRIAL  # the end: exact
+        for i in range(m):
+            if g[HI, i] >= 0.0 or sj <= g[LO, i]:
+                continue
+            if crosses(g[G_BRACKET, i], g[row, i], ev.direction[i]):
+                g[HI, i] = sj
+                g[EST, i] = g[row, i]  # the value there, for the estimate below
+            else:
+                g[G_BRACKET, i] = g[row, i]
+                g[LO, i] = sj
+    # each candidate's root on the quadratic (no right-hand-side call): the first trial step
+    for i in range(m):
+        if g[HI, i] < 0.0:
+            continue
+        a, fa, b, fb = g[LO, i], g[G_BRACKET, i], g[HI, i], g[EST, i]
+        for _ in range(60):
+            if b - a <= s[TOL] or fb == 0.0:
+                break
+            x = (a * fb - b * fa) / (fb - fa)
+            x = min(max(x, a + 0.5 * s[TOL]), b - 0.5 * s[TOL])
+            _quadratic(u, unew, f0, hs, x / S, tmp)
+            if call_rhs(cond, g[FIRED], tmp, p, t + direction * x, k) != 0:
+                record_failure(fail, t + direction * x, tmp)
+                return False
+            fx = g[FIRED, i]
+            if fx == 0.0 or (fx < 0.0) != (fa < 0.0):
+                scale = 1.0 - fx / fb
+                fa *= scale if scale > 0.0 else 0.5
+                b, fb = x, fx
+            else:
+                scale = 1.0 - fx / fa
+                fb *= scale if scale > 0.0 else 0.5
+                a, fa = x, fx
+        g[EST, i] = b
+    return True
+
+
+@numba.njit(**FLAGS)
+def _next_trial(ev):
+    g, s, st = ev.g, ev.s, ev.state
+    m = g.shape[1]
+    while True:
+        if st[PHASE] == BRACKET:
+            a, b = s[A], s[B]
+            if b - a > s[TOL] and st[ITER] < MAX_ITER:
+                fa, fb = s[FA], s[FB]
+                x = (a * fb - b * fa) / (fb - fa)
+                est = g[EST, st[CAND]]
+                if st[ITER] == 0 and a < est and est < b:
+                    x = est  # the root on the quadratic: usually within the method's error
+                lo = a + 0.5 * s[TOL]
+                hi = b - 0.5 * s[TOL]
+                if not x >= lo:
+                    x = lo
+                if not x <= hi:
+                    x = hi
+                return x
+            i = st[CAND]
+            if s[S_BEST] - b <= s[TOL]:
+                g[FIRED, i] = 1.0  # at the earliest point found so far (simultaneous)
+            else:
+                s[S_BEST] = b
+                for j in range(m):
+                    g[G_BEST, j] = g[G_BRACKET, j]
+                    g[FIRED, j] = 0.0
+                g[FIRED, i] = 1.0
+            st[PHASE] = NEXT
+        # the next event whose candidate interval starts before the earliest point so far
+        i = st[CAND] + 1
+        while i < m:
+            if g[HI, i] >= 0.0 and g[LO, i] < s[S_BEST]:
+                break
+            i += 1
+        st[CAND] = i
+        if i >= m:
+            st[PHASE] = NEXT
+            return -1.0
+        s[A] = g[LO, i]
+        s[B] = min(g[HI, i], s[S_BEST])
+        s[FB] = g[G_BEST, i]
+        if s[B] == s[S_BEST] and s[FB] == 0.0:
+            g[FIRED, i] = 1.0  # exactly zero at the earliest point so far (e.g. at a stop)
+            continue
+        st[SIDE] = 0
+        st[ITER] = 0
+        if s[A] > 0.0:
+            st[PHASE] = CHECK_A
+            return s[A]
+        s[FA] = g[G_LAST, i]
+        if s[B] < s[S_BEST]:
+            st[PHASE] = CHECK_B
+            return s[B]
+        if crosses(s[FA], s[FB], ev.direction[i]):
+            st[PHASE] = BRACKET
+
+
+@numba.njit(**FLAGS)
+def search_begin(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
+    """After an accepted step ``hs`` (signed) from ``(t, u)`` to ``unew``, with the
+    conditions at its end in ``g[G_TRIAL]`` and ``f0 = f(t, u)``: the first trial step
+    length, -1.0 (nothing to locate; ``g[FIRED]`` may still flag events at the step's
+    end), or -2.0 (a condition raised: ``fail`` holds where)."""
+    g, s, st = ev.g, ev.s, ev.state
+    S = abs(hs)
+    for j in range(g.shape[1]):
+        g[G_BEST, j] = g[G_TRIAL, j]
+    s[S_FULL] = S
+    s[S_BEST] = S
+    s[LAST] = S
+    s[TOL] = 4.0 * EPS * max(abs(t), abs(t + hs), S)
+    if not _scan(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
+        st[ERROR] = 1
+        return -2.0
+    for j in range(g.shape[1]):
+        g[FIRED, j] = 0.0
+    st[CAND] = -1
+    st[PHASE] = NEXT
+    return _next_trial(ev)
+
+
+@numba.njit(**FLAGS)
+def search_trial(ev, s_trial, ok):
+    """After the trial step of length ``s_trial`` (``ok``: made, with the conditions at its
+    end in ``g[G_TRIAL]``; else the step failed there): the next trial length, or -1.0."""
+    g, s, st = ev.g, ev.s, ev.state
+    s[LAST] = s_trial
+    i = st[CAND]
+    phase = st[PHASE]
+    if phase == CHECK_A or phase == CHECK_B:
+        if not ok:
+            st[PHASE] = NEXT  # no step there: the candidate is dropped
+            return _next_trial(ev)
+        if phase == CHECK_A:
+            s[FA] = g[G_TRIAL, i]
+            if s[B] < s[S_BEST]:
+                st[PHASE] = CHECK_B
+                return s[B]
+        else:
+            s[FB] = g[G_TRIAL, i]
+            for j in range(g.shape[1]):
+                g[G_BRACKET, j] = g[G_TRIAL, j]
+        # confirmed by the exact values at both ends, or dropped
+        st[PHASE] = BRACKET if crosses(s[FA], s[FB], ev.direction[i]) else NEXT
+        return _next_trial(ev)
+    st[ITER] += 1
+    if not ok:
+        # no step of that length (a stiff method's iteration failed): try nearer to a
+        if st[ITER] >= MAX_ITER:
+            return _next_trial(ev)
+        return 0.5 * (s[A] + s_trial)
+    gi = g[G_TRIAL, i]
+    # Anderson-Bjorck: the end kept has its value scaled by 1 - f(new)/f(replaced) (by 1/2,
+    # Illinois, where that is not positive)
+    if gi == 0.0 or (gi < 0.0) != (s[FA] < 0.0):
+        scale = 1.0 - gi / s[FB] if s[FB] != 0.0 else 0.5
+        s[FA] *= scale if scale > 0.0 else 0.5
+        s[B] = s_trial
+        s[FB] = gi
+        for j in range(g.shape[1]):
+            g[G_BRACKET, j] = g[G_TRIAL, j]
+    else:
+        scale = 1.0 - gi / s[FA]
+        s[FB] *= scale if scale > 0.0 else 0.5
+        s[A] = s_trial
+        s[FA] = gi
+    return _next_trial(ev)
+
+
+@numba.njit(**FLAGS)
+def any_fired(ev):
+    """Whether an event happens at the end of the step just searched."""
+    for i in range(ev.g.shape[1]):
+        if ev.g[FIRED, i] != 0.0:
+            return True
+    return False
+
+
+@numba.njit(**FLAGS)
+def record_events(ev, t, u):
+    """Record the events flagged in ``g[FIRED]`` at ``(t, u)``, in index order. Returns
+    ``(recorded, terminal, affects)``; ``recorded`` False: ``max_events`` would be passed
+    (those past it are not recorded)."""
+    g, st = ev.g, ev.state
+    n = u.shape[0]
+    cap = min(ev.times.shape[0], ev.max_events)
+    terminal = False
+    affects = False
+    for i in range(g.shape[1]):
+        if g[FIRED, i] == 0.0:
+            continue
+        c = st[COUNT]
+        if c >= cap:
+            return False, terminal, affects
+        ev.times[c] = t
+        ev.which[c] = i
+        for j in range(n):
+            ev.states[c, j] = u[j]
+        st[COUNT] = c + 1
+        if ev.terminal[i] != 0:
+            terminal = True
+        if ev.has_affect[i] != 0:
+            affects = True
+    return True, terminal, affects
+
+
+@numba.njit(**FLAGS)
+def settle(ev, fired):
+    """After the step (and any affects): the conditions at its end become the last ones
+    (``g[G_LAST]`` already holds them if an affect or a jump re-evaluated them); an event that
+    fired there, or whose condition is zero there, is marked."""
+    g = ev.g
+    for i in range(g.shape[1]):
+        ev.mark[i] = 1 if ((fired and g[FIRED, i] != 0.0) or g[G_LAST, i] == 0.0) else 0
+
+
+@numba.njit(**FLAGS)
+def keep_best(ev):
+    """``g[G_LAST] = g[G_BEST]``: the conditions at the step's end, none re-evaluated."""
+    g = ev.g
+    for i in range(g.shape[1]):
+        g[G_LAST, i] = g[G_BEST, i]
