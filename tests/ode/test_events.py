@@ -184,14 +184,15 @@ def two_roots_in_time(u, t, p):
     return (t - 2.0) * (t - 6.0)
 
 
-def test_two_crossings_within_one_step_are_seen_inside_the_step():
+def test_two_crossings_within_one_step_are_seen_with_interior_points():
     # u' = 0: the steps are as long as the controller allows, so one step covers both roots;
     # any step holding both has its 4 interior points closer than the roots are (10 / 5 < 4)
     prob = ode.ODEProblem(still, np.array([1.0]), (0.0, 10.0))
-    sol = ode.solve(prob, ode.Tsit5(), events=ode.Event(two_roots_in_time))
+    sol = ode.solve(prob, ode.Tsit5(), events=ode.Event(two_roots_in_time, interp_points=4))
     np.testing.assert_allclose(sol.t_events[0], [2.0, 6.0], rtol=1e-14)
-    # checking the ends of the steps only misses both, as documented: one step held both
-    ends = ode.solve(prob, ode.Tsit5(), events=ode.Event(two_roots_in_time, interp_points=0))
+    # the default checks the ends of the steps only and misses both, as documented: one step
+    # held both
+    ends = ode.solve(prob, ode.Tsit5(), events=ode.Event(two_roots_in_time))
     assert ends.t_events[0].size == 0
     assert np.diff(ends.step_times).max() > 4.0
 

@@ -205,6 +205,16 @@ NO_EVENTS = EventTable(
 """The event table of a solve without events (the loop never writes to it)."""
 
 
+@numba.njit(**FLAGS)
+def no_events():
+    """:data:`NO_EVENTS` made in compiled code (a parallel loop's blocks build their own)."""
+    z = np.zeros(0, dtype=np.int64)
+    return EventTable(
+        0, 0, 0, 0, z, z, z, z, np.zeros(6, dtype=np.int64), np.zeros((8, 0)), np.zeros(8),
+        np.zeros(0), z, np.zeros((0, 0)),
+    )  # fmt: skip
+
+
 class Stops(NamedTuple):
     """Times the stepper lands on, in the direction of integration, ending with ``t1``, the
     jumps (doses) at them, and the state-dependent events."""

@@ -3,42 +3,42 @@
 An event ``i`` happens where its condition ``g_i(u(t), t)`` crosses zero. After an accepted
 step of length ``S`` from ``(t, u)``, the loop evaluates every ``g_i`` at the step's end.
 
-**Detection.** A condition may cross zero and back within one step (a ball that bounces and
-falls back in one long step of an exact method): the end alone does not show it. So each
-``g_i`` is also evaluated at ``points`` interior points of the step on the quadratic
-``u + theta h f0 + theta^2 (u_new - u - h f0)`` through the step's ends and its initial slope
-(cheap: no right-hand-side call), as DifferentialEquations.jl's ``interp_points`` checks its
-interpolant. The first interval between consecutive checked points where ``g_i`` changes
-sign in its allowed direction is the event's candidate interval.
+**Detection.** A condition may cross zero and back within one step: the end alone does not show
+it. With ``points > 0`` each ``g_i`` is also evaluated at that many interior points of the step
+on the quadratic ``u + theta h f0 + theta^2 (u_new - u - h f0)`` through the step's ends and
+its initial slope (no right-hand-side call), as DifferentialEquations.jl's ``interp_points``
+checks its interpolant. After an event, its condition is checked from a window just after it
+(below), so a ball that bounces and falls back within one long step of an exact method is seen
+even with ``points = 0``. The first interval between consecutive checked points where ``g_i``
+changes sign in its allowed direction is the event's candidate interval.
 
-**Location.** The candidate's ends are made exact (a trial step of the method to each end
-that is not the step's start or end), and a sign change confirmed there is located by root
-finding on the **step map** ``s -> g_i(Phi(t, u; s))``, where ``Phi`` is the method's own
-step of length ``s`` from the same point (each trial point is one attempt of the family's
-step). The event time is then a point of the numerical solution itself, not of an
-interpolant, and it is where the solve lands: the step to it is the last trial, so the
-solution, the stored steps and the adjoints see exactly that step. A candidate that the exact
-values do not confirm is dropped (the quadratic was wrong there).
+**Location.** The candidate's ends are made exact (a trial step of the method to each end that
+is not the step's start or end), and a sign change confirmed there is located by root finding
+on the **step map** ``s -> g_i(Phi(t, u; s))``, where ``Phi`` is the method's own step of
+length ``s`` from the same point (each trial point is one attempt of the family's step). The
+event time is then a point of the numerical solution itself, not of an interpolant, and it is
+where the solve lands: the step to it is the last trial, so the solution, the stored steps and
+the adjoints see exactly that step. A candidate that the exact values do not confirm is dropped
+(the quadratic was wrong there).
 
-The root finder is regula falsi with the Anderson-Bjorck modification (Anderson and Bjorck,
-BIT 13 (1973) 253-264; the Illinois halving of Dowell and Jarratt, BIT 11 (1971) 168-174,
-where its factor is not positive): it keeps a bracket ``[a, b]`` whose end ``b`` is on the
-crossed side, scales down the value of the end it keeps, and stops when ``b - a`` is a few
-units of rounding of ``t``.
-The event time is ``b``, so that the condition there has already changed sign and the event
-does not fire again at the start of the next step.
+The root finder is regula falsi with the Anderson-Bjorck modification (Anderson and Bjorck, BIT
+13 (1973) 253-264; the Illinois halving of Dowell and Jarratt, BIT 11 (1971) 168-174, where its
+factor is not positive): it keeps a bracket ``[a, b]`` whose end ``b`` is on the crossed side,
+scales down the value of the end it keeps, and stops when ``b - a`` is a few units of rounding
+of ``t``. The event time is ``b``, so that the condition there has already changed sign and the
+event does not fire again at the start of the next step.
 
-Several events in one step: each candidate is located in index order, within the bracket of
-the earliest found so far; an event whose root lies within the tolerance of the earliest is
+Several events in one step: each candidate is located in index order, within the bracket of the
+earliest found so far; an event whose root lies within the tolerance of the earliest is
 simultaneous with it (all fire, in index order). An event that happened at the step's start
 (``mark``) is checked only from a window of 16 tolerances after it: a crossing inside the
 window is its own repeat (a bounce leaves ``g = 0`` again) and not an event.
 
-The functions drive the search as a state machine (the loop owns the step attempts):
-:func:`search_begin` after the step, :func:`search_trial` after each trial step; both return
-the next trial step length, ``-1.0`` when the search is over, or ``-2.0`` when a condition
-raised (recorded in ``fail``). Then ``s[S_BEST]`` is the step to take and ``g[FIRED]`` flags
-the events that happen at its end.
+The functions drive the search as a state machine (the loop owns the step attempts and the
+check that finds the candidates): :func:`search_begin` after the check, :func:`search_trial`
+after each trial step; both return the next trial step length, ``-1.0`` when the search is
+over, or ``-2.0`` when a condition raised (recorded in ``fail``). Then ``s[S_BEST]`` is the
+step to take and ``g[FIRED]`` flags the events that happen at its end.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ import numba
 
 from .._jit import FLAGS
 from ._abi import call_rhs, record_failure
+
+# The check after every step (the candidate intervals: rows LO, HI, G_BRACKET, EST of g) is
+# written out in the loop itself (scichains.ode._loop.run_loop): a call passing the event table
+# (a tuple of 13 arrays) cost ~0.2 us on its own (the arrays' reference counts, measured on an
+# AMD EPYC Zen 3), as much as a step of a small problem. The search below runs only when a
+# condition changed sign.
 
 # rows of EventTable.g
 G_LAST, G_BEST, G_TRIAL, G_BRACKET, FIRED, LO, HI, EST = 0, 1, 2, 3, 4, 5, 6, 7
@@ -64,7 +70,7 @@ WINDOW = 16.0
 """After an event, its own crossings within this many tolerances are its repeat."""
 
 
-@numba.njit(**FLAGS)
+@numba.njit(inline="always", **FLAGS)
 def crosses(ga, gb, d):
     """``g`` goes from ``ga`` (nonzero) to ``gb`` across zero or onto it, in direction ``d``
     (+1 upward only, -1 downward only, 0 either)."""
@@ -75,7 +81,7 @@ def crosses(ga, gb, d):
     return False
 
 
-@numba.njit(**FLAGS)
+@numba.njit(inline="always", **FLAGS)
 def _quadratic(u, unew, f0, hs, theta, out):
     for j in range(u.shape[0]):
         a = hs * f0[j]
@@ -83,54 +89,14 @@ def _quadratic(u, unew, f0, hs, theta, out):
 
 
 @numba.njit(**FLAGS)
-def _scan(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
-    """The candidate interval ``[g[LO, i], g[HI, i]]`` (step lengths; ``HI < 0``: none) of
-    each event: the first between consecutive checked points (the start, or the window
-    after an event there; ``points`` interior points on the quadratic; the end) where it
-    changes sign in its direction. Returns False if a condition raised."""
+def estimate_roots(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
+    """Each candidate's root on the quadratic (no right-hand-side call), ``g[EST]``: the
+    first trial step of its search. False if a condition raised."""
     g, s = ev.g, ev.s
+    g_work = g[FIRED]
     m = g.shape[1]
-    S = s[S_FULL]
-    direction = 1.0 if hs >= 0.0 else -1.0
-    marked = False
-    for i in range(m):
-        g[HI, i] = -1.0
-        g[LO, i] = 0.0
-        g[G_BRACKET, i] = g[G_LAST, i]  # the value at the last point checked
-        if ev.mark[i] != 0:
-            marked = True
-    if marked:
-        sw = min(WINDOW * s[TOL], 0.5 * S)
-        _quadratic(u, unew, f0, hs, sw / S, tmp)
-        if call_rhs(cond, g[FIRED], tmp, p, t + direction * sw, k) != 0:
-            record_failure(fail, t + direction * sw, tmp)
-            return False
-        for i in range(m):
-            if ev.mark[i] != 0:
-                g[G_BRACKET, i] = g[FIRED, i]
-                g[LO, i] = sw
-    npts = ev.points
-    for j in range(1, npts + 2):
-        if j <= npts:
-            sj = S * j / (npts + 1.0)
-            _quadratic(u, unew, f0, hs, sj / S, tmp)
-            if call_rhs(cond, g[FIRED], tmp, p, t + direction * sj, k) != 0:
-                record_failure(fail, t + direction * sj, tmp)
-                return False
-            row = FIRED
-        else:
-            sj = S
-            row = G_TRIAL  # the end: exact
-        for i in range(m):
-            if g[HI, i] >= 0.0 or sj <= g[LO, i]:
-                continue
-            if crosses(g[G_BRACKET, i], g[row, i], ev.direction[i]):
-                g[HI, i] = sj
-                g[EST, i] = g[row, i]  # the value there, for the estimate below
-            else:
-                g[G_BRACKET, i] = g[row, i]
-                g[LO, i] = sj
-    # each candidate's root on the quadratic (no right-hand-side call): the first trial step
+    S = abs(hs)
+    direction_t = 1.0 if hs >= 0.0 else -1.0
     for i in range(m):
         if g[HI, i] < 0.0:
             continue
@@ -141,10 +107,10 @@ def _scan(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
             x = (a * fb - b * fa) / (fb - fa)
             x = min(max(x, a + 0.5 * s[TOL]), b - 0.5 * s[TOL])
             _quadratic(u, unew, f0, hs, x / S, tmp)
-            if call_rhs(cond, g[FIRED], tmp, p, t + direction * x, k) != 0:
-                record_failure(fail, t + direction * x, tmp)
+            if call_rhs(cond, g_work, tmp, p, t + direction_t * x, k) != 0:
+                record_failure(fail, t + direction_t * x, tmp)
                 return False
-            fx = g[FIRED, i]
+            fx = g_work[i]
             if fx == 0.0 or (fx < 0.0) != (fa < 0.0):
                 scale = 1.0 - fx / fb
                 fa *= scale if scale > 0.0 else 0.5
@@ -218,19 +184,13 @@ def _next_trial(ev):
 
 @numba.njit(**FLAGS)
 def search_begin(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
-    """After an accepted step ``hs`` (signed) from ``(t, u)`` to ``unew``, with the
-    conditions at its end in ``g[G_TRIAL]`` and ``f0 = f(t, u)``: the first trial step
-    length, -1.0 (nothing to locate; ``g[FIRED]`` may still flag events at the step's
-    end), or -2.0 (a condition raised: ``fail`` holds where)."""
-    g, s, st = ev.g, ev.s, ev.state
-    S = abs(hs)
+    """After :func:`scan` found a candidate: the first trial step length, -1.0 (nothing to
+    locate; ``g[FIRED]`` may still flag events at the step's end), or -2.0 (a condition
+    raised: ``fail`` holds where)."""
+    g, st = ev.g, ev.state
     for j in range(g.shape[1]):
         g[G_BEST, j] = g[G_TRIAL, j]
-    s[S_FULL] = S
-    s[S_BEST] = S
-    s[LAST] = S
-    s[TOL] = 4.0 * EPS * max(abs(t), abs(t + hs), S)
-    if not _scan(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
+    if not estimate_roots(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
         st[ERROR] = 1
         return -2.0
     for j in range(g.shape[1]):

@@ -2,7 +2,9 @@
 
 :func:`run_loop` holds everything a solve does around a step: the start (jumps at ``t0``,
 ``f(t0, u0)``, the first step size) or the resume after GROW, the stops it must land on and the
-jumps (doses) there, the limits (``max_steps``, ``dtmin``), the error norm and the PI
+jumps (doses) there, the state-dependent events (``stops.events``: checked after each accepted
+step, located by trial steps of the family's own ``attempt``, landed on, recorded, their
+affects applied; see ``scichains.ode._event_search``), the limits (``max_steps``, ``dtmin``), the error norm and the PI
 controller's verdict, the step store (every accepted step, the left limit at a jump) and its
 growth, and the statistics. A family (explicit Runge-Kutta, Rosenbrock, ESDIRK, ...) supplies
 the step itself, as the hooks below, each an ``overload(..., inline="always")`` selected by the
@@ -81,12 +83,20 @@ from ._control import (
 )
 from ._event_search import (
     COUNT,
+    EPS,
     ERROR,
+    EST,
     FIRED,
+    G_BRACKET,
     G_LAST,
     G_TRIAL,
+    HI,
     LAST,
+    LO,
     S_BEST,
+    S_FULL,
+    TOL,
+    WINDOW,
     any_fired,
     keep_best,
     record_events,
@@ -172,8 +182,12 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     ``faddr``: the right-hand side's address (``int64``: :data:`~scichains.ode._abi.RHS_SIGNATURE`;
     ``uint64``: the lean form); ``vaddr``: its vjp's (0 where the family needs none).
 
-    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW, SWITCH, or the
-    family's own: SINGULAR, JACOBIAN_NONFINITE, NEWTON_FAILURE). Jumps at a stop are applied
+    Returns a code (SUCCESS, MAX_STEPS, DT_UNDERFLOW, NONFINITE, RHS_ERROR, GROW, SWITCH,
+    MAX_EVENTS, EVENT_FAILURE, or the family's own: SINGULAR, JACOBIAN_NONFINITE,
+    NEWTON_FAILURE). A terminal event ends the solve with SUCCESS at the event. The event
+    search runs as modes of the one loop (1: a trial step; 2: the step to the located event),
+    so that ``attempt`` is inlined at one call site only (the family's step is the largest
+    part of the kernel's compile time). Jumps at a stop are applied
     when the stepper lands on it; the stored state there is the value after the jumps, the
     entry before it the left limit. RHS_ERROR: a user function returned nonzero (raised);
     ``store.fail`` holds the time and state of that call. GROW: the buffers are full; the
@@ -185,6 +199,10 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     nev = ev.direction.shape[0]
     cond = rhs_function(ev.cond)
     act = rhs_function(ev.affect)
+    # the rows the check after each step uses, unpacked once (see _event_search)
+    ev_g, ev_s, ev_mark, ev_dir = ev.g, ev.s, ev.mark, ev.direction
+    g_last, g_trial, g_work = ev_g[G_LAST], ev_g[G_TRIAL], ev_g[FIRED]
+    npoints = ev.points
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_function(faddr)
     vjp = vjp_from_address(vaddr)
@@ -242,7 +260,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
         nstore = 1
         if nev > 0 and code == SUCCESS:
             ev.state[COUNT] = 0
-            if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+            if call_rhs(cond, g_last, u, p, t, k) != 0:
                 record_failure(fail, t, u)
                 ev.state[ERROR] = 1
                 code = RHS_ERROR
@@ -266,6 +284,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     retries = 0
     target = t1
     landing = False
+    searched = False
     h_try = 0.0
     h_next = h
     while code == SUCCESS and (mode != 0 or direction * (t1 - t) > 0.0):
@@ -311,7 +330,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             # a trial of the event search: the conditions at its end, then the next trial
             ok = status == PROCEED
             if ok:
-                if call_rhs(cond, ev.g[G_TRIAL], unew, p, t + hs, k) != 0:
+                if call_rhs(cond, g_trial, unew, p, t + hs, k) != 0:
                     record_failure(fail, t + hs, unew)
                     ev.state[ERROR] = 1
                     code = RHS_ERROR
@@ -324,12 +343,12 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                 s_trial = s_next
                 continue
             mode = 0
-            if ev.s[LAST] != ev.s[S_BEST]:
+            if ev_s[LAST] != ev_s[S_BEST]:
                 # the step to the event (or the whole step again) is made once more, so that
                 # the family's state and the stored stages are those of the step taken
                 mode = 2
                 retries = 0
-                s_trial = ev.s[S_BEST]
+                s_trial = ev_s[S_BEST]
                 continue
         elif mode == 2:
             if status == RETRY and retries < 3:
@@ -378,29 +397,99 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                 if not finite:
                     code = NONFINITE
                     break
+            searched = False
             if nev > 0:
-                # the events: the conditions at the step's end; a sign change is located
+                # the events: the conditions at the step's end and inside it; a sign change
+                # is located (_event_search)
                 t_end = target if landing else t + hs
-                if call_rhs(cond, ev.g[G_TRIAL], unew, p, t_end, k) != 0:
+                found = 0
+                if call_rhs(cond, g_trial, unew, p, t_end, k) != 0:
                     record_failure(fail, t_end, unew)
+                    found = -1
+                else:
+                    # the check for sign changes (_event_search.scan, written out here: a call
+                    # or an IR-inlined function taking these arrays costs their reference
+                    # counts on every step, ~0.2-0.4 us measured, more than the check itself)
+                    S = h_try
+                    ev_s[S_FULL] = S
+                    ev_s[S_BEST] = S
+                    ev_s[LAST] = S
+                    ev_s[TOL] = 4.0 * EPS * max(abs(t), abs(t_end), S)
+                    marked = False
+                    for i in range(nev):
+                        ev_g[HI, i] = -1.0
+                        ev_g[LO, i] = 0.0
+                        ev_g[G_BRACKET, i] = g_last[i]  # the value at the last point checked
+                        if ev_mark[i] != 0:
+                            marked = True
+                    if marked:
+                        # from a window after an event at the step's start (its own repeat)
+                        sw = min(WINDOW * ev_s[TOL], 0.5 * S)
+                        th = sw / S
+                        for j in range(n):
+                            a = hs * fcur[j]
+                            tmp[j] = u[j] + th * (a + th * (unew[j] - u[j] - a))
+                        if call_rhs(cond, g_work, tmp, p, t + direction * sw, k) != 0:
+                            record_failure(fail, t + direction * sw, tmp)
+                            found = -1
+                        for i in range(nev):
+                            if ev_mark[i] != 0:
+                                ev_g[G_BRACKET, i] = g_work[i]
+                                ev_g[LO, i] = sw
+                    for jp in range(1, npoints + 2):
+                        if found < 0:
+                            break
+                        if jp <= npoints:
+                            # on the quadratic through the ends and the initial slope
+                            sj = S * jp / (npoints + 1.0)
+                            th = jp / (npoints + 1.0)
+                            for j in range(n):
+                                a = hs * fcur[j]
+                                tmp[j] = u[j] + th * (a + th * (unew[j] - u[j] - a))
+                            if call_rhs(cond, g_work, tmp, p, t + direction * sj, k) != 0:
+                                record_failure(fail, t + direction * sj, tmp)
+                                found = -1
+                                break
+                        else:
+                            sj = S
+                            for i in range(nev):
+                                g_work[i] = g_trial[i]  # the end: exact
+                        for i in range(nev):
+                            if ev_g[HI, i] >= 0.0 or sj <= ev_g[LO, i]:
+                                continue
+                            gw = g_work[i]
+                            ga = ev_g[G_BRACKET, i]
+                            d = ev_dir[i]
+                            if (ga < 0.0 and gw >= 0.0 and d >= 0) or (
+                                ga > 0.0 and gw <= 0.0 and d <= 0
+                            ):
+                                ev_g[HI, i] = sj
+                                ev_g[EST, i] = gw  # the value there, for estimate_roots
+                                found = 1
+                            else:
+                                ev_g[G_BRACKET, i] = gw
+                                ev_g[LO, i] = sj
+                if found < 0:
                     ev.state[ERROR] = 1
                     code = RHS_ERROR
                     break
-                s_next = search_begin(ev, cond, u, unew, fcur, tmp, p, t, hs, k, fail)
-                if s_next == -2.0:
-                    code = RHS_ERROR
-                    break
-                if s_next >= 0.0:
-                    mode = 1
-                    s_trial = s_next
-                    continue
+                if found > 0:
+                    searched = True
+                    s_next = search_begin(ev, cond, u, unew, fcur, tmp, p, t, hs, k, fail)
+                    if s_next == -2.0:
+                        code = RHS_ERROR
+                        break
+                    if s_next >= 0.0:
+                        mode = 1
+                        s_trial = s_next
+                        continue
         # the step is taken: the whole step, or the step to the earliest event
         short = False
         fired = False
-        if nev > 0:
+        if searched:
             fired = any_fired(ev)
-            if ev.s[S_BEST] < h_try:
-                hs = direction * ev.s[S_BEST]
+            if ev_s[S_BEST] < h_try:
+                hs = direction * ev_s[S_BEST]
                 landing = False
                 short = True
         naccept += 1
@@ -417,7 +506,12 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             code = RHS_ERROR
         terminal = False
         affects = False
-        if nev > 0 and code == SUCCESS:
+        if nev > 0 and code == SUCCESS and not searched:
+            # the common case: no condition changed sign in the step
+            for i in range(nev):
+                g_last[i] = g_trial[i]
+                ev_mark[i] = 1 if g_last[i] == 0.0 else 0
+        elif nev > 0 and code == SUCCESS:
             if fired:
                 recorded, terminal, affects = record_events(ev, t, u)
                 if not recorded:
@@ -426,7 +520,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                     # the left limit, then the affects (in index order) act on u
                     store_point(ts, us, fs, nstore, t, u, fcur)
                     nstore += 1
-                    if call_rhs(act, ev.g[FIRED], u, p, t, k) != 0:
+                    if call_rhs(act, g_work, u, p, t, k) != 0:
                         record_failure(fail, t, u)
                         ev.state[ERROR] = 2
                         code = RHS_ERROR
@@ -437,7 +531,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                             code = RHS_ERROR
                         jumped(method, ws)
             if fired and affects and code == SUCCESS:
-                if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+                if call_rhs(cond, g_last, u, p, t, k) != 0:
                     record_failure(fail, t, u)
                     ev.state[ERROR] = 1
                     code = RHS_ERROR
@@ -460,7 +554,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                 jumped(method, ws)
                 if nev > 0 and code == SUCCESS:
                     # a dose is not a crossing: the conditions start again from after it
-                    if call_rhs(cond, ev.g[G_LAST], u, p, t, k) != 0:
+                    if call_rhs(cond, g_last, u, p, t, k) != 0:
                         record_failure(fail, t, u)
                         ev.state[ERROR] = 1
                         code = RHS_ERROR
