@@ -4,14 +4,15 @@
 ``f(t0, u0)``, the first step size) or the resume after GROW, the stops it must land on and the
 jumps (doses) there, the state-dependent events (``stops.events``: checked after each accepted
 step, located by trial steps of the family's own ``attempt``, landed on, recorded, their
-affects applied; see ``scichains.ode._event_search``), the limits (``max_steps``, ``dtmin``), the error norm and the PI
-controller's verdict, the step store (every accepted step, the left limit at a jump) and its
-growth, and the statistics. A family (explicit Runge-Kutta, Rosenbrock, ESDIRK, ...) supplies
-the step itself, as the hooks below, each an ``overload(..., inline="always")`` selected by the
-type of the family's tableau (a ``NamedTuple``: ``Tableau``, ``RosenbrockTableau``, ...): the
-shape of diffrax's ``AbstractSolver.step`` or OrdinaryDiffEq's ``perform_step!``. numba inlines
-the hooks into one kernel per family (:func:`run_loop` compiled for that tableau type and cached
-like any kernel), so the family's arithmetic is what it was when each family had its own loop.
+affects applied; see ``scichains.ode._event_search``), the limits (``max_steps``, ``dtmin``),
+the error norm and the PI controller's verdict, the step store (every accepted step, the left
+limit at a jump) and its growth, and the statistics. A family (explicit Runge-Kutta,
+Rosenbrock, ESDIRK, ...) supplies the step itself, as the hooks below, each an ``overload(...,
+inline="always")`` selected by the type of the family's tableau (a ``NamedTuple``: ``Tableau``,
+``RosenbrockTableau``, ...): the shape of diffrax's ``AbstractSolver.step`` or OrdinaryDiffEq's
+``perform_step!``. numba inlines the hooks into one kernel per family (:func:`run_loop`
+compiled for that tableau type and cached like any kernel), so the family's arithmetic is what
+it was when each family had its own loop.
 
 The hooks (all take the tableau ``method`` first; ``ws`` is the family's workspace tuple):
 
