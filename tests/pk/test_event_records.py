@@ -55,7 +55,7 @@ def test_bad_censoring_records(tmp_path, row, match):
         read(tmp_path, "ID,TIME,DV,AMT,EVID,CENS,LIMIT\n1,0,.,100,1,0,.\n" + row + "\n")
 
 
-@pytest.mark.parametrize("column", ["DVID", "OCC", "BLQ", "LLOQ", "L2"])
+@pytest.mark.parametrize("column", ["OCC", "BLQ", "LLOQ", "L2"])
 def test_reserved_columns_are_refused_by_name_never_covariates(tmp_path, column):
     text = f"ID,TIME,DV,AMT,EVID,{column}\n1,0,.,100,1,1\n1,1,5,.,0,1\n"
     with pytest.raises(pk.EventTableError, match=f"column {column}: .*drop=\\['{column}'\\]"):

@@ -12,17 +12,25 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations;
   ``MDV=0`` on a dose record, a dose that is also an observation, is refused).
 - ``CMT``: the compartment a dose goes into, 1-based (state ``CMT - 1``; default 1).
-  Observations have one type (the model's observation function): their ``CMT`` may name
-  the observed compartment, one value for the whole table (several are refused: several
-  endpoints are not supported yet). ``AMT > 0`` on an observation record is refused.
+  On observation records ``CMT`` does not select anything: without ``DVID`` it may name the
+  observed compartment, one value for the whole table (several are refused: select the
+  endpoints with ``DVID``); with ``DVID``, one value per ``DVID`` (a table whose records of
+  one ``DVID`` name several compartments is refused). ``AMT > 0`` on an observation record
+  is refused.
+- ``DVID``: the endpoint of each observation record (a whole number; required on every
+  observation record of a table that has the column, ignored on doses): the model's
+  ``observe={dvid: expression}`` and ``error={dvid: ErrorModel}`` give each its prediction
+  and residual error (see :class:`PKModel`). A model with a single ``observe`` expression
+  refuses data with a ``DVID`` column, and a ``DVID`` the model does not have is refused
+  naming it and the subject, when the objective is made.
 - ``CENS``: 1 marks an observation below the limit of quantification, whose ``DV`` is that
   limit (the LLOQ; nlmixr2's and Monolix's convention), -1 one above its ``DV``; 0 or
   missing: observed. ``LIMIT``: the other end of a censored observation's interval (below
   ``DV`` for ``CENS=1``, above it for -1; missing or infinite, ``-inf`` or ``inf``: none); a
   finite ``LIMIT`` on an observed record (nlmixr2's M2) is refused. The fit's likelihood of
   censored observations: M3 (default) or M4, see :class:`PopulationObjective` (``blq``).
-- Reserved and not supported (refused by name, never read as covariates): ``DVID``,
-  ``OCC``, ``BLQ``, ``LLOQ``, ``L2``.
+- Reserved and not supported (refused by name, never read as covariates): ``OCC``, ``BLQ``,
+  ``LLOQ``, ``L2``.
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
@@ -56,10 +64,9 @@ import numpy as np
 
 KNOWN = (
     "ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS", "CENS",
-    "LIMIT",
+    "LIMIT", "DVID",
 )  # fmt: skip
 UNSUPPORTED = {
-    "DVID": "several endpoints (DVID) are not supported yet: the model has one observation",
     "OCC": "occasions (OCC, inter-occasion variability) are not supported yet",
     "BLQ": (
         "a BLQ flag is not read: mark censored observations CENS=1 with DV = the LLOQ "
@@ -121,6 +128,8 @@ class Subject:
     limit : the other end of a censored observation's interval, shape ``(n_obs,)``
         (``LIMIT``: ``(limit, dv)`` for ``cens`` 1, ``(dv, limit)`` for -1; NaN or infinite:
         none); None: no limits
+    dvid : the ``DVID`` (endpoint) of each observation, int64, shape ``(n_obs,)``; None when
+        the table has no ``DVID`` column
     n_obs : the number of observations
     n_censored : the number of censored observations
     """
@@ -135,6 +144,7 @@ class Subject:
     covariate_history: tuple = ()
     cens: np.ndarray | None = None
     limit: np.ndarray | None = None
+    dvid: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -169,6 +179,15 @@ class EventData:
     def n_censored(self) -> int:
         """The number of censored observations (``CENS`` not 0)."""
         return sum(s.n_censored for s in self.subjects)
+
+    @property
+    def dvids(self) -> tuple | None:
+        """The ``DVID`` values of the observations (sorted, each once), or None when the
+        subjects have none (no ``DVID`` column)."""
+        if all(s.dvid is None for s in self.subjects):
+            return None
+        vals = [s.dvid for s in self.subjects if s.dvid is not None]
+        return tuple(int(v) for v in np.unique(np.concatenate(vals))) if vals else ()
 
     def __len__(self) -> int:
         return len(self.subjects)
@@ -301,12 +320,14 @@ def read_events(
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
     missing ``TIME``/``ID``, a missing ``DV`` on an observation, a value that is not finite
     (``inf``), an unknown ``EVID`` (3 and 4 included), ``MDV=0`` on a dose, ``AMT`` on an
-    observation, observations in several compartments, a compartment below 1 (or above
+    observation, observations of one ``DVID`` (or, without ``DVID``, of the table) in several
+    compartments, an observation without a ``DVID`` in a table with the column, a ``DVID``
+    that is not a whole number, a compartment below 1 (or above
     ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1, ``SS=1`` without ``II``
     or with an infusion as long as ``II``, inconsistent ``RATE``/``DUR``, ``CENS`` other
     than 0/1/-1 or not on an observation, a ``LIMIT`` on the wrong side of ``DV`` or on an
     observed record, a subject whose records are not contiguous; and naming the column: a
-    reserved column that is not supported (``DVID``, ``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
+    reserved column that is not supported (``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
     text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
@@ -375,7 +396,9 @@ def read_events(
     time, dv, amt = col("TIME", math.nan), col("DV", math.nan), col("AMT", 0.0)
     cens, limit = col("CENS", 0.0), col("LIMIT", math.nan)
     has_cens = "CENS" in num or "LIMIT" in num
-    obs_cmt = {}  # observed compartment -> first row
+    has_dvid = "DVID" in num
+    dvid = col("DVID", math.nan)
+    obs_cmt = {}  # (DVID or None, observed compartment) -> first row
     mdv, cmt, rate = col("MDV", math.nan), col("CMT", 1.0), col("RATE", 0.0)
     dur, ii, addl, ss = col("DUR", 0.0), col("II", 0.0), col("ADDL", 0.0), col("SS", 0.0)
     if "EVID" in num:
@@ -428,6 +451,7 @@ def read_events(
                 "history": [],
                 "cens": [],
                 "limit": [],
+                "dvid": [],
             }
             subjects.append(cur)
         t = time[r]
@@ -481,18 +505,39 @@ def read_events(
                 raise EventTableError(
                     f"{where}: an observation record (EVID 0) without a DV; set MDV=1 to skip it"
                 )
+            d_id = None
+            if has_dvid:
+                d_id = dvid[r]
+                if math.isnan(d_id):
+                    raise EventTableError(
+                        f"{where}: an observation record without a DVID (the table has a DVID "
+                        "column: give every observation its endpoint)"
+                    )
+                if not float(d_id).is_integer():
+                    raise EventTableError(
+                        f"{where}: DVID {d_id:g} is not an endpoint number (a whole number)"
+                    )
+                d_id = int(d_id)
             c = cmt[r]
             if not math.isnan(c):
                 if not (c >= 1 and float(c).is_integer()):
                     raise EventTableError(
                         f"{where}: CMT {c:g} is not a compartment number (1, 2, ...)"
                     )
-                obs_cmt.setdefault(int(c), where)
-                if len(obs_cmt) > 1:
-                    (c1, w1), (c2, w2) = list(obs_cmt.items())[:2]
+                obs_cmt.setdefault((d_id, int(c)), where)
+                same = [(k, w) for k, w in obs_cmt.items() if k[0] == d_id]
+                if len(same) > 1:
+                    ((_, c1), w1), ((_, c2), w2) = same[:2]
+                    if d_id is None:
+                        raise EventTableError(
+                            f"observations in compartments {c1} ({w1}) and {c2} ({w2}): CMT on "
+                            "observation records does not select an endpoint; give the table a "
+                            "DVID column and the model observe={dvid: expression, ...}"
+                        )
                     raise EventTableError(
-                        f"observations in compartments {c1} ({w1}) and {c2} ({w2}): several "
-                        "endpoints are not supported yet (the model has one observation)"
+                        f"observations of DVID {d_id} in compartments {c1} ({w1}) and {c2} "
+                        f"({w2}): the endpoint of an observation is its DVID, so the records of "
+                        "one DVID name one compartment"
                     )
             lim = limit[r]
             if ce == 0.0 and math.isfinite(lim):
@@ -516,6 +561,7 @@ def read_events(
             cur["rows"].append(row)
             cur["cens"].append(ce)
             cur["limit"].append(lim)
+            cur["dvid"].append(d_id)
             continue
         if mdv[r] == 0.0:
             raise EventTableError(
@@ -592,6 +638,7 @@ def read_events(
                 covariate_history=tuple(s["history"]),
                 cens=np.array(s["cens"], dtype=np.float64) if has_cens else None,
                 limit=np.array(s["limit"], dtype=np.float64) if has_cens else None,
+                dvid=np.array(s["dvid"], dtype=np.int64) if has_dvid else None,
             )
         )
     return EventData(out, covariates)
