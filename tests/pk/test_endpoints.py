@@ -6,6 +6,7 @@ error model, censored rows of either endpoint), exact gradients against central 
 DVID in event tables and the input refused, residuals, GOF and VPC by endpoint, and a fit
 that recovers the truth."""
 
+import math
 import types
 
 import numpy as np
@@ -372,3 +373,132 @@ def test_blq_per_endpoint():
     dropped = pk.EventData(keep, ())
     assert mixed.n_obs == dropped.n_obs < data.n_obs
     assert mixed.value(x) == pk.PopulationObjective(model, dropped).value(x)
+
+
+# ---------------------------------------------------------------- fits and diagnostics
+
+
+@pytest.fixture(scope="module")
+def pkpd_fit():
+    """A FOCE-I fit of the joint model to 16 simulated subjects (224 records) from the truth."""
+    model = pkpd_model()
+    data = pkpd_data(16, seed=3)
+    x_true = model.pack(omega=OMEGA)
+    return model, data, x_true, pk.fit(model, data, x0=x_true)
+
+
+def test_a_joint_fit_recovers_the_truth(pkpd_fit):
+    # one data set: each typical value within 3.5 standard errors (sandwich) of the truth;
+    # measured (seed 3): -0.79, -0.27, -0.39, 1.13, 1.24, 1.18 SE
+    model, data, x_true, res = pkpd_fit
+    assert res.success, res.message
+    assert list(res.sd) == ["prop[1]", "add[2]"]
+    assert res.n_obs == data.n_obs == 224
+    cov = pk.covariance(model, data, res)
+    assert cov.success, cov.message
+    z = (res.x[:6] - x_true[:6]) / cov.se_theta
+    print("\n(estimate - truth) / SE:", np.round(z, 2))
+    assert np.all(np.abs(z) < 3.5)
+    assert res.sd["prop[1]"] == pytest.approx(SD["conc"], rel=0.2)
+    assert res.sd["add[2]"] == pytest.approx(SD["effect"], rel=0.2)
+    # a residual error parameter of one endpoint is fixed by its name
+    with pytest.warns(pk.FitWarning, match="iteration limit"):
+        fixed = pk.fit(model, data, x0=res.x, fix={"add[2]": 3.0}, maxiter=0)
+    assert fixed.fixed == ("log_add[2]",) and fixed.sd["add[2]"] == pytest.approx(3.0)
+
+
+def test_residuals_gof_and_vpc_by_endpoint(pkpd_fit):
+    model, data, _, res = pkpd_fit
+    table = pk.residuals(model, data, res)
+    dvid = np.concatenate([s.dvid for s in data.subjects])
+    np.testing.assert_array_equal(table["DVID"], dvid)
+    # each row's predictions are its endpoint's (closed form at the EBEs and at eta = 0) and
+    # its IWRES is scaled by its own endpoint's error model
+    ipred = np.concatenate(
+        [
+            reference_predictions(res.x[:6], e, s.times, s.dvid)
+            for s, e in zip(data.subjects, res.etas)
+        ]
+    )
+    pred = np.concatenate(
+        [reference_predictions(res.x[:6], np.zeros(3), s.times, s.dvid) for s in data.subjects]
+    )
+    np.testing.assert_allclose(table["IPRED"], ipred, rtol=1e-6)
+    np.testing.assert_allclose(table["PRED"], pred, rtol=1e-6)
+    sd = np.where(dvid == 1, res.sd["prop[1]"] * ipred, res.sd["add[2]"])
+    np.testing.assert_allclose(table["IWRES"], (table["DV"] - ipred) / sd, rtol=1e-5, atol=1e-7)
+    for k in (1, 2):  # a fitted model: CWRES about standard normal within each endpoint
+        c = table["CWRES"][dvid == k]
+        assert abs(np.mean(c)) < 0.3 and 0.7 < np.std(c) < 1.3
+    import matplotlib
+
+    matplotlib.use("Agg")
+    assert len(pk.gof_plot(table).axes) == 8  # a row of four panels per endpoint
+    fig = pk.gof_plot(table, endpoint=2)
+    assert len(fig.axes) == 4 and fig.axes[0].get_title() == "DVID 2"
+    with pytest.raises(ValueError, match=r"no rows of DVID 3 \(it has \[1, 2\]\)"):
+        pk.gof_plot(table, endpoint=3)
+    # the VPC of one endpoint: its observations, against simulations of its own
+    with pytest.raises(ValueError, match=r"endpoints \[1, 2\]: give vpc\(\.\.\., endpoint=dvid\)"):
+        pk.vpc(model, data, res, n_sim=5)
+    with pytest.raises(ValueError, match="endpoint 3 is not an endpoint of the model"):
+        pk.vpc(model, data, res, n_sim=5, endpoint=3)
+    edges = list(TIMES - 0.1) + [30.0]
+    v = pk.vpc(model, data, res, n_sim=50, bins=edges, endpoint=2)
+    assert v.endpoint == 2
+    np.testing.assert_array_equal(v.dv, table["DV"][dvid == 2])
+    for b, t in enumerate(TIMES):
+        sel = (dvid == 2) & (table["TIME"] == t)
+        np.testing.assert_allclose(v.observed[b], np.percentile(table["DV"][sel], [5, 50, 95]))
+    # the effect's median (around 20 to 50) within its simulated interval in most bins
+    inside = (v.observed[:, 1] >= v.simulated_low[:, 1]) & (
+        v.observed[:, 1] <= v.simulated_high[:, 1]
+    )
+    assert inside.sum() >= 6 and np.nanmin(v.simulated_median[:, 1]) > 15
+    v.plot()
+    conc = pk.vpc(model, data, res, n_sim=20, bins=edges, endpoint=1)
+    assert np.nanmax(conc.simulated_median[:, 1]) < 15  # concentrations, not effects
+
+
+def test_simulate_draws_each_endpoint_from_its_own_error_model():
+    # an exponential error on the concentration and an additive one on the effect, random
+    # effects nearly zero: log-normal concentrations around the prediction, effects normal
+    model = pkpd_model(pk.Exponential(0.2), pk.Additive(3.0), omega=[1e-8] * 3)
+    data = pkpd_data(2)
+    x = model.pack()
+    sims = pk.simulate(model, data, x, 400, seed=1)
+    f = np.concatenate(pk.PopulationObjective(model, data).predict(x))
+    dvid = np.concatenate([s.dvid for s in data.subjects])
+    logc = np.log(sims[:, dvid == 1])
+    assert np.all(np.abs(logc.mean(axis=0) - np.log(f[dvid == 1])) < 4 * 0.2 / 20)
+    np.testing.assert_allclose(logc.std(axis=0).mean(), 0.2, rtol=0.05)
+    eff = sims[:, dvid == 2]
+    assert np.all(np.abs(eff.mean(axis=0) - f[dvid == 2]) < 4 * 3.0 / 20)
+    np.testing.assert_allclose(eff.std(axis=0).mean(), 3.0, rtol=0.05)
+
+
+@pytest.mark.slow
+def test_joint_fits_recover_the_truth_over_replicates():
+    # issue 29's floor for a joint PK/PD fit: 20 replicate data sets of 24 subjects (both
+    # endpoints at 7 times), FOCE-I from starts 10% off; each typical value's mean estimate
+    # within 3 Monte Carlo standard errors of the truth
+    truth = np.array(list(TRUTH.values()))
+    est, sds = [], []
+    for seed in range(20):
+        model = pkpd_model()
+        data = pkpd_data(24, seed=100 + seed)
+        x_true = model.pack(omega=OMEGA)
+        from .models import perturbed_start
+
+        res = pk.fit(model, data, x0=perturbed_start(model, x_true, seed))
+        assert res.success, res.message
+        est.append(np.exp(res.x[:6]))
+        sds.append(list(res.sd.values()))
+    est, sds = np.array(est), np.array(sds)
+    mean = est.mean(axis=0)
+    se = est.std(axis=0, ddof=1) / math.sqrt(len(est))
+    z = (mean - truth) / se
+    print("\nka, CL, V, E0, Emax, EC50: mean", np.round(mean, 3), "MC SE", np.round(se, 3))
+    print("bias/SE", np.round(z, 2), "sd mean", np.round(sds.mean(axis=0), 4))
+    assert np.all(np.abs(z) < 3)
+    np.testing.assert_allclose(sds.mean(axis=0), [SD["conc"], SD["effect"]], rtol=0.1)
