@@ -502,3 +502,21 @@ def test_joint_fits_recover_the_truth_over_replicates():
     print("bias/SE", np.round(z, 2), "sd mean", np.round(sds.mean(axis=0), 4))
     assert np.all(np.abs(z) < 3)
     np.testing.assert_allclose(sds.mean(axis=0), [SD["conc"], SD["effect"]], rtol=0.1)
+
+
+def test_an_endpoint_model_pickles_and_runs_on_threads_with_the_same_bits():
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = pkpd_model(pk.Exponential(0.15), pk.Combined(2.0, 0.05))
+    back = pickle.loads(pickle.dumps(model))
+    assert back.dvids == (1, 2) and back.parameter_names() == model.parameter_names()
+    data = censor(pkpd_data(4, seed=4), lloq=3.0, ceiling=55.0)
+    x = model.pack(theta=X_TEST_THETA)
+    want = pk.PopulationObjective(model, data, blq={2: "m4"}).value_and_grad(x)
+    got = pk.PopulationObjective(back, data, blq={2: "m4"}).value_and_grad(x)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
+    with ThreadPoolExecutor(2) as pool:
+        obj = pk.PopulationObjective(model, data, executor=pool, batch_size=2, blq={2: "m4"})
+        got = obj.value_and_grad(x)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])

@@ -23,19 +23,18 @@ from ._error import ErrorModel
 _SD_COLUMNS = (3, 4, 7, 9)
 
 
-def _endpoint_id(k):
-    """A ``DVID`` value as an int (a whole number), else ``ValueError``."""
-    if isinstance(k, bool):
-        raise ValueError(f"observe: endpoint {k!r} is not a DVID value (a whole number)")
+def _endpoint_id(k, what="observe"):
+    """A ``DVID`` value as an int (a whole number), else ``ValueError`` naming ``what``."""
     try:
         v = float(k)
+        ok = not isinstance(k, bool) and np.isfinite(v) and v.is_integer()
     except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise ValueError(
-            f"observe: endpoint {k!r} is not a DVID value (a whole number, the DVID column of "
+            f"{what}: endpoint {k!r} is not a DVID value (a whole number, the DVID column of "
             "its observation records)"
-        ) from None
-    if not (np.isfinite(v) and v.is_integer()):
-        raise ValueError(f"observe: endpoint {k!r} is not a DVID value (a whole number)")
+        )
     return int(v)
 
 
@@ -65,7 +64,7 @@ def endpoint_spec(observe, error):
         )
     errs = {}
     for k, e in error.items():
-        errs.setdefault(_endpoint_id(k), e)
+        errs.setdefault(_endpoint_id(k, "error"), e)
     extra = sorted(set(errs) - set(ids))
     if extra:
         raise ValueError(f"error is given for endpoint(s) {extra}, which observe does not have")
@@ -212,7 +211,7 @@ def blq_by_endpoint(model, blq) -> list[str]:
             )
         out = ["m3"] * n
         for k, v in blq.items():
-            kk = _endpoint_id(k)
+            kk = _endpoint_id(k, "blq")
             if kk not in model.dvids:
                 raise ValueError(
                     f"blq names endpoint {k!r}, which the model does not have ({list(model.dvids)})"
