@@ -55,12 +55,13 @@ last observation are fine.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ._table import EventTableError, columns_from_csv, columns_from_frame, number, text_column
 
 KNOWN = (
     "ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS", "CENS",
@@ -78,11 +79,6 @@ UNSUPPORTED = {
     ),
     "L2": "NONMEM's L2 data item (records of one level) is not supported",
 }
-COMMENT = ("#", "@")
-
-
-class EventTableError(ValueError):
-    """A record of an event table that cannot be used; the message names subject and row."""
 
 
 @dataclass(frozen=True)
@@ -203,96 +199,6 @@ class EventData:
                     )
 
 
-def _number(text, column, row):
-    if text is None:
-        return math.nan
-    if isinstance(text, (int, float, np.integer, np.floating)):
-        return float(text)
-    s = str(text).strip()
-    if s in ("", ".", "NA", "NaN", "nan", "NAN"):
-        return math.nan
-    try:
-        return float(s)
-    except ValueError:
-        raise EventTableError(f"row {row}: column {column} holds {s!r}, not a number") from None
-
-
-def _comment(value) -> bool:
-    return isinstance(value, str) and value.lstrip().startswith(COMMENT)
-
-
-def _columns_from_csv(path):
-    """``(header, columns, rows)``: ``rows`` the 1-based data row of each record kept (blank
-    lines are not counted, comment rows are, and are skipped)."""
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-            while not any(x.strip() for x in header):
-                header = next(reader)
-        except StopIteration:
-            raise EventTableError(f"{path}: the file is empty") from None
-        records = [r for r in reader if any(x.strip() for x in r)]
-    if header and _comment(header[0]):
-        header = [header[0].lstrip()[1:], *header[1:]]
-    kept, rows = [], []
-    for i, r in enumerate(records, start=1):
-        if _comment(r[0]):
-            continue
-        if len(r) != len(header):
-            raise EventTableError(
-                f"row {i}: {len(r)} fields but the header has {len(header)} columns"
-            )
-        kept.append(r)
-        rows.append(i)
-    return header, [[r[j] for r in kept] for j in range(len(header))], rows
-
-
-def _columns_from_frame(df):
-    header = [str(c) for c in df.columns]
-    cols = [list(df[c].to_numpy()) for c in df.columns]
-    keep = [i for i in range(len(cols[0]) if cols else 0) if not _comment(cols[0][i])]
-    return header, [[c[i] for i in keep] for c in cols], [i + 1 for i in keep]
-
-
-def _text_column(name, values, rows, categories):
-    """The codes of a text column with ``categories[name]`` (a dict text -> number),
-    missing values NaN; refused by name without one."""
-    texts = sorted({str(v).strip() for v in values if _number_or_none(v) is None})
-    if name not in categories:
-        shown = ", ".join(repr(t) for t in texts[:5]) + (", ..." if len(texts) > 5 else "")
-        raise EventTableError(
-            f"column {name} holds text ({shown}): give its codes, read_events(..., "
-            f"categories={{'{name}': {{{texts[0]!r}: 0, ...}}}}), or leave it out "
-            f"(drop=['{name}'])"
-        )
-    codes = categories[name]
-    out = np.empty(len(values))
-    for k, (v, row) in enumerate(zip(values, rows)):
-        t = str(v).strip() if v is not None else ""
-        if (
-            v is None
-            or t in ("", ".", "NA", "NaN", "nan", "NAN")
-            or (isinstance(v, float) and math.isnan(v))
-        ):
-            out[k] = math.nan
-        elif t in codes:
-            out[k] = float(codes[t])
-        else:
-            raise EventTableError(
-                f"row {row}: column {name} holds {t!r}, which categories['{name}'] does not "
-                f"code (it codes {sorted(codes)})"
-            )
-    return out
-
-
-def _number_or_none(v):
-    try:
-        return _number(v, "", 0)
-    except EventTableError:
-        return None
-
-
 def read_events(
     source, n_states: int | None = None, categories: dict | None = None, drop=()
 ) -> EventData:
@@ -331,9 +237,9 @@ def read_events(
     text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
-        header, cols, rows = _columns_from_csv(source)
+        header, cols, rows = columns_from_csv(source)
     elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
-        header, cols, rows = _columns_from_frame(source)
+        header, cols, rows = columns_from_frame(source)
     else:
         raise TypeError("read_events takes a CSV path or a pandas DataFrame")
     categories = {str(k).strip().upper(): v for k, v in (categories or {}).items()}
@@ -373,14 +279,14 @@ def read_events(
         if name == "ID":
             continue
         if name in categories:
-            num[name] = _text_column(name, values, rows, categories)
+            num[name] = text_column(name, values, rows, categories)
             continue
         try:
-            num[name] = np.array([_number(v, name, row) for v, row in zip(values, rows)])
+            num[name] = np.array([number(v, name, row) for v, row in zip(values, rows)])
         except EventTableError:
             if name in KNOWN:
                 raise
-            num[name] = _text_column(name, values, rows, categories)  # refuses
+            num[name] = text_column(name, values, rows, categories)  # refuses
         bad = np.flatnonzero(np.isinf(num[name]))
         if bad.size and name != "LIMIT":
             k = int(bad[0])
