@@ -7,8 +7,16 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - ``TIME`` (required): time of the record; non-decreasing within a subject.
 - ``DV``: the observation (required on observation records).
 - ``AMT``: dose amount (dose records: finite and > 0).
-- ``EVID``: 0 observation, 1 dose, 2 other (ignored). Default: 1 where ``AMT > 0``, else 0.
-  Reset events (3, 4) are refused.
+- ``EVID``: 0 observation, 1 dose, 2 other (ignored), 3 reset, 4 reset and dose. Default: 1
+  where ``AMT > 0``, else 0. A reset at ``t`` sets every compartment (and every sensitivity)
+  to zero, as NONMEM's re-initialisation: an infusion of an earlier record still running at
+  ``t`` stops there, and the doses of earlier records due at or after ``t`` (``ADDL``
+  repeats, a bolus at ``t`` recorded before it) are not given; 4 then gives its own dose
+  (the record's ``AMT``, ``RATE``, ``II``, ``ADDL``, ``SS`` as for 1). Not supported, and
+  refused: ``TIME`` going back at a reset (NONMEM lets time restart there; here a subject's
+  times are one axis), an observation recorded before a reset at the same time (it would
+  see the state before it), ``AMT`` on an ``EVID`` 3 record (a reset and dose is 4), a reset
+  during a steady-state infusion, and (when the objective is made) resets with lag times.
 - ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations;
   ``MDV=0`` on a dose record, a dose that is also an observation, is refused).
 - ``CMT``: the compartment a dose goes into, 1-based (state ``CMT - 1``; default 1).
@@ -126,6 +134,8 @@ class Subject:
         none); None: no limits
     dvid : the ``DVID`` (endpoint) of each observation, int64, shape ``(n_obs,)``; None when
         the table has no ``DVID`` column
+    resets : the times of the subject's reset events (``EVID`` 3 and 4), ascending; the
+        doses before each are already cut there (``doses`` holds what is given)
     n_obs : the number of observations
     n_censored : the number of censored observations
     """
@@ -141,6 +151,7 @@ class Subject:
     cens: np.ndarray | None = None
     limit: np.ndarray | None = None
     dvid: np.ndarray | None = None
+    resets: tuple = ()
 
     @property
     def n_obs(self) -> int:
@@ -225,7 +236,8 @@ def read_events(
     EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
     missing ``TIME``/``ID``, a missing ``DV`` on an observation, a value that is not finite
-    (``inf``), an unknown ``EVID`` (3 and 4 included), ``MDV=0`` on a dose, ``AMT`` on an
+    (``inf``), an unknown ``EVID``, a reset that is not supported (see ``EVID`` above),
+    ``MDV=0`` on a dose, ``AMT`` on an
     observation, observations of one ``DVID`` (or, without ``DVID``, of the table) in several
     compartments, an observation without a ``DVID`` in a table with the column, a ``DVID``
     that is not a whole number, a compartment below 1 (or above
@@ -358,11 +370,19 @@ def read_events(
                 "cens": [],
                 "limit": [],
                 "dvid": [],
+                "resets": [],
             }
             subjects.append(cur)
         t = time[r]
         if not math.isfinite(t):
             raise EventTableError(f"{where}: TIME is missing or not finite")
+        e = evid[r]
+        if t < cur["last"] and e in (3.0, 4.0):
+            raise EventTableError(
+                f"{where}: TIME {t:g} goes back at a reset (EVID {e:g}; the previous record is "
+                f"at {cur['last']:g}): NONMEM lets time restart at a reset, here a subject's "
+                "times are one axis (give the times after the reset on it)"
+            )
         if t < cur["last"]:
             raise EventTableError(
                 f"{where}: TIME {t:g} is earlier than the subject's previous record "
@@ -379,11 +399,10 @@ def read_events(
             changed = True
         if changed:
             cur["history"].append((float(t), row, dict(cur["now"])))
-        e = evid[r]
-        if e not in (0.0, 1.0, 2.0):
+        if e not in (0.0, 1.0, 2.0, 3.0, 4.0):
             raise EventTableError(
-                f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other; "
-                "reset events 3/4 and rxode2 codes such as 101 are not)"
+                f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other, 3 "
+                "reset, 4 reset and dose; rxode2 codes such as 101 are not)"
             )
         ce = 0.0 if math.isnan(cens[r]) else cens[r]
         if ce not in (0.0, 1.0, -1.0):
@@ -396,6 +415,18 @@ def read_events(
                 f"{where}: CENS {ce:g} on a record that is not an observation (EVID {e:g}"
                 f"{', MDV 1' if mdv[r] == 1.0 else ''})"
             )
+        if e in (3.0, 4.0):
+            _reset(cur, t, where, e)
+            if e == 3.0:
+                a = amt[r]
+                if math.isfinite(a) and a != 0:
+                    raise EventTableError(
+                        f"{where}: a reset record (EVID 3) with AMT {a:g}: a reset and dose is "
+                        "EVID 4"
+                    )
+                if mdv[r] == 0.0:
+                    raise EventTableError(f"{where}: MDV=0 on a reset record (EVID 3)")
+                continue
         if e == 2.0:
             continue
         if e == 0.0:
@@ -545,9 +576,35 @@ def read_events(
                 cens=np.array(s["cens"], dtype=np.float64) if has_cens else None,
                 limit=np.array(s["limit"], dtype=np.float64) if has_cens else None,
                 dvid=np.array(s["dvid"], dtype=np.int64) if has_dvid else None,
+                resets=tuple(s["resets"]),
             )
         )
     return EventData(out, covariates)
+
+
+def _reset(cur, t, where, e) -> None:
+    """A reset at ``t`` of the subject being read: the doses recorded so far cut there (an
+    infusion running at ``t`` ends at ``t``, those due at or after ``t`` are not given)."""
+    if cur["t"] and cur["t"][-1] == t:
+        raise EventTableError(
+            f"{where}: a reset (EVID {e:g}) at the time of an observation recorded before it: "
+            "here an observation sees the events at its time, so it would see the reset; give "
+            "the observation its own time, or record it after the reset"
+        )
+    kept = []
+    for d in cur["doses"]:
+        if d.time >= t:
+            continue
+        if d.duration > 0 and d.time + d.duration > t:
+            if d.ss_interval > 0:
+                raise EventTableError(
+                    f"{where}: a reset (EVID {e:g}) during the steady-state infusion of row "
+                    f"{d.row} is not supported"
+                )
+            d = Dose(d.time, d.rate * (t - d.time), d.state, t - d.time, d.row)
+        kept.append(d)
+    cur["doses"] = kept
+    cur["resets"].append(float(t))
 
 
 def theophylline() -> EventData:

@@ -64,7 +64,7 @@ def drop_censored(data, model=None, kinds=None):
         out.append(
             Subject(
                 s.id, s.doses, s.times[keep], s.dv[keep], s.rows[keep], s.covariates,
-                s.covariate_changes, s.covariate_history, s.cens[keep], limit, dvid,
+                s.covariate_changes, s.covariate_history, s.cens[keep], limit, dvid, s.resets,
             )
         )  # fmt: skip
     return EventData(out, data.covariates)
@@ -202,6 +202,12 @@ class PopulationObjective(SubjectTerms):
             if piece is None and sensitivities == "directions":
                 piece = (np.zeros(0), np.array([vals], dtype=np.float64))
             self.pieces.append(piece)
+            if s.resets and model.lag is not None:
+                raise ValueError(
+                    f"subject ID {s.id}: reset events (EVID 3/4) with lag times are not "
+                    "supported (whether a lagged dose arrives before a reset would depend on "
+                    "the parameters)"
+                )
             for d in s.doses:
                 if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
                     why = "a lag time" if model.t is None else "a time-dependent ODE"
