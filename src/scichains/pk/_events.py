@@ -53,11 +53,15 @@ change (last observation carried forward, as rxode2/nlmixr2 interpolate by defau
 uses the next record's value for the interval before it), a missing value keeps the previous
 one.
 
-Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``; an infinite value (``inf``) is refused
-as not finite (``LIMIT`` excepted). Rows whose first field starts with ``#`` or ``@`` are
-comments and skipped (NONMEM's ``IGNORE=#``/``IGNORE=@``; a header row may start with one
-too). At equal times, a subject's doses are given before its observations are read (a dose
-at time 0 and a sample at time 0: the sample sees the dose in the depot). Records after the
+Files as NONMEM reads them: comma- or whitespace-separated (``sep``), with a header row or
+the names given (``names``, NONMEM's ``$INPUT``). Missing values: empty, ``.`` (NONMEM's),
+``NA``/``NaN``; an infinite value (``inf``) is refused as not finite (``LIMIT`` excepted).
+Rows whose first non-blank character is ``#`` or ``@`` are comments and skipped (NONMEM's
+``IGNORE=#``; a header row may start with one too); ``ignore="@"`` also skips rows starting
+with a letter (NONMEM's ``IGNORE=@``), ``ignore="C"`` those starting with ``C``.
+
+At equal times, a subject's doses are given before its observations are read (a dose at
+time 0 and a sample at time 0: the sample sees the dose in the depot). Records after the
 last observation are fine.
 """
 
@@ -69,7 +73,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._table import EventTableError, columns_from_csv, columns_from_frame, number, text_column
+from ._table import EventTableError, columns_from_file, columns_from_frame, number, text_column
 
 KNOWN = (
     "ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS", "CENS",
@@ -211,14 +215,22 @@ class EventData:
 
 
 def read_events(
-    source, n_states: int | None = None, categories: dict | None = None, drop=()
+    source,
+    n_states: int | None = None,
+    categories: dict | None = None,
+    drop=(),
+    sep: str | None = None,
+    names=None,
+    ignore: str | None = None,
 ) -> EventData:
     """Read a NONMEM-style event table (see the module docstring for the columns).
 
     Parameters
     ----------
-    source : path of a CSV file (header row, comma-separated) or a pandas ``DataFrame``
-        (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is optional)
+    source : path of a text file (a NONMEM data file as written: comma- or
+        whitespace-separated, a header row unless ``names`` is given) or a pandas
+        ``DataFrame`` (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is
+        optional)
     n_states : when given, doses into ``CMT > n_states`` are refused here (the fit checks
         against its model anyway)
     categories : ``{column: {text: code}}``: a text column's values as numbers (a
@@ -226,6 +238,16 @@ def read_events(
         one is refused, naming it (never dropped)
     drop : column names to leave out (NONMEM's ``$INPUT ... =DROP``), e.g. a free-text
         comment column
+    sep : a file's field separator: ``","`` (empty fields are missing; quotes as CSV),
+        ``"whitespace"`` (blanks and tabs) or None (default: comma-separated when the first
+        line holds a comma, else whitespace)
+    names : the column names of a file without a header row, in order (NONMEM's
+        ``$INPUT ID TIME AMT DV ...``); each row must have as many fields
+    ignore : rows whose first non-blank character is ``#`` or ``@`` are comments and
+        skipped; ``ignore="@"`` (NONMEM's ``IGNORE=@``) skips those starting with a letter
+        too (repeated header lines, a table file's title), another single character ``c``
+        (NONMEM's ``IGNORE=c``, e.g. ``"C"`` for a column of ``C`` flags) those starting
+        with it. Comment rows count in the row numbers of messages, blank lines do not
 
     Returns
     -------
@@ -249,11 +271,13 @@ def read_events(
     text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
-        header, cols, rows = columns_from_csv(source)
+        header, cols, rows = columns_from_file(source, sep, names, ignore)
     elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
-        header, cols, rows = columns_from_frame(source)
+        if sep is not None or names is not None:
+            raise TypeError("sep and names are read_events options for files, not DataFrames")
+        header, cols, rows = columns_from_frame(source, ignore)
     else:
-        raise TypeError("read_events takes a CSV path or a pandas DataFrame")
+        raise TypeError("read_events takes a file path or a pandas DataFrame")
     categories = {str(k).strip().upper(): v for k, v in (categories or {}).items()}
     if isinstance(drop, str):
         drop = [drop]
