@@ -44,9 +44,10 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
 - ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
   to the periodic steady state of this dose repeated every ``II`` (earlier doses are
-  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``
-  (superposition on the current state) and constant-infusion steady states (``AMT=0``,
-  ``RATE>0``) are not supported.
+  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``:
+  that steady state is added to the current state instead (superposition, NONMEM's
+  ``SS=2``: earlier doses are kept; for models linear in the states, which the objective
+  checks). Constant-infusion steady states (``AMT=0``, ``RATE>0``) are not supported.
 
 Covariates may change within a subject: a value holds from its record's time until the next
 change (last observation carried forward, as rxode2/nlmixr2 interpolate by default; NONMEM
@@ -99,7 +100,8 @@ class Dose:
     it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
     record (1-based data row; repeats from ``ADDL`` share their record's row).
     ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
-    the periodic steady state of this dose given every ``ss_interval``."""
+    the periodic steady state of this dose given every ``ss_interval``; with ``ss_add``
+    (``SS=2``) that steady state is added to the state instead."""
 
     time: float
     amount: float
@@ -107,6 +109,7 @@ class Dose:
     duration: float = 0.0
     row: int = 0
     ss_interval: float = 0.0
+    ss_add: bool = False
 
     @property
     def rate(self) -> float:
@@ -263,7 +266,7 @@ def read_events(
     observation, observations of one ``DVID`` (or, without ``DVID``, of the table) in several
     compartments, an observation without a ``DVID`` in a table with the column, a ``DVID``
     that is not a whole number, a compartment below 1 (or above
-    ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1, ``SS=1`` without ``II``
+    ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1/2, ``SS`` 1 or 2 without ``II``
     or with an infusion as long as ``II``, inconsistent ``RATE``/``DUR``, ``CENS`` other
     than 0/1/-1 or not on an observation, a ``LIMIT`` on the wrong side of ``DV`` or on an
     observed record, a subject whose records are not contiguous; and naming the column: a
@@ -536,10 +539,10 @@ def read_events(
         if a <= 0:
             raise EventTableError(f"{where}: a dose amount must be positive, got AMT {a:g}")
         ssr = 0.0 if math.isnan(ss[r]) else ss[r]
-        if ssr not in (0.0, 1.0):
+        if ssr not in (0.0, 1.0, 2.0):
             raise EventTableError(
                 f"{where}: SS={ssr:g} is not supported (0: none, 1: steady state that resets "
-                "the state; SS=2 superposition is not)"
+                "the state, 2: steady state added to the state)"
             )
         c = cmt[r]
         if math.isnan(c):
@@ -571,9 +574,9 @@ def read_events(
         if n_add > 0 and not step > 0:
             raise EventTableError(f"{where}: ADDL {int(n_add)} needs an interval II > 0")
         ss_ii = 0.0
-        if ssr == 1.0:
+        if ssr in (1.0, 2.0):
             if not step > 0:
-                raise EventTableError(f"{where}: a steady-state dose (SS=1) needs II > 0")
+                raise EventTableError(f"{where}: a steady-state dose (SS={ssr:g}) needs II > 0")
             if duration >= step:
                 raise EventTableError(
                     f"{where}: a steady-state infusion must be shorter than its interval "
@@ -582,7 +585,15 @@ def read_events(
             ss_ii = float(step)
         for k in range(int(n_add) + 1):
             cur["doses"].append(
-                Dose(t + k * step, a, int(c) - 1, duration, row, ss_ii if k == 0 else 0.0)
+                Dose(
+                    t + k * step,
+                    a,
+                    int(c) - 1,
+                    duration,
+                    row,
+                    ss_ii if k == 0 else 0.0,
+                    ssr == 2.0 and k == 0,
+                )  # fmt: skip
             )
     out = []
     for s in subjects:

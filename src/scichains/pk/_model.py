@@ -228,6 +228,7 @@ class PKModel:
             self.lag = L
             self.lagged_states = tuple(self.states.index(k) for k in lag)
         self._sens2 = None  # built on first use (a large phi system may never be)
+        self._linear = None
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
         m, p = len(self.phi), len(th)
@@ -260,6 +261,23 @@ class PKModel:
         travels: the generated code is made again (the same text: numba loads the compiled
         system from its cache) and the results are the same bit for bit."""
         return (_rebuild, (self._arguments,))
+
+    @property
+    def linear_in_states(self) -> bool:
+        """Whether the ODE is ``dx/dt = A(phi, t) x``: every equation linear in the states
+        without a term free of them (superposition holds: ``SS=2``)."""
+        if self._linear is None:
+            import sympy as sp
+
+            zero = {s: 0 for s in self.states}
+            self._linear = all(
+                sp.simplify(e.xreplace(zero)) == 0
+                and all(
+                    sp.simplify(sp.diff(e, a, b)) == 0 for a in self.states for b in self.states
+                )
+                for e in self.odes
+            )
+        return self._linear
 
     # ---------------------------------------------------------------- individual block
     def individual(self, theta, eta, cov):

@@ -215,6 +215,12 @@ class PopulationObjective(SubjectTerms):
                         f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with {why} "
                         "is not supported"
                     )
+                if d.ss_add and not model.linear_in_states:
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose added to the "
+                        "state (SS=2) needs a model linear in the states (dx/dt = A x, no "
+                        "zero-order or nonlinear terms: superposition); use SS=1"
+                    )
             ep = endpoint_rows(model, s)
             log = self._err.log_rows(ep, s.n_obs)
             if np.any(log & (s.dv <= 0)):

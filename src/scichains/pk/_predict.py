@@ -143,8 +143,10 @@ def predict_subject(sens, regimen, par, rtol, atol):
         for ls, boluses, r_before, r_after in groups:
             if ls == -3:
                 y = np.zeros(size)
-            elif ls == -2:
-                y = steady_state(sens, boluses[-1], cur, rtol, atol, subject)
+            elif ls == -2:  # SS=1 replaces the state, SS=2 adds to it, in record order
+                for d in boluses:
+                    ss = steady_state(sens, d, cur, rtol, atol, subject)
+                    y = y + ss if d.ss_add else ss
             elif ls < 0:
                 for s, amount in boluses:
                     sens.add_bolus(y, s, amount, cur)
@@ -188,7 +190,8 @@ def _check_saved(sol, n_saved, subject, a, b) -> None:
 
 
 def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
-    """The augmented state just before a steady-state dose (``SS=1``): the fixed point
+    """The augmented state just before a steady-state dose (``SS=1``; of that dose alone, which
+    ``SS=2`` adds to the state): the fixed point
     ``y = P(y)`` of ``P``, one interval ``II`` of this dose alone (bolus, or infusion then
     washout), from which the state's derivatives follow: the fixed point of the augmented
     map is the augmented fixed point.
