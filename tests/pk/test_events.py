@@ -88,7 +88,7 @@ def test_unknown_compartment_ss_addl_and_rate_errors(tmp_path):
     cases = [
         ("7,0,.,5,1,3,0,0,0,0,0\n", r"subject ID 7, row 1: CMT 3 is not a compartment", 2),
         ("7,0,.,5,1,0,0,0,0,0,0\n", r"subject ID 7, row 1: CMT 0 is not a compartment", None),
-        ("7,0,.,5,1,1,2,12,0,0,0\n", r"row 1: SS=2 is not supported", None),
+        ("7,0,.,5,1,1,3,12,0,0,0\n", r"row 1: SS=3 is not supported", None),
         ("7,0,.,5,1,1,1,0,0,0,0\n", r"row 1: a steady-state dose \(SS=1\) needs II > 0", None),
         ("7,0,.,5,1,1,1,12,0,0,12\n", r"row 1: a steady-state infusion must be shorter", None),
         ("7,0,.,5,1,1,0,0,2,0,0\n", r"row 1: ADDL 2 needs an interval II", None),
