@@ -166,6 +166,8 @@ def endpoint_rows(model, subject):
     have, data with ``DVID`` for a model with one expression, or several endpoints without
     ``DVID``."""
     dvids = model.dvids
+    if subject.n_obs == 0:
+        return None
     if subject.dvid is None:
         if dvids is not None and len(dvids) > 1:
             raise ValueError(

@@ -24,19 +24,17 @@ def gof_plot(table: dict, fig=None, endpoint=None):
         if key not in table:
             raise ValueError(f"the table needs a {key} column (from pk.residuals)")
     dvid = table.get("DVID")
+    present = [] if dvid is None else sorted({int(v) for v in np.asarray(dvid)})
     if endpoint is not None:
         if dvid is None:
             raise ValueError(
                 "endpoint is given but the table has no DVID column (a model with one endpoint)"
             )
-        present = sorted({int(v) for v in np.asarray(dvid)})
         if endpoint not in present:
             raise ValueError(f"the table has no rows of DVID {endpoint!r} (it has {present})")
         ids = [endpoint]
     else:
-        ids = [None] if dvid is None else sorted({int(v) for v in np.asarray(dvid)}) or [None]
-    if len(ids) == 1 and endpoint is None:
-        ids = [None]
+        ids = present if len(present) > 1 else [None]
     fig = fig or plt.figure(figsize=(9, 7) if len(ids) == 1 else (14, 3.4 * len(ids)))
     if len(ids) == 1:
         axes = fig.subplots(2, 2)
