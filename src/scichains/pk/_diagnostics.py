@@ -239,13 +239,13 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     ``C``), the convention of nlmixr2's tables (checked against one in the tests);
     ``decorrelate=True`` applies the symmetric ``C^-1/2`` within each subject instead. With
     the exponential error model every column is on the log scale.
+    ``pandas.DataFrame(residuals(...))`` makes it a table.
 
     Several endpoints (``PKModel(observe={dvid: ...})``): a ``DVID`` column gives each
     row's endpoint; each row's predictions are its endpoint's, its residual variance that
     of its endpoint's error model (its columns on the log scale where that is exponential),
     and ``C`` is the covariance of all the subject's observations, of every endpoint
     (select rows by ``DVID``; :func:`gof_plot` draws each endpoint apart).
-    ``pandas.DataFrame(residuals(...))`` makes it a table.
 
     Censored observations (``CENS`` 1 or -1; see :func:`read_events`): a row each, with
     ``CENS`` (the column is 0 on observed rows), ``DV`` the limit, ``PRED`` and ``IPRED``;
