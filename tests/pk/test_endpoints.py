@@ -228,6 +228,14 @@ def test_an_endpoint_without_rows_changes_nothing():
     assert f2 == f1
     np.testing.assert_array_equal(g2[:-1], g1)
     assert g2[-1] == 0.0
+    # a dict of one endpoint reads data without DVID as that endpoint's
+    single = pk.PKModel(
+        states=one.states, odes=one.odes, individual=dict(zip(one.phi, one.phi_exprs)),
+        theta=dict(zip(one.theta_symbols, X_TEST_THETA)), eta=one.eta, omega=OMEGA,
+        observe={1: one.observes[0]}, error={1: pk.Proportional(SD["conc"])},
+    )  # fmt: skip
+    assert single.dvids == (1,) and single.parameter_names()[-1] == "log_prop[1]"
+    assert pk.PopulationObjective(single, plain).value(single.pack()) == f1
     assert two.parameter_names()[-2:] == ["log_prop[1]", "log_add[2]"]
 
 
