@@ -55,7 +55,7 @@ def test_bad_censoring_records(tmp_path, row, match):
         read(tmp_path, "ID,TIME,DV,AMT,EVID,CENS,LIMIT\n1,0,.,100,1,0,.\n" + row + "\n")
 
 
-@pytest.mark.parametrize("column", ["DVID", "OCC", "BLQ", "LLOQ", "L2"])
+@pytest.mark.parametrize("column", ["OCC", "BLQ", "LLOQ", "L2"])
 def test_reserved_columns_are_refused_by_name_never_covariates(tmp_path, column):
     text = f"ID,TIME,DV,AMT,EVID,{column}\n1,0,.,100,1,1\n1,1,5,.,0,1\n"
     with pytest.raises(pk.EventTableError, match=f"column {column}: .*drop=\\['{column}'\\]"):
@@ -173,7 +173,7 @@ def test_amt_cmt_and_mdv_on_the_wrong_records_are_refused(tmp_path):
         read(tmp_path, "ID,TIME,DV,AMT,EVID,CMT\n1,0,.,100,1,1\n1,1,3,.,0,1.5\n")
     with pytest.raises(pk.EventTableError, match="row 1: MDV=0 on a dose record"):
         read(tmp_path, "ID,TIME,DV,AMT,EVID,MDV\n1,0,0,100,1,0\n1,1,3,.,0,0\n")
-    with pytest.raises(pk.EventTableError, match="EVID 3 is not supported"):
-        read(tmp_path, HEAD + "1,1,.,.,3\n")
-    with pytest.raises(pk.EventTableError, match="EVID 4 is not supported"):
-        read(tmp_path, HEAD + "1,1,.,100,4\n")
+    with pytest.raises(pk.EventTableError, match="EVID 5 is not supported"):
+        read(tmp_path, HEAD + "1,1,.,.,5\n")
+    with pytest.raises(pk.EventTableError, match="EVID 101 is not supported"):
+        read(tmp_path, HEAD + "1,1,.,100,101\n")

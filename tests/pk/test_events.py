@@ -71,7 +71,7 @@ def test_infusions_by_rate_or_duration_and_repeated_doses(tmp_path):
         ("1,0,.,5,1\n1,2,2,0,0\n1,1,2,0,0\n", r"subject ID 1, row 3: TIME 1 is earlier"),
         ("1,0,.,5,1\n1,1,.,0,0\n", r"subject ID 1, row 2: an observation record .* without a DV"),
         ("1,0,.,5,1\n2,1,2,0,0\n1,2,2,0,0\n", r"subject ID 1, row 3: .* not contiguous"),
-        ("1,0,.,5,3\n", r"subject ID 1, row 1: EVID 3 is not supported"),
+        ("1,0,.,5,3\n", r"subject ID 1, row 1: a reset record \(EVID 3\) with AMT 5"),
         ("1,0,.,5,101\n", r"EVID 101 is not supported"),
         (",0,.,5,1\n", r"row 1: the ID is missing"),
         ("1,x,.,5,1\n", r"row 1: column TIME holds 'x'"),
@@ -88,7 +88,7 @@ def test_unknown_compartment_ss_addl_and_rate_errors(tmp_path):
     cases = [
         ("7,0,.,5,1,3,0,0,0,0,0\n", r"subject ID 7, row 1: CMT 3 is not a compartment", 2),
         ("7,0,.,5,1,0,0,0,0,0,0\n", r"subject ID 7, row 1: CMT 0 is not a compartment", None),
-        ("7,0,.,5,1,1,2,12,0,0,0\n", r"row 1: SS=2 is not supported", None),
+        ("7,0,.,5,1,1,3,12,0,0,0\n", r"row 1: SS=3 is not supported", None),
         ("7,0,.,5,1,1,1,0,0,0,0\n", r"row 1: a steady-state dose \(SS=1\) needs II > 0", None),
         ("7,0,.,5,1,1,1,12,0,0,12\n", r"row 1: a steady-state infusion must be shorter", None),
         ("7,0,.,5,1,1,0,0,2,0,0\n", r"row 1: ADDL 2 needs an interval II", None),
@@ -111,7 +111,7 @@ def test_duplicate_and_missing_columns(tmp_path):
         pk.read_events(write(tmp_path, "ID,time,TIME\n1,0,0\n"))
     with pytest.raises(pk.EventTableError, match="needs an TIME column"):
         pk.read_events(write(tmp_path, "ID,DV\n1,0\n"))
-    with pytest.raises(TypeError, match="CSV path or a pandas DataFrame"):
+    with pytest.raises(TypeError, match="file path or a pandas DataFrame"):
         pk.read_events(42)
 
 

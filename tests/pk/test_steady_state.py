@@ -98,3 +98,100 @@ def test_steady_state_with_a_lag_is_refused(tmp_path):
     data = write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II\n5,0,.,300,1,1,12\n5,1,3,0,0,0,0\n")
     with pytest.raises(ValueError, match=r"subject ID 5, row 1: a steady-state dose .* lag"):
         pk.PopulationObjective(lag_model(), data)
+
+
+# ---------------------------------------------------------------- SS=2 (superposition)
+
+
+def _virtual_train(time, amount, dur, ii, n=400):
+    """The doses before a steady-state dose at ``time``: ``n`` more every ``ii`` back."""
+    return [(time - j * ii, amount, dur) for j in range(1, n + 1)]
+
+
+def test_ss2_adds_the_steady_state_to_the_current_state(tmp_path):
+    # IV (k = 0.15/h): 100 at 0, then SS=2 of 300 every 12 h at 24 h (bolus, subject 1) or of
+    # a 2 h infusion of 300 every 12 h (subject 2), a plain dose at 36 h. Before 24 h: the
+    # dose at 0 alone; after: it, the dose at 24 h and the 400 virtual doses before it
+    # (superposition), as closed forms; SS=1 at 24 h forgets the dose at 0
+    from .test_predict import iv_conc
+
+    rows = (
+        "{i},0,.,100,1,0,0,0\n{i},3,1,.,0,0,0,0\n{i},24,.,300,1,2,12,{dur}\n{i},24,1,.,0,0,0,0\n"
+        "{i},25,1,.,0,0,0,0\n{i},30,1,.,0,0,0,0\n{i},35.5,1,.,0,0,0,0\n{i},36,.,300,1,0,0,0\n"
+        "{i},40,1,.,0,0,0,0\n"
+    )
+    text = "ID,TIME,DV,AMT,EVID,SS,II,DUR\n" + rows.format(i=1, dur=0) + rows.format(i=2, dur=2)
+    data = write(tmp_path, text)
+    model = iv_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    cl, v = np.exp(model.theta0)
+    for s, p, dur in zip(data.subjects, obj.predict(model.pack()), (0.0, 2.0)):
+        real = [(0.0, 100.0, 0.0), (24.0, 300.0, dur), (36.0, 300.0, 0.0)]
+        ref = iv_conc(cl, v, real, s.times)
+        ref += np.where(
+            s.times >= 24, iv_conc(cl, v, _virtual_train(24.0, 300.0, dur, 12.0), s.times), 0
+        )
+        np.testing.assert_allclose(p, ref, rtol=1e-9)
+    # SS=1 at 24 h instead: the same less the dose at 0 from 24 h on
+    one = write(tmp_path, text.replace(",2,12,", ",1,12,"))
+    p1 = pk.PopulationObjective(model, one, rtol=1e-11, atol=1e-13).predict(model.pack())[0]
+    t = one.subjects[0].times
+    first = iv_conc(cl, v, [(0.0, 100.0, 0.0)], t)
+    p2 = obj.predict(model.pack())[0]
+    np.testing.assert_allclose(p2 - p1, np.where(t >= 24, first, 0), rtol=1e-7, atol=1e-12)
+    # oral: the depot's steady state is added too
+    oral = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II\n1,0,.,100,1,0,0\n1,3,1,.,0,0,0\n1,24,.,300,1,2,12\n"
+        "1,25,1,.,0,0,0\n1,30,1,.,0,0,0\n",
+    )
+    model = oral_model()
+    ka, cl, v = np.exp(model.theta0)
+    k = cl / v
+    t = oral.subjects[0].times
+    pred = pk.PopulationObjective(model, oral, rtol=1e-11, atol=1e-13).predict(model.pack())[0]
+    first = 100 * ka / (v * (ka - k)) * (np.exp(-k * t) - np.exp(-ka * t))
+    ref = first + np.where(t >= 24, oral_ss(ka, cl, v, 300, 12, t - 24), 0)
+    np.testing.assert_allclose(pred, ref, rtol=1e-9)
+
+
+def test_ofv_gradient_through_ss2(tmp_path):
+    data = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II\n"
+        "1,0,.,100,1,0,0\n1,2,3.0,.,0,0,0\n1,6,.,300,1,2,12\n1,7,15.0,.,0,0,0\n1,11,9.1,.,0,0,0\n"
+        "2,0,.,250,1,2,24\n2,1,7.0,.,0,0,0\n2,4,8.5,.,0,0,0\n2,23,2.6,.,0,0,0\n",
+    )
+    model = oral_model(omega=(0.3, 0.1, 0.05))
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    x = model.pack(theta=[0.4, 1.0, 3.5])
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+
+
+def test_ss2_needs_a_model_linear_in_the_states(tmp_path):
+    import sympy as sp
+
+    from .models import capacity_model
+
+    data = write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II\n5,0,.,300,1,2,12\n5,1,3,.,0,0,0\n")
+    with pytest.raises(ValueError, match=r"subject ID 5, row 1: .* \(SS=2\) needs a model linear"):
+        pk.PopulationObjective(capacity_model(), data)
+    # a zero-order production (turnover) breaks superposition too
+    x, kel, kin, tk, ek = sp.symbols("x kel kin tk eta_k")
+    turnover = pk.PKModel(
+        states=[x], odes=[kin - kel * x], individual={kel: sp.exp(tk + ek), kin: sp.exp(tk)},
+        theta={tk: -1.0}, eta=[ek], omega=[0.1], observe=x, error=pk.Additive(1.0),
+    )  # fmt: skip
+    assert not turnover.linear_in_states and iv_model().linear_in_states
+    with pytest.raises(ValueError, match=r"\(SS=2\) needs a model linear in the states"):
+        pk.PopulationObjective(turnover, data)
+    assert pk.PopulationObjective(iv_model(), data).regimens  # linear: accepted
+    with pytest.raises(pk.EventTableError, match=r"row 1: SS=3 is not supported"):
+        write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II\n5,0,.,300,1,3,12\n5,1,3,.,0,0,0\n")
+    with pytest.raises(pk.EventTableError, match=r"row 1: a steady-state dose \(SS=2\) needs II"):
+        write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II\n5,0,.,300,1,2,0\n5,1,3,.,0,0,0\n")

@@ -4,7 +4,8 @@ NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, ste
 doses, time-varying and categorical covariates, observations censored below or above a
 limit), nonlinear mixed-effects models written in SymPy
 (:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
-individual-parameter block, the ODE, the observation, a residual error model, bioavailability
+individual-parameter block, the ODE, the observation and its residual error model, or several
+endpoints selected by ``DVID`` with one each (joint PK/PD), bioavailability
 and lag times, :class:`Network` terms in the dynamics), and FOCE-I
 and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
 objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,

@@ -121,23 +121,28 @@ class CensoringPlan:
     """One subject's observations by kind, on the scale of the objective (``log`` with the
     exponential error model): ``normal`` (indices with a density), ``left`` (indices, upper
     limits), ``right`` (indices, lower limits), ``interval`` (indices, lower, upper),
-    ``truncation`` (indices, bounds: M4's ``y > 0``), as ``(idx, *limits)`` tuples."""
+    ``truncation`` (indices, bounds: M4's ``y > 0``), as ``(idx, *limits)`` tuples.
+
+    ``m4`` and ``log``: for all observations (bools) or each (``(n,)`` bools: several
+    endpoints, each with its own likelihood of censored observations and error model)."""
 
     __slots__ = ("normal", "left", "right", "interval", "truncation", "any")
 
-    def __init__(self, dv, cens, limit, m4: bool, log: bool):
+    def __init__(self, dv, cens, limit, m4, log):
         n = dv.size
         cens = np.zeros(n) if cens is None else np.asarray(cens, dtype=np.float64)
         limit = np.full(n, np.nan) if limit is None else np.asarray(limit, dtype=np.float64)
+        log = np.broadcast_to(np.asarray(log, dtype=bool), (n,))
+        m4 = np.broadcast_to(np.asarray(m4, dtype=bool), (n,)) & ~log  # M4 on y's own scale
         lower = np.where(cens == 1, limit, np.nan)
         upper = np.where(cens == -1, limit, np.nan)
-        if m4 and not log:
-            lower = np.where(cens == 1, np.fmax(np.nan_to_num(lower, nan=0.0), 0.0), lower)
+        lower = np.where((cens == 1) & m4, np.fmax(np.nan_to_num(lower, nan=0.0), 0.0), lower)
         with np.errstate(divide="ignore", invalid="ignore"):
-            if log:
-                dv = np.log(dv)
-                lower = np.where(np.isnan(lower), np.nan, np.log(np.fmax(lower, 0.0)))
-                upper = np.log(upper)
+            dv = np.where(log, np.log(np.where(log, dv, 1.0)), dv)
+            lower = np.where(
+                log & ~np.isnan(lower), np.log(np.fmax(np.where(log, lower, 1.0), 0.0)), lower
+            )
+            upper = np.where(log, np.log(np.where(log, upper, 1.0)), upper)
         lo_ok = np.isfinite(lower)
         hi_ok = np.isfinite(upper)
         idx = np.arange(n)
@@ -153,8 +158,5 @@ class CensoringPlan:
             np.concatenate([lower[i1], dv[i2]]),
             np.concatenate([dv[i1], upper[i2]]),
         )
-        if m4 and not log:
-            self.truncation = (idx, np.zeros(n))
-        else:
-            self.truncation = (idx[:0], np.zeros(0))
+        self.truncation = (idx[m4], np.zeros(int(m4.sum())))
         self.any = bool(np.any(cens != 0) or self.truncation[0].size)

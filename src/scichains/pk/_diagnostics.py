@@ -241,6 +241,12 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     the exponential error model every column is on the log scale.
     ``pandas.DataFrame(residuals(...))`` makes it a table.
 
+    Several endpoints (``PKModel(observe={dvid: ...})``): a ``DVID`` column gives each
+    row's endpoint; each row's predictions are its endpoint's, its residual variance that
+    of its endpoint's error model (its columns on the log scale where that is exponential),
+    and ``C`` is the covariance of all the subject's observations, of every endpoint
+    (select rows by ``DVID``; :func:`gof_plot` draws each endpoint apart).
+
     Censored observations (``CENS`` 1 or -1; see :func:`read_events`): a row each, with
     ``CENS`` (the column is 0 on observed rows), ``DV`` the limit, ``PRED`` and ``IPRED``;
     their residuals (``RES``, ``WRES``, ``IRES``, ``IWRES``, ``CWRES``) are NaN (an
@@ -267,14 +273,7 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     theta, om, _, log_sd = obj._unpack(x)
     etas = np.asarray(fit.etas, dtype=np.float64)
     cols = {k: [] for k in ("ID", "TIME", "DV", "PRED", "RES", "WRES", "IPRED", "IRES")}
-    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES", "CENS")})
-    errf = obj._errf
-    log = model.error.log_transform
-
-    def variance(f):
-        # the residual variance R(f): the generated l = (y - f)^2 / R + log R at y = f
-        ell = errf(f, f, log_sd)[0]
-        return np.exp(ell)
+    cols.update({k: [] for k in ("IWRES", "CPRED", "CWRES", "CENS", "DVID")})
 
     def whiten(C, r, ok):
         out = np.full(r.size, np.nan)
@@ -289,10 +288,12 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
     for i, s in enumerate(data.subjects):
         if s.n_obs == 0:
             continue
-        y = np.log(s.dv) if log else s.dv
+        ep = obj.endpoint[i]
+        log = obj._err.log_rows(ep, s.n_obs)
+        y = np.where(log, np.log(np.where(log, s.dv, 1.0)), s.dv)
         f0, G0, *_ = obj._predict(i, theta, np.zeros(model.q))
         f1, G1, *_ = obj._predict(i, theta, etas[i])
-        R0, R1 = variance(f0), variance(f1)
+        R0, R1 = obj._err.variance(f0, log_sd, ep), obj._err.variance(f1, log_sd, ep)
         cens = np.zeros(s.n_obs) if s.cens is None else np.asarray(s.cens, dtype=np.float64)
         ok = cens == 0
         nan = np.where(ok, 1.0, np.nan)
@@ -311,7 +312,12 @@ def residuals(model, data, fit, decorrelate: bool = False, **objective_kwargs) -
         cols["CPRED"].append(cpred)
         cols["CWRES"].append(cwres)
         cols["CENS"].append(cens)
+        if model.dvids is not None:
+            k = np.zeros(s.n_obs, dtype=np.int64) if ep is None else ep
+            cols["DVID"].append(np.asarray(model.dvids, dtype=np.int64)[k])
     out = {"ID": np.array(cols.pop("ID"))}
+    if model.dvids is None:
+        del cols["DVID"]
     for k, v in cols.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)
     return out

@@ -7,59 +7,80 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - ``TIME`` (required): time of the record; non-decreasing within a subject.
 - ``DV``: the observation (required on observation records).
 - ``AMT``: dose amount (dose records: finite and > 0).
-- ``EVID``: 0 observation, 1 dose, 2 other (ignored). Default: 1 where ``AMT > 0``, else 0.
-  Reset events (3, 4) are refused.
+- ``EVID``: 0 observation, 1 dose, 2 other (ignored), 3 reset, 4 reset and dose. Default: 1
+  where ``AMT > 0``, else 0. A reset at ``t`` sets every compartment (and every sensitivity)
+  to zero, as NONMEM's re-initialisation: an infusion of an earlier record still running at
+  ``t`` stops there, and the doses of earlier records due at or after ``t`` (``ADDL``
+  repeats, a bolus at ``t`` recorded before it) are not given; 4 then gives its own dose
+  (the record's ``AMT``, ``RATE``, ``II``, ``ADDL``, ``SS`` as for 1). Not supported, and
+  refused: ``TIME`` going back at a reset (NONMEM lets time restart there; here a subject's
+  times are one axis), an observation recorded before a reset at the same time (it would
+  see the state before it), ``AMT`` on an ``EVID`` 3 record (a reset and dose is 4), a reset
+  during a steady-state infusion, and (when the objective is made) resets with lag times.
 - ``MDV``: 1 marks a record whose ``DV`` is not an observation (default: 0 on observations;
   ``MDV=0`` on a dose record, a dose that is also an observation, is refused).
 - ``CMT``: the compartment a dose goes into, 1-based (state ``CMT - 1``; default 1).
-  Observations have one type (the model's observation function): their ``CMT`` may name
-  the observed compartment, one value for the whole table (several are refused: several
-  endpoints are not supported yet). ``AMT > 0`` on an observation record is refused.
+  On observation records ``CMT`` does not select anything: without ``DVID`` it may name the
+  observed compartment, one value for the whole table (several are refused: select the
+  endpoints with ``DVID``); with ``DVID``, one value per ``DVID`` (a table whose records of
+  one ``DVID`` name several compartments is refused). ``AMT > 0`` on an observation record
+  is refused.
+- ``DVID``: the endpoint of each observation record (a whole number; required on every
+  observation record of a table that has the column, ignored on doses): the model's
+  ``observe={dvid: expression}`` and ``error={dvid: ErrorModel}`` give each its prediction
+  and residual error (see :class:`PKModel`). A model with a single ``observe`` expression
+  refuses data with a ``DVID`` column, and a ``DVID`` the model does not have is refused
+  naming it and the subject, when the objective is made.
 - ``CENS``: 1 marks an observation below the limit of quantification, whose ``DV`` is that
   limit (the LLOQ; nlmixr2's and Monolix's convention), -1 one above its ``DV``; 0 or
   missing: observed. ``LIMIT``: the other end of a censored observation's interval (below
   ``DV`` for ``CENS=1``, above it for -1; missing or infinite, ``-inf`` or ``inf``: none); a
   finite ``LIMIT`` on an observed record (nlmixr2's M2) is refused. The fit's likelihood of
   censored observations: M3 (default) or M4, see :class:`PopulationObjective` (``blq``).
-- Reserved and not supported (refused by name, never read as covariates): ``DVID``,
-  ``OCC``, ``BLQ``, ``LLOQ``, ``L2``.
+- Reserved and not supported (refused by name, never read as covariates): ``OCC``, ``BLQ``,
+  ``LLOQ``, ``L2``.
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
 - ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
   to the periodic steady state of this dose repeated every ``II`` (earlier doses are
-  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``
-  (superposition on the current state) and constant-infusion steady states (``AMT=0``,
-  ``RATE>0``) are not supported.
+  forgotten, as NONMEM's ``SS=1``); a bolus, or an infusion shorter than ``II``. ``SS=2``:
+  that steady state is added to the current state instead (superposition, NONMEM's
+  ``SS=2``: earlier doses are kept; for models linear in the states, which the objective
+  checks). Constant-infusion steady states (``AMT=0``, ``RATE>0``) are not supported.
 
 Covariates may change within a subject: a value holds from its record's time until the next
 change (last observation carried forward, as rxode2/nlmixr2 interpolate by default; NONMEM
 uses the next record's value for the interval before it), a missing value keeps the previous
 one.
 
-Missing values: empty, ``.`` (NONMEM's), ``NA``/``NaN``; an infinite value (``inf``) is refused
-as not finite (``LIMIT`` excepted). Rows whose first field starts with ``#`` or ``@`` are
-comments and skipped (NONMEM's ``IGNORE=#``/``IGNORE=@``; a header row may start with one
-too). At equal times, a subject's doses are given before its observations are read (a dose
-at time 0 and a sample at time 0: the sample sees the dose in the depot). Records after the
+Files as NONMEM reads them: comma- or whitespace-separated (``sep``), with a header row or
+the names given (``names``, NONMEM's ``$INPUT``). Missing values: empty, ``.`` (NONMEM's),
+``NA``/``NaN``; an infinite value (``inf``) is refused as not finite (``LIMIT`` excepted).
+Rows whose first non-blank character is ``#`` or ``@`` are comments and skipped (NONMEM's
+``IGNORE=#``; a header row may start with one too); ``ignore="@"`` also skips rows starting
+with a letter (NONMEM's ``IGNORE=@``), ``ignore="C"`` those starting with ``C``.
+
+At equal times, a subject's doses are given before its observations are read (a dose at
+time 0 and a sample at time 0: the sample sees the dose in the depot). Records after the
 last observation are fine.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._table import EventTableError, columns_from_file, columns_from_frame, number, text_column
+
 KNOWN = (
     "ID", "TIME", "DV", "AMT", "EVID", "MDV", "CMT", "RATE", "DUR", "II", "ADDL", "SS", "CENS",
-    "LIMIT",
+    "LIMIT", "DVID",
 )  # fmt: skip
 UNSUPPORTED = {
-    "DVID": "several endpoints (DVID) are not supported yet: the model has one observation",
     "OCC": "occasions (OCC, inter-occasion variability) are not supported yet",
     "BLQ": (
         "a BLQ flag is not read: mark censored observations CENS=1 with DV = the LLOQ "
@@ -71,11 +92,6 @@ UNSUPPORTED = {
     ),
     "L2": "NONMEM's L2 data item (records of one level) is not supported",
 }
-COMMENT = ("#", "@")
-
-
-class EventTableError(ValueError):
-    """A record of an event table that cannot be used; the message names subject and row."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,8 @@ class Dose:
     it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
     record (1-based data row; repeats from ``ADDL`` share their record's row).
     ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
-    the periodic steady state of this dose given every ``ss_interval``."""
+    the periodic steady state of this dose given every ``ss_interval``; with ``ss_add``
+    (``SS=2``) that steady state is added to the state instead."""
 
     time: float
     amount: float
@@ -92,6 +109,7 @@ class Dose:
     duration: float = 0.0
     row: int = 0
     ss_interval: float = 0.0
+    ss_add: bool = False
 
     @property
     def rate(self) -> float:
@@ -121,6 +139,10 @@ class Subject:
     limit : the other end of a censored observation's interval, shape ``(n_obs,)``
         (``LIMIT``: ``(limit, dv)`` for ``cens`` 1, ``(dv, limit)`` for -1; NaN or infinite:
         none); None: no limits
+    dvid : the ``DVID`` (endpoint) of each observation, int64, shape ``(n_obs,)``; None when
+        the table has no ``DVID`` column
+    resets : the times of the subject's reset events (``EVID`` 3 and 4), ascending; the
+        doses before each are already cut there (``doses`` holds what is given)
     n_obs : the number of observations
     n_censored : the number of censored observations
     """
@@ -135,6 +157,8 @@ class Subject:
     covariate_history: tuple = ()
     cens: np.ndarray | None = None
     limit: np.ndarray | None = None
+    dvid: np.ndarray | None = None
+    resets: tuple = ()
 
     @property
     def n_obs(self) -> int:
@@ -170,6 +194,15 @@ class EventData:
         """The number of censored observations (``CENS`` not 0)."""
         return sum(s.n_censored for s in self.subjects)
 
+    @property
+    def dvids(self) -> tuple | None:
+        """The ``DVID`` values of the observations (sorted, each once), or None when the
+        subjects have none (no ``DVID`` column)."""
+        if all(s.dvid is None for s in self.subjects):
+            return None
+        vals = [s.dvid for s in self.subjects if s.dvid is not None]
+        return tuple(int(v) for v in np.unique(np.concatenate(vals))) if vals else ()
+
     def __len__(self) -> int:
         return len(self.subjects)
 
@@ -184,105 +217,23 @@ class EventData:
                     )
 
 
-def _number(text, column, row):
-    if text is None:
-        return math.nan
-    if isinstance(text, (int, float, np.integer, np.floating)):
-        return float(text)
-    s = str(text).strip()
-    if s in ("", ".", "NA", "NaN", "nan", "NAN"):
-        return math.nan
-    try:
-        return float(s)
-    except ValueError:
-        raise EventTableError(f"row {row}: column {column} holds {s!r}, not a number") from None
-
-
-def _comment(value) -> bool:
-    return isinstance(value, str) and value.lstrip().startswith(COMMENT)
-
-
-def _columns_from_csv(path):
-    """``(header, columns, rows)``: ``rows`` the 1-based data row of each record kept (blank
-    lines are not counted, comment rows are, and are skipped)."""
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-            while not any(x.strip() for x in header):
-                header = next(reader)
-        except StopIteration:
-            raise EventTableError(f"{path}: the file is empty") from None
-        records = [r for r in reader if any(x.strip() for x in r)]
-    if header and _comment(header[0]):
-        header = [header[0].lstrip()[1:], *header[1:]]
-    kept, rows = [], []
-    for i, r in enumerate(records, start=1):
-        if _comment(r[0]):
-            continue
-        if len(r) != len(header):
-            raise EventTableError(
-                f"row {i}: {len(r)} fields but the header has {len(header)} columns"
-            )
-        kept.append(r)
-        rows.append(i)
-    return header, [[r[j] for r in kept] for j in range(len(header))], rows
-
-
-def _columns_from_frame(df):
-    header = [str(c) for c in df.columns]
-    cols = [list(df[c].to_numpy()) for c in df.columns]
-    keep = [i for i in range(len(cols[0]) if cols else 0) if not _comment(cols[0][i])]
-    return header, [[c[i] for i in keep] for c in cols], [i + 1 for i in keep]
-
-
-def _text_column(name, values, rows, categories):
-    """The codes of a text column with ``categories[name]`` (a dict text -> number),
-    missing values NaN; refused by name without one."""
-    texts = sorted({str(v).strip() for v in values if _number_or_none(v) is None})
-    if name not in categories:
-        shown = ", ".join(repr(t) for t in texts[:5]) + (", ..." if len(texts) > 5 else "")
-        raise EventTableError(
-            f"column {name} holds text ({shown}): give its codes, read_events(..., "
-            f"categories={{'{name}': {{{texts[0]!r}: 0, ...}}}}), or leave it out "
-            f"(drop=['{name}'])"
-        )
-    codes = categories[name]
-    out = np.empty(len(values))
-    for k, (v, row) in enumerate(zip(values, rows)):
-        t = str(v).strip() if v is not None else ""
-        if (
-            v is None
-            or t in ("", ".", "NA", "NaN", "nan", "NAN")
-            or (isinstance(v, float) and math.isnan(v))
-        ):
-            out[k] = math.nan
-        elif t in codes:
-            out[k] = float(codes[t])
-        else:
-            raise EventTableError(
-                f"row {row}: column {name} holds {t!r}, which categories['{name}'] does not "
-                f"code (it codes {sorted(codes)})"
-            )
-    return out
-
-
-def _number_or_none(v):
-    try:
-        return _number(v, "", 0)
-    except EventTableError:
-        return None
-
-
 def read_events(
-    source, n_states: int | None = None, categories: dict | None = None, drop=()
+    source,
+    n_states: int | None = None,
+    categories: dict | None = None,
+    drop=(),
+    sep: str | None = None,
+    names=None,
+    ignore: str | None = None,
 ) -> EventData:
     """Read a NONMEM-style event table (see the module docstring for the columns).
 
     Parameters
     ----------
-    source : path of a CSV file (header row, comma-separated) or a pandas ``DataFrame``
-        (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is optional)
+    source : path of a text file (a NONMEM data file as written: comma- or
+        whitespace-separated, a header row unless ``names`` is given) or a pandas
+        ``DataFrame`` (anything with ``columns`` and ``df[c].to_numpy()``; pandas itself is
+        optional)
     n_states : when given, doses into ``CMT > n_states`` are refused here (the fit checks
         against its model anyway)
     categories : ``{column: {text: code}}``: a text column's values as numbers (a
@@ -290,6 +241,16 @@ def read_events(
         one is refused, naming it (never dropped)
     drop : column names to leave out (NONMEM's ``$INPUT ... =DROP``), e.g. a free-text
         comment column
+    sep : a file's field separator: ``","`` (empty fields are missing; quotes as CSV),
+        ``"whitespace"`` (blanks and tabs) or None (default: comma-separated when the first
+        line holds a comma, else whitespace)
+    names : the column names of a file without a header row, in order (NONMEM's
+        ``$INPUT ID TIME AMT DV ...``); each row must have as many fields
+    ignore : rows whose first non-blank character is ``#`` or ``@`` are comments and
+        skipped; ``ignore="@"`` (NONMEM's ``IGNORE=@``) skips those starting with a letter
+        too (repeated header lines, a table file's title), another single character ``c``
+        (NONMEM's ``IGNORE=c``, e.g. ``"C"`` for a column of ``C`` flags) those starting
+        with it. Comment rows count in the row numbers of messages, blank lines do not
 
     Returns
     -------
@@ -300,21 +261,26 @@ def read_events(
     EventTableError (a ``ValueError``) naming the subject ID and the 1-based data row: a
     missing or non-positive dose amount, a time earlier than the subject's previous record, a
     missing ``TIME``/``ID``, a missing ``DV`` on an observation, a value that is not finite
-    (``inf``), an unknown ``EVID`` (3 and 4 included), ``MDV=0`` on a dose, ``AMT`` on an
-    observation, observations in several compartments, a compartment below 1 (or above
-    ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1, ``SS=1`` without ``II``
+    (``inf``), an unknown ``EVID``, a reset that is not supported (see ``EVID`` above),
+    ``MDV=0`` on a dose, ``AMT`` on an
+    observation, observations of one ``DVID`` (or, without ``DVID``, of the table) in several
+    compartments, an observation without a ``DVID`` in a table with the column, a ``DVID``
+    that is not a whole number, a compartment below 1 (or above
+    ``n_states``), ``ADDL`` without ``II``, ``SS`` other than 0/1/2, ``SS`` 1 or 2 without ``II``
     or with an infusion as long as ``II``, inconsistent ``RATE``/``DUR``, ``CENS`` other
     than 0/1/-1 or not on an observation, a ``LIMIT`` on the wrong side of ``DV`` or on an
     observed record, a subject whose records are not contiguous; and naming the column: a
-    reserved column that is not supported (``DVID``, ``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
+    reserved column that is not supported (``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
     text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
-        header, cols, rows = _columns_from_csv(source)
+        header, cols, rows = columns_from_file(source, sep, names, ignore)
     elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
-        header, cols, rows = _columns_from_frame(source)
+        if sep is not None or names is not None:
+            raise TypeError("sep and names are read_events options for files, not DataFrames")
+        header, cols, rows = columns_from_frame(source, ignore)
     else:
-        raise TypeError("read_events takes a CSV path or a pandas DataFrame")
+        raise TypeError("read_events takes a file path or a pandas DataFrame")
     categories = {str(k).strip().upper(): v for k, v in (categories or {}).items()}
     if isinstance(drop, str):
         drop = [drop]
@@ -352,14 +318,14 @@ def read_events(
         if name == "ID":
             continue
         if name in categories:
-            num[name] = _text_column(name, values, rows, categories)
+            num[name] = text_column(name, values, rows, categories)
             continue
         try:
-            num[name] = np.array([_number(v, name, row) for v, row in zip(values, rows)])
+            num[name] = np.array([number(v, name, row) for v, row in zip(values, rows)])
         except EventTableError:
             if name in KNOWN:
                 raise
-            num[name] = _text_column(name, values, rows, categories)  # refuses
+            num[name] = text_column(name, values, rows, categories)  # refuses
         bad = np.flatnonzero(np.isinf(num[name]))
         if bad.size and name != "LIMIT":
             k = int(bad[0])
@@ -375,7 +341,9 @@ def read_events(
     time, dv, amt = col("TIME", math.nan), col("DV", math.nan), col("AMT", 0.0)
     cens, limit = col("CENS", 0.0), col("LIMIT", math.nan)
     has_cens = "CENS" in num or "LIMIT" in num
-    obs_cmt = {}  # observed compartment -> first row
+    has_dvid = "DVID" in num
+    dvid = col("DVID", math.nan)
+    obs_cmt = {}  # (DVID or None, observed compartment) -> first row
     mdv, cmt, rate = col("MDV", math.nan), col("CMT", 1.0), col("RATE", 0.0)
     dur, ii, addl, ss = col("DUR", 0.0), col("II", 0.0), col("ADDL", 0.0), col("SS", 0.0)
     if "EVID" in num:
@@ -428,11 +396,20 @@ def read_events(
                 "history": [],
                 "cens": [],
                 "limit": [],
+                "dvid": [],
+                "resets": [],
             }
             subjects.append(cur)
         t = time[r]
         if not math.isfinite(t):
             raise EventTableError(f"{where}: TIME is missing or not finite")
+        e = evid[r]
+        if t < cur["last"] and e in (3.0, 4.0):
+            raise EventTableError(
+                f"{where}: TIME {t:g} goes back at a reset (EVID {e:g}; the previous record is "
+                f"at {cur['last']:g}): NONMEM lets time restart at a reset, here a subject's "
+                "times are one axis (give the times after the reset on it)"
+            )
         if t < cur["last"]:
             raise EventTableError(
                 f"{where}: TIME {t:g} is earlier than the subject's previous record "
@@ -449,11 +426,10 @@ def read_events(
             changed = True
         if changed:
             cur["history"].append((float(t), row, dict(cur["now"])))
-        e = evid[r]
-        if e not in (0.0, 1.0, 2.0):
+        if e not in (0.0, 1.0, 2.0, 3.0, 4.0):
             raise EventTableError(
-                f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other; "
-                "reset events 3/4 and rxode2 codes such as 101 are not)"
+                f"{where}: EVID {e:g} is not supported (0 observation, 1 dose, 2 other, 3 "
+                "reset, 4 reset and dose; rxode2 codes such as 101 are not)"
             )
         ce = 0.0 if math.isnan(cens[r]) else cens[r]
         if ce not in (0.0, 1.0, -1.0):
@@ -466,6 +442,18 @@ def read_events(
                 f"{where}: CENS {ce:g} on a record that is not an observation (EVID {e:g}"
                 f"{', MDV 1' if mdv[r] == 1.0 else ''})"
             )
+        if e in (3.0, 4.0):
+            _reset(cur, t, where, e)
+            if e == 3.0:
+                a = amt[r]
+                if math.isfinite(a) and a != 0:
+                    raise EventTableError(
+                        f"{where}: a reset record (EVID 3) with AMT {a:g}: a reset and dose is "
+                        "EVID 4"
+                    )
+                if mdv[r] == 0.0:
+                    raise EventTableError(f"{where}: MDV=0 on a reset record (EVID 3)")
+                continue
         if e == 2.0:
             continue
         if e == 0.0:
@@ -481,18 +469,39 @@ def read_events(
                 raise EventTableError(
                     f"{where}: an observation record (EVID 0) without a DV; set MDV=1 to skip it"
                 )
+            d_id = None
+            if has_dvid:
+                d_id = dvid[r]
+                if math.isnan(d_id):
+                    raise EventTableError(
+                        f"{where}: an observation record without a DVID (the table has a DVID "
+                        "column: give every observation its endpoint)"
+                    )
+                if not float(d_id).is_integer():
+                    raise EventTableError(
+                        f"{where}: DVID {d_id:g} is not an endpoint number (a whole number)"
+                    )
+                d_id = int(d_id)
             c = cmt[r]
             if not math.isnan(c):
                 if not (c >= 1 and float(c).is_integer()):
                     raise EventTableError(
                         f"{where}: CMT {c:g} is not a compartment number (1, 2, ...)"
                     )
-                obs_cmt.setdefault(int(c), where)
-                if len(obs_cmt) > 1:
-                    (c1, w1), (c2, w2) = list(obs_cmt.items())[:2]
+                obs_cmt.setdefault((d_id, int(c)), where)
+                same = [(k, w) for k, w in obs_cmt.items() if k[0] == d_id]
+                if len(same) > 1:
+                    ((_, c1), w1), ((_, c2), w2) = same[:2]
+                    if d_id is None:
+                        raise EventTableError(
+                            f"observations in compartments {c1} ({w1}) and {c2} ({w2}): CMT on "
+                            "observation records does not select an endpoint; give the table a "
+                            "DVID column and the model observe={dvid: expression, ...}"
+                        )
                     raise EventTableError(
-                        f"observations in compartments {c1} ({w1}) and {c2} ({w2}): several "
-                        "endpoints are not supported yet (the model has one observation)"
+                        f"observations of DVID {d_id} in compartments {c1} ({w1}) and {c2} "
+                        f"({w2}): the endpoint of an observation is its DVID, so the records of "
+                        "one DVID name one compartment"
                     )
             lim = limit[r]
             if ce == 0.0 and math.isfinite(lim):
@@ -516,6 +525,7 @@ def read_events(
             cur["rows"].append(row)
             cur["cens"].append(ce)
             cur["limit"].append(lim)
+            cur["dvid"].append(d_id)
             continue
         if mdv[r] == 0.0:
             raise EventTableError(
@@ -529,10 +539,10 @@ def read_events(
         if a <= 0:
             raise EventTableError(f"{where}: a dose amount must be positive, got AMT {a:g}")
         ssr = 0.0 if math.isnan(ss[r]) else ss[r]
-        if ssr not in (0.0, 1.0):
+        if ssr not in (0.0, 1.0, 2.0):
             raise EventTableError(
                 f"{where}: SS={ssr:g} is not supported (0: none, 1: steady state that resets "
-                "the state; SS=2 superposition is not)"
+                "the state, 2: steady state added to the state)"
             )
         c = cmt[r]
         if math.isnan(c):
@@ -564,9 +574,9 @@ def read_events(
         if n_add > 0 and not step > 0:
             raise EventTableError(f"{where}: ADDL {int(n_add)} needs an interval II > 0")
         ss_ii = 0.0
-        if ssr == 1.0:
+        if ssr in (1.0, 2.0):
             if not step > 0:
-                raise EventTableError(f"{where}: a steady-state dose (SS=1) needs II > 0")
+                raise EventTableError(f"{where}: a steady-state dose (SS={ssr:g}) needs II > 0")
             if duration >= step:
                 raise EventTableError(
                     f"{where}: a steady-state infusion must be shorter than its interval "
@@ -575,7 +585,15 @@ def read_events(
             ss_ii = float(step)
         for k in range(int(n_add) + 1):
             cur["doses"].append(
-                Dose(t + k * step, a, int(c) - 1, duration, row, ss_ii if k == 0 else 0.0)
+                Dose(
+                    t + k * step,
+                    a,
+                    int(c) - 1,
+                    duration,
+                    row,
+                    ss_ii if k == 0 else 0.0,
+                    ssr == 2.0 and k == 0,
+                )  # fmt: skip
             )
     out = []
     for s in subjects:
@@ -592,9 +610,36 @@ def read_events(
                 covariate_history=tuple(s["history"]),
                 cens=np.array(s["cens"], dtype=np.float64) if has_cens else None,
                 limit=np.array(s["limit"], dtype=np.float64) if has_cens else None,
+                dvid=np.array(s["dvid"], dtype=np.int64) if has_dvid else None,
+                resets=tuple(s["resets"]),
             )
         )
     return EventData(out, covariates)
+
+
+def _reset(cur, t, where, e) -> None:
+    """A reset at ``t`` of the subject being read: the doses recorded so far cut there (an
+    infusion running at ``t`` ends at ``t``, those due at or after ``t`` are not given)."""
+    if cur["t"] and cur["t"][-1] == t:
+        raise EventTableError(
+            f"{where}: a reset (EVID {e:g}) at the time of an observation recorded before it: "
+            "here an observation sees the events at its time, so it would see the reset; give "
+            "the observation its own time, or record it after the reset"
+        )
+    kept = []
+    for d in cur["doses"]:
+        if d.time >= t:
+            continue
+        if d.duration > 0 and d.time + d.duration > t:
+            if d.ss_interval > 0:
+                raise EventTableError(
+                    f"{where}: a reset (EVID {e:g}) during the steady-state infusion of row "
+                    f"{d.row} is not supported"
+                )
+            d = Dose(d.time, d.rate * (t - d.time), d.state, t - d.time, d.row)
+        kept.append(d)
+    cur["doses"] = kept
+    cur["resets"].append(float(t))
 
 
 def theophylline() -> EventData:

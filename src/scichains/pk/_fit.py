@@ -36,7 +36,8 @@ class FitResult:
     :class:`PopulationObjective`); ``x``: the estimated vector (see
     :meth:`PKModel.pack`); ``theta`` (name -> value, the scale the model writes them on),
     ``omega`` (``(q, q)`` covariance of the random effects), ``sd`` (error model name ->
-    standard deviation); ``etas`` (``(N, q)``, the EBEs, subjects in data order);
+    standard deviation; several endpoints: ``"prop[2]"``, ... see :class:`PKModel`);
+    ``etas`` (``(N, q)``, the EBEs, subjects in data order);
     ``success``/``status``/``message`` from the optimiser (``status`` 0: converged, 1: the
     iteration limit, 2: no lower point found along the search direction; the estimates are
     its best point either way, and :func:`fit` warns (:class:`FitWarning`) when ``success``
@@ -127,7 +128,8 @@ def fit(
         name is a typical value (its symbol or name; value on the model's scale), a random
         effect of a diagonal omega (its variance), ``"omega"`` (the whole omega: a ``(q,
         q)`` matrix or ``q`` variances), a residual error parameter (``"add"``, ``"prop"``,
-        ...: its standard deviation) or a :class:`Network`'s name (all its weights).
+        ...: its standard deviation; with several endpoints ``"prop[2]"``, the name with the
+        endpoint's ``DVID``) or a :class:`Network`'s name (all its weights).
         ``ValueError`` for an unknown or ambiguous name, one element of a full omega, or a
         value that is not valid. Fixed entries drop out of the optimisation (and out of
         :func:`covariance`); ``FitResult.fixed`` names them
@@ -319,7 +321,7 @@ def fit(
         x=xb.copy(),
         theta={str(k): float(v) for k, v in zip(model.theta_symbols, theta)},
         omega=om,
-        sd={k: float(v) for k, v in zip(model.error.names, sd)},
+        sd={k: float(v) for k, v in zip(model.error_names, sd)},
         etas=best["etas"].copy(),
         success=success,
         status=int(res.status),
@@ -411,7 +413,7 @@ def fixed_entries(model, fix, x):
     p, q, no = model.p, model.q, model.n_omega
     thetas = [str(s) for s in model.theta_symbols]
     etas = [str(e) for e in model.eta]
-    errors = list(model.error.names)
+    errors = list(model.error_names)
     nets = {net.name: net for net in getattr(model, "networks", ())}
     for key, value in items:
         name = str(key)

@@ -51,7 +51,7 @@ def _finite(ev: _Eval) -> bool:
 class SubjectTerms:
     """The per-subject methods of :class:`~._objective.PopulationObjective` (a mixin: it
     uses the objective's ``model``, ``data``, ``regimens``, ``cov``, ``pieces``, ``plans``,
-    ``_errf``, ``rtol``, ``atol``, ``inner_tol`` and ``inner_maxiter``)."""
+    ``endpoint``, ``_err``, ``rtol``, ``atol``, ``inner_tol`` and ``inner_maxiter``)."""
 
     def _predict(self, i, theta, eta, third=False):
         """Predictions of subject ``i`` and derivatives along eta and theta (transformed
@@ -65,7 +65,7 @@ class SubjectTerms:
         sens = model.sensitivities(3) if third else model.sens
         phi, pe, pt, pee, pet = model.individual(theta, eta, self.cov[i])
         y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
-        obs = sens.observe(y, phi)
+        obs = sens.observe(y, phi, self.endpoint[i])
         g, g1, g2 = obs[0], obs[1], obs[2]
         G = g1 @ pe  # (n, q)
         Ft = g1 @ pt  # (n, p)
@@ -101,54 +101,33 @@ class SubjectTerms:
         pars = np.array(pars)
         y = predict_subject(sens, self.regimens[i], pars, self.rtol, self.atol)
         obs_piece = np.searchsorted(times, self.data.subjects[i].times, side="right")
-        return sens.observe_directions(y, pars[obs_piece])
+        return sens.observe_directions(y, pars[obs_piece], self.endpoint[i])
 
     def _log_transform(self, i, g, G, Ft, Hf, B, Tf, Tt, third):
-        model = self.model
-        if model.error.log_transform:
-            if np.any(g <= 0):
-                j = int(np.argmin(g))
-                raise PKSolveError(
-                    f"subject ID {self.regimens[i].subject.id}: prediction {g[j]:g} at time "
-                    f"{self.regimens[i].subject.times[j]:g} is not positive (exponential error)"
-                )
-            # derivatives of log f from those of f (f_a, f_ab, f_abc: eta or theta indices)
-            g_ = g[:, None, None]
-            if third:
-                three = (
-                    np.einsum("jab,jc->jabc", Hf, G)
-                    + np.einsum("jac,jb->jabc", Hf, G)
-                    + np.einsum("jbc,ja->jabc", Hf, G)
-                )
-                Tf = (
-                    Tf / g_[..., None]
-                    - three / g_[..., None] ** 2
-                    + 2 * np.einsum("ja,jb,jc->jabc", G, G, G) / g_[..., None] ** 3
-                )
-                three = (
-                    np.einsum("jab,jp->jabp", Hf, Ft)
-                    + np.einsum("jap,jb->jabp", B, G)
-                    + np.einsum("jbp,ja->jabp", B, G)
-                )
-                Tt = (
-                    Tt / g_[..., None]
-                    - three / g_[..., None] ** 2
-                    + 2 * np.einsum("ja,jb,jp->jabp", G, G, Ft) / g_[..., None] ** 3
-                )
-            Hf = Hf / g_ - np.einsum("jq,jr->jqr", G, G) / g_**2
-            B = B / g_ - np.einsum("jq,jp->jqp", G, Ft) / g_**2
-            G = G / g[:, None]
-            Ft = Ft / g[:, None]
-            g = np.log(g)
-        return g, G, Ft, Hf, B, Tf, Tt
+        """The rows of endpoints with an exponential error model on the log scale."""
+        log = self._err.log_rows(self.endpoint[i], g.size)
+        if not np.any(log):
+            return g, G, Ft, Hf, B, Tf, Tt
+        s = self.regimens[i].subject
+        if np.all(log):
+            return _to_log(s.id, s.times, g, G, Ft, Hf, B, Tf, Tt, third)
+        out = [
+            None if a is None else np.array(a, dtype=np.float64) for a in (g, G, Ft, Hf, B, Tf, Tt)
+        ]
+        part = [None if a is None else a[log] for a in out]
+        for a, b in zip(out, _to_log(s.id, s.times[log], *part, third)):
+            if a is not None:
+                a[log] = b
+        return tuple(out)
 
     def _evaluate(self, i, theta, eta, oinv, log_sd, third=False):
         ev = _Eval()
         s = self.data.subjects[i]
         f, G, Ft, Hf, B, Tf, Tt = self._predict(i, theta, eta, third)
-        yv = np.log(s.dv) if self.model.error.log_transform else s.dv
-        plan = self.plans[i]
-        terms = self._errf(yv, f, log_sd) if plan is None else self._terms(plan, yv, f, log_sd)
+        ep = self.endpoint[i]
+        log = self._err.log_rows(ep, s.n_obs)
+        yv = np.log(s.dv) if np.all(log) else np.where(log, np.log(np.where(log, s.dv, 1.0)), s.dv)
+        terms = self._err.terms(self.plans[i], ep, yv, f, log_sd)
         ell, ell_f, ell_ff = terms[0], terms[1], terms[2]
         w = terms[5]
         ev.L = float(np.sum(ell) + eta @ oinv @ eta)
@@ -158,28 +137,6 @@ class SubjectTerms:
         ev.f, ev.G, ev.Hf, ev.Ft, ev.B, ev.terms = f, G, Hf, Ft, B, terms
         ev.Tf, ev.Tt = Tf, Tt
         return ev
-
-    def _terms(self, plan, yv, f, log_sd):
-        """The per-observation terms (as :meth:`ErrorModel.functions` gives them) of a
-        subject with censored observations or M4's truncation: each kind from its own
-        generated functions (see :mod:`._censoring`), truncation terms added."""
-        n, r = f.size, self.model.r
-        out = [np.zeros(n), np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros((n, r))]
-        out += [np.zeros(n), np.zeros(n), np.zeros((n, r)), np.zeros(n), np.zeros((n, r))]
-        err = self.model.error
-        groups = [(plan.normal, self._errf, (yv[plan.normal],))]
-        groups.append((plan.left[0], err.censored_functions("left"), plan.left[1:]))
-        groups.append((plan.right[0], err.censored_functions("right"), plan.right[1:]))
-        groups.append((plan.interval[0], err.censored_functions("interval"), plan.interval[1:]))
-        groups.append(
-            (plan.truncation[0], err.censored_functions("truncation"), plan.truncation[1:])
-        )
-        for idx, fn, limits in groups:
-            if idx.size == 0:
-                continue
-            for k, v in enumerate(fn(*limits, f[idx], log_sd)):
-                out[k][idx] += v
-        return tuple(out)
 
     def _inner(self, i, theta, oinv, log_sd, eta0):
         """Newton's method on ``L_i`` from ``eta0`` (exact Hessian when positive definite,
@@ -253,3 +210,42 @@ class SubjectTerms:
             f"subject ID {sid}: the EBE did not converge in "
             f"{self.inner_maxiter} iterations (gradient {np.max(np.abs(ev.gL)):.3g})"
         )
+
+
+def _to_log(sid, times, g, G, Ft, Hf, B, Tf, Tt, third):
+    """Predictions ``log f`` and their derivatives from those of ``f`` (every row)."""
+    if np.any(g <= 0):
+        j = int(np.argmin(g))
+        raise PKSolveError(
+            f"subject ID {sid}: prediction {g[j]:g} at time {times[j]:g} is not positive "
+            "(exponential error)"
+        )
+    # derivatives of log f from those of f (f_a, f_ab, f_abc: eta or theta indices)
+    g_ = g[:, None, None]
+    if third:
+        three = (
+            np.einsum("jab,jc->jabc", Hf, G)
+            + np.einsum("jac,jb->jabc", Hf, G)
+            + np.einsum("jbc,ja->jabc", Hf, G)
+        )
+        Tf = (
+            Tf / g_[..., None]
+            - three / g_[..., None] ** 2
+            + 2 * np.einsum("ja,jb,jc->jabc", G, G, G) / g_[..., None] ** 3
+        )
+        three = (
+            np.einsum("jab,jp->jabp", Hf, Ft)
+            + np.einsum("jap,jb->jabp", B, G)
+            + np.einsum("jbp,ja->jabp", B, G)
+        )
+        Tt = (
+            Tt / g_[..., None]
+            - three / g_[..., None] ** 2
+            + 2 * np.einsum("ja,jb,jp->jabp", G, G, Ft) / g_[..., None] ** 3
+        )
+    Hf = Hf / g_ - np.einsum("jq,jr->jqr", G, G) / g_**2
+    B = B / g_ - np.einsum("jq,jp->jqp", G, Ft) / g_**2
+    G = G / g[:, None]
+    Ft = Ft / g[:, None]
+    g = np.log(g)
+    return g, G, Ft, Hf, B, Tf, Tt

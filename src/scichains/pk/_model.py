@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._error import ErrorModel
+from ._endpoints import endpoint_spec, error_names
 from ._sensitivity import Sensitivities
 
 
@@ -34,9 +34,15 @@ class PKModel:
     omega : initial covariance of ``eta``: a vector of ``q`` variances (a diagonal omega,
         estimated as such) or a ``(q, q)`` symmetric positive-definite matrix (a full omega)
     observe : SymPy expression of the prediction in the states and individual parameters
-        (e.g. ``center / v``)
+        (e.g. ``center / v``); or, for several endpoints (a joint PK/PD model, parent and
+        metabolite), a dict ``{dvid: expression}`` keyed by the ``DVID`` of their observation
+        records (:func:`read_events`), e.g. ``{1: center / v, 2: emax * c / (ec50 + c)}``
     error : an :class:`ErrorModel` (``Additive``, ``Proportional``, ``Combined``,
-        ``Exponential``) with the initial standard deviation(s)
+        ``Exponential``) with the initial standard deviation(s); with several endpoints a dict
+        with the same keys, one error model each (``ValueError`` naming an endpoint without
+        one): each endpoint has its own standard deviations (named ``prop[2]``, ``add[1]``,
+        ...: the error model's names with the endpoint's ``DVID``), its own log transform
+        (``Exponential``) and its own censored observations
     covariates : SymPy symbols used in ``individual``; their names, upper-cased, are the event
         table's covariate columns (``WT`` for the symbol ``wt`` or ``WT``)
     t : the time symbol, if ``odes`` depend on time
@@ -63,7 +69,12 @@ class PKModel:
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
     triangle with the diagonal as ``log L_kk`` (a diagonal omega: ``log`` of the standard
-    deviations only); the error model's standard deviations as logs.
+    deviations only); the error model's standard deviations as logs (several endpoints:
+    each endpoint's in turn, in the order of ``observe``; ``error_names`` names them).
+
+    Attributes of several endpoints: ``dvids`` (the endpoints' ``DVID`` values in order, or
+    None for a single ``observe`` expression), ``observes`` and ``errors`` (each endpoint's
+    expression and error model, lists also for one), ``error_names``.
     """
 
     def __init__(
@@ -75,7 +86,7 @@ class PKModel:
         eta,
         omega,
         observe,
-        error: ErrorModel,
+        error,
         covariates=(),
         t=None,
         bioavailability: dict | None = None,
@@ -110,13 +121,15 @@ class PKModel:
                 theta.update(zip(net.theta_symbols, net.weights0))
                 sub.update(zip(net.outputs, net.expressions))
             self.odes = [e.xreplace(sub) for e in self.odes]
-            observe = sp.sympify(observe).xreplace(sub)
+            if isinstance(observe, dict):
+                observe = {k: sp.sympify(e).xreplace(sub) for k, e in observe.items()}
+            else:
+                observe = sp.sympify(observe).xreplace(sub)
         if len(self.odes) != len(self.states):
             raise ValueError(f"{len(self.states)} states but {len(self.odes)} equations")
         if not isinstance(theta, dict) or not theta:
             raise TypeError("theta must be a non-empty dict {symbol: initial value}")
-        if not isinstance(error, ErrorModel):
-            raise TypeError("error must be an ErrorModel instance, e.g. Additive(0.7)")
+        self.dvids, observes, self.errors = endpoint_spec(observe, error)
         self.phi = list(individual)
         self.phi_exprs = [sp.sympify(individual[k]) for k in self.phi]
         self.theta_symbols = list(theta)
@@ -124,7 +137,8 @@ class PKModel:
         self.eta = list(eta)
         self.covariates = list(covariates)
         self.error = error
-        self.observe = sp.sympify(observe)
+        self.observe = observe if self.dvids is not None else sp.sympify(observe)
+        self.observes = [sp.sympify(e) for e in observes]
         self.t = t
         q = len(self.eta)
         if q == 0:
@@ -168,9 +182,13 @@ class PKModel:
                     f"equation {a} uses {sorted(map(str, extra))}: neither states, individual "
                     "parameters nor t (write typical values and etas into `individual`)"
                 )
-        extra = self.observe.free_symbols - set(self.states) - set(self.phi)
-        if extra:
-            raise ValueError(f"the observation uses unknown symbols {sorted(map(str, extra))}")
+        for k, e in enumerate(self.observes):
+            extra = e.free_symbols - set(self.states) - set(self.phi)
+            if extra:
+                which = "" if self.dvids is None else f" of endpoint {self.dvids[k]}"
+                raise ValueError(
+                    f"the observation{which} uses unknown symbols {sorted(map(str, extra))}"
+                )
         self.covariate_names = [str(c).upper() for c in self.covariates]
         self.bioavailability = None
         if bioavailability:
@@ -210,6 +228,7 @@ class PKModel:
             self.lag = L
             self.lagged_states = tuple(self.states.index(k) for k in lag)
         self._sens2 = None  # built on first use (a large phi system may never be)
+        self._linear = None
         # the individual-parameter block and its derivatives (NumPy, generated once)
         th, et = self.theta_symbols, self.eta
         m, p = len(self.phi), len(th)
@@ -231,7 +250,8 @@ class PKModel:
         }
         self.n, self.m, self.p, self.q = len(self.states), m, p, q
         self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
-        self.r = len(error.names)
+        self.error_names = error_names(self.dvids, self.errors)
+        self.r = len(self.error_names)
         self.size = p + self.n_omega + self.r
 
     def __reduce__(self):
@@ -241,6 +261,23 @@ class PKModel:
         travels: the generated code is made again (the same text: numba loads the compiled
         system from its cache) and the results are the same bit for bit."""
         return (_rebuild, (self._arguments,))
+
+    @property
+    def linear_in_states(self) -> bool:
+        """Whether the ODE is ``dx/dt = A(phi, t) x``: every equation linear in the states
+        without a term free of them (superposition holds: ``SS=2``)."""
+        if self._linear is None:
+            import sympy as sp
+
+            zero = {s: 0 for s in self.states}
+            self._linear = all(
+                sp.simplify(e.xreplace(zero)) == 0
+                and all(
+                    sp.simplify(sp.diff(e, a, b)) == 0 for a in self.states for b in self.states
+                )
+                for e in self.odes
+            )
+        return self._linear
 
     # ---------------------------------------------------------------- individual block
     def individual(self, theta, eta, cov):
@@ -282,7 +319,7 @@ class PKModel:
                 self.states,
                 self.phi,
                 self.odes,
-                self.observe,
+                self.observes,
                 t=self.t,
                 bioavailability=self.bioavailability,
                 lag=self.lag,
@@ -310,7 +347,7 @@ class PKModel:
                 self.states,
                 self.phi,
                 self.odes,
-                self.observe,
+                self.observes,
                 t=self.t,
                 order=3,
                 bioavailability=self.bioavailability,
@@ -329,7 +366,7 @@ class PKModel:
                 self.states,
                 self.phi,
                 self.odes,
-                self.observe,
+                self.observes,
                 t=self.t,
                 order=order,
                 bioavailability=self.bioavailability,
@@ -376,7 +413,14 @@ class PKModel:
         om = self.omega0 if omega is None else np.asarray(omega, dtype=np.float64)
         if om.ndim == 1:
             om = np.diag(om)
-        sd = self.error.initial if sd is None else np.asarray(sd, dtype=np.float64)
+        if sd is None:
+            sd = np.concatenate([e.initial for e in self.errors])
+        sd = np.asarray(sd, dtype=np.float64)
+        if sd.shape != (self.r,):
+            raise ValueError(
+                f"sd must hold the {self.r} standard deviation(s) {self.error_names}, got "
+                f"shape {sd.shape}"
+            )
         if self.omega_diagonal:
             w = 0.5 * np.log(np.diag(om))
         else:
@@ -405,7 +449,7 @@ class PKModel:
                     names.append(
                         f"log_L({self.eta[i]})" if i == j else f"L({self.eta[i]},{self.eta[j]})"
                     )
-        names += [f"log_{n}" for n in self.error.names]
+        names += [f"log_{n}" for n in self.error_names]
         return names
 
 
@@ -461,8 +505,8 @@ def _arguments(
         "theta": copied(theta),
         "eta": list(eta),
         "omega": np.array(omega) if isinstance(omega, np.ndarray) else omega,
-        "observe": observe,
-        "error": error,
+        "observe": copied(observe),
+        "error": copied(error),
         "covariates": list(covariates),
         "t": t,
         "bioavailability": copied(bio),

@@ -34,14 +34,17 @@ import numpy as np
 
 from ..parallel import _executor as ex
 from ._censoring import CensoringPlan
+from ._endpoints import ErrorTerms, blq_by_endpoint, endpoint_rows
 from ._inner import InnerFailure, SubjectTerms
 from ._outer_gradient import focei_gradient, laplace_gradient
 from ._predict import Regimen, predict_subject
 from ._remote import chunks_for
 
 
-def drop_censored(data):
-    """``data`` without its censored observations (M1)."""
+def drop_censored(data, model=None, kinds=None):
+    """``data`` without its censored observations (M1); with ``model`` and ``kinds`` (the
+    likelihood of each endpoint's, :func:`blq_by_endpoint`), only those of the endpoints
+    whose kind is ``"m1"``."""
     from ._events import EventData, Subject
 
     if data.n_censored == 0:
@@ -52,11 +55,16 @@ def drop_censored(data):
             out.append(s)
             continue
         keep = s.cens == 0
+        if kinds is not None:
+            ep = endpoint_rows(model, s)
+            m1 = np.array([k == "m1" for k in kinds])
+            keep |= ~(m1[0] if ep is None else m1[ep])
         limit = None if s.limit is None else s.limit[keep]
+        dvid = None if s.dvid is None else s.dvid[keep]
         out.append(
             Subject(
                 s.id, s.doses, s.times[keep], s.dv[keep], s.rows[keep], s.covariates,
-                s.covariate_changes, s.covariate_history, s.cens[keep], limit,
+                s.covariate_changes, s.covariate_history, s.cens[keep], limit, dvid, s.resets,
             )
         )  # fmt: skip
     return EventData(out, data.covariates)
@@ -103,7 +111,15 @@ class PopulationObjective(SubjectTerms):
         Gauss-Newton one (the curvature of its ``-2 log`` probability in the standardised
         limits times the square of their derivatives in ``f``, over 2); Laplace uses its
         exact second derivative. ``n_obs``: the observations fitted, ``n_density``: those
-        with a density (``-2 log L = OFV + n_density log 2 pi``)
+        with a density (``-2 log L = OFV + n_density log 2 pi``). Several endpoints: one
+        kind for all, or a dict ``{dvid: kind}`` (endpoints not named: ``"m3"``)
+
+    Several endpoints (``PKModel(observe={dvid: ...}, error={dvid: ...})``): each observation
+    is predicted by its ``DVID``'s expression and enters with its endpoint's error model;
+    ``endpoint``: per subject, each observation's endpoint (its index in ``model.dvids``), or
+    None for a model with one. ``ValueError`` for data with a ``DVID`` column and a model
+    with one ``observe`` expression, a ``DVID`` the model does not have (naming it and the
+    subject), and a model with several endpoints and data without ``DVID``.
 
     ``value(x)``, ``value_and_grad(x)`` (``x`` as :meth:`PKModel.pack` lays it out). The EBEs
     of the last evaluation are ``etas`` (``(N, q)``) and start the next one (warm start, as
@@ -130,11 +146,10 @@ class PopulationObjective(SubjectTerms):
         block: int = 4,
         blq: str = "m3",
     ):
-        if blq not in ("m1", "m3", "m4"):
-            raise ValueError(f"blq must be 'm1', 'm3' or 'm4', got {blq!r}")
-        self.blq = blq
-        if blq == "m1":
-            data = drop_censored(data)
+        kinds = blq_by_endpoint(model, blq)
+        self.blq = dict(blq) if isinstance(blq, dict) else blq
+        if "m1" in kinds:
+            data = drop_censored(data, model, kinds)
         if method not in ("focei", "laplace"):
             raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
         if sensitivities not in ("auto", "phi", "directions"):
@@ -155,7 +170,9 @@ class PopulationObjective(SubjectTerms):
                 f"the model uses covariates {missing} that the data lack (it has "
                 f"{list(data.covariates)})"
             )
+        self._err = ErrorTerms(model.errors)
         self.cov = []
+        self.endpoint = []  # per subject: None (one endpoint) or each observation's endpoint
         self.plans = []  # per subject: None (every observation has a density) or its plan
         self.pieces = []  # per subject: None, or (change times (K-1,), covariates (K, c))
         names = model.covariate_names
@@ -185,6 +202,12 @@ class PopulationObjective(SubjectTerms):
             if piece is None and sensitivities == "directions":
                 piece = (np.zeros(0), np.array([vals], dtype=np.float64))
             self.pieces.append(piece)
+            if s.resets and model.lag is not None:
+                raise ValueError(
+                    f"subject ID {s.id}: reset events (EVID 3/4) with lag times are not "
+                    "supported (whether a lagged dose arrives before a reset would depend on "
+                    "the parameters)"
+                )
             for d in s.doses:
                 if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
                     why = "a lag time" if model.t is None else "a time-dependent ODE"
@@ -192,20 +215,30 @@ class PopulationObjective(SubjectTerms):
                         f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with {why} "
                         "is not supported"
                     )
-            if model.error.log_transform and np.any(s.dv <= 0):
-                j = int(np.argmin(s.dv))
+                if d.ss_add and not model.linear_in_states:
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose added to the "
+                        "state (SS=2) needs a model linear in the states (dx/dt = A x, no "
+                        "zero-order or nonlinear terms: superposition); use SS=1"
+                    )
+            ep = endpoint_rows(model, s)
+            log = self._err.log_rows(ep, s.n_obs)
+            if np.any(log & (s.dv <= 0)):
+                j = int(np.flatnonzero(log & (s.dv <= 0))[0])
                 raise ValueError(
                     f"subject ID {s.id}, row {s.rows[j]}: the exponential error model needs "
                     f"positive observations, got DV {s.dv[j]:g}"
                 )
             self.cov.append(np.array(vals, dtype=np.float64))
-            plan = CensoringPlan(s.dv, s.cens, s.limit, blq == "m4", model.error.log_transform)
+            self.endpoint.append(ep)
+            m4 = np.array([k == "m4" for k in kinds])
+            m4 = m4[0] if ep is None else m4[ep]
+            plan = CensoringPlan(s.dv, s.cens, s.limit, m4, log)
             self.plans.append(plan if plan.any else None)
         self.regimens = [
             Regimen(s, model.n, model.lagged_states, () if pc is None else pc[0])
             for s, pc in zip(data.subjects, self.pieces)
         ]
-        self._errf = model.error.functions()
         self.etas = np.zeros((len(data.subjects), model.q))
         self.n_obs = data.n_obs
         self.n_density = data.n_obs - sum(
@@ -268,7 +301,7 @@ class PopulationObjective(SubjectTerms):
             if self.pieces[i] is None:
                 phi = self.model.individual(theta, etas[i], self.cov[i])[0]
                 y = predict_subject(sens, self.regimens[i], phi, self.rtol, self.atol)
-                out.append(sens.observe(y, phi)[0].copy())
+                out.append(sens.observe(y, phi, self.endpoint[i])[0].copy())
                 continue
             times, covs = self.pieces[i]
             rows = np.searchsorted(times, s.times, side="right")
@@ -281,11 +314,11 @@ class PopulationObjective(SubjectTerms):
                     ]
                 )
                 y = predict_subject(dsens, self.regimens[i], pars, self.rtol, self.atol)
-                out.append(dsens.observe_directions(y, pars[rows])[0].copy())
+                out.append(dsens.observe_directions(y, pars[rows], self.endpoint[i])[0].copy())
                 continue
             phis = np.array([self.model.individual(theta, etas[i], c)[0] for c in covs])
             y = predict_subject(sens, self.regimens[i], phis, self.rtol, self.atol)
-            out.append(sens.observe(y, phis[rows])[0].copy())
+            out.append(sens.observe(y, phis[rows], self.endpoint[i])[0].copy())
         return out
 
     def value(self, x) -> float:

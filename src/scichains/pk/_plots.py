@@ -9,22 +9,52 @@ import numpy as np
 from ._objective import PopulationObjective
 
 
-def gof_plot(table: dict, fig=None):
+def gof_plot(table: dict, fig=None, endpoint=None):
     """Four panels from a :func:`residuals` table: DV vs PRED, DV vs IPRED (with the line of
     identity), CWRES vs TIME and CWRES vs PRED (with zero). Censored observations (``CENS``
     not 0) are drawn at their limit with another marker in the first two and have no CWRES.
-    Returns the matplotlib figure (a new one unless ``fig`` is given)."""
+
+    A table of several endpoints (a ``DVID`` column with more than one value): a row of the
+    four panels per endpoint, titled by its ``DVID``; ``endpoint`` (a ``DVID``) draws that
+    endpoint's rows alone (``ValueError`` for a ``DVID`` the table does not hold, or without a
+    ``DVID`` column). Returns the matplotlib figure (a new one unless ``fig`` is given)."""
     import matplotlib.pyplot as plt
 
     for key in ("DV", "PRED", "IPRED", "CWRES", "TIME"):
         if key not in table:
             raise ValueError(f"the table needs a {key} column (from pk.residuals)")
-    fig = fig or plt.figure(figsize=(9, 7))
-    axes = fig.subplots(2, 2)
+    dvid = table.get("DVID")
+    present = [] if dvid is None else sorted({int(v) for v in np.asarray(dvid)})
+    if endpoint is not None:
+        if dvid is None:
+            raise ValueError(
+                "endpoint is given but the table has no DVID column (a model with one endpoint)"
+            )
+        if endpoint not in present:
+            raise ValueError(f"the table has no rows of DVID {endpoint!r} (it has {present})")
+        ids = [endpoint]
+    else:
+        ids = present if len(present) > 1 else [None]
+    fig = fig or plt.figure(figsize=(9, 7) if len(ids) == 1 else (14, 3.4 * len(ids)))
+    if len(ids) == 1:
+        axes = fig.subplots(2, 2)
+        rows = [(axes[0], axes[1])]
+    else:
+        axes = np.atleast_2d(fig.subplots(len(ids), 4))
+        rows = [(ax[:2], ax[2:]) for ax in axes]
+    for (top, bottom), k in zip(rows, ids):
+        sel = slice(None) if k is None else np.asarray(dvid) == k
+        part = {key: np.asarray(v)[sel] for key, v in table.items() if key != "ID"}
+        _gof_panels(top, bottom, part, None if k is None else f"DVID {k}")
+    fig.tight_layout()
+    return fig
+
+
+def _gof_panels(top, bottom, table, title):
     dv = np.asarray(table["DV"])
     cens = np.asarray(table.get("CENS", np.zeros(dv.size)))
     seen = cens == 0
-    for ax, key in zip(axes[0], ("PRED", "IPRED")):
+    for ax, key in zip(top, ("PRED", "IPRED")):
         x = np.asarray(table[key])
         ax.scatter(x[seen], dv[seen], s=10, alpha=0.7)
         if not np.all(seen):  # censored: at their limit, marked apart
@@ -32,17 +62,20 @@ def gof_plot(table: dict, fig=None):
                 x[~seen], dv[~seen], s=14, marker="x", color="C3", label="censored (DV: limit)"
             )
             ax.legend(fontsize=8)
-        lim = [min(x.min(), dv.min()), max(x.max(), dv.max())]
-        ax.plot(lim, lim, "k--", lw=1)
+        if dv.size:
+            lim = [min(x.min(), dv.min()), max(x.max(), dv.max())]
+            ax.plot(lim, lim, "k--", lw=1)
         ax.set_xlabel(key)
         ax.set_ylabel("DV")
-    for ax, key in zip(axes[1], ("TIME", "PRED")):
+        if title:
+            ax.set_title(title, fontsize=9)
+    for ax, key in zip(bottom, ("TIME", "PRED")):
         ax.scatter(table[key], table["CWRES"], s=10, alpha=0.7)
         ax.axhline(0.0, color="k", lw=1, ls="--")
         ax.set_xlabel(key)
         ax.set_ylabel("CWRES")
-    fig.tight_layout()
-    return fig
+        if title:
+            ax.set_title(title, fontsize=9)
 
 
 @dataclass
@@ -75,6 +108,9 @@ class VPC:
     simulated_below_median, simulated_below_low, simulated_below_high : the median and
         ``ci`` interval over the replicates of that fraction, shape ``(n_bins,)``
     cens : the data's ``CENS`` of each observation, shape ``(n_obs,)``
+    endpoint : the ``DVID`` of the endpoint checked (``vpc(..., endpoint=)``), or None (a
+        model with one endpoint); ``times``, ``dv``, ``lloq`` and ``cens`` then hold its
+        observations only
     """
 
     percentiles: tuple
@@ -93,6 +129,7 @@ class VPC:
     simulated_below_low: np.ndarray | None = None
     simulated_below_high: np.ndarray | None = None
     cens: np.ndarray | None = None
+    endpoint: int | None = None
 
     def plot(self, ax=None):
         """Observed data and percentiles (lines) over the simulated intervals (bands);
@@ -125,7 +162,7 @@ class VPC:
                 self.centers, self.observed[:, k], color=color, lw=1.5, label=f"observed P{pct:g}"
             )
         ax.set_xlabel("TIME")
-        ax.set_ylabel("DV")
+        ax.set_ylabel("DV" if self.endpoint is None else f"DV (DVID {self.endpoint})")
         ax.legend(fontsize=8)
         return ax
 
@@ -172,19 +209,24 @@ def simulate(model, data, x, n: int, seed=0, **objective_kwargs) -> np.ndarray:
     obj = PopulationObjective(model, data, **objective_kwargs)
     _, om, _ = model.unpack(x)
     log_sd = np.asarray(x, dtype=np.float64)[model.p + model.n_omega :]
-    errf = obj._errf
     rng = np.random.default_rng(seed)
     L = np.linalg.cholesky(om)
     N = len(data.subjects)
+    n_obs = [s.n_obs for s in data.subjects]
+    # each observation's endpoint (one endpoint: 0) and whether it is on the log scale
+    ep = np.concatenate(
+        [np.zeros(k, np.int64) if e is None else e for k, e in zip(n_obs, obj.endpoint)]
+    ).astype(np.int64)
+    log = obj._err.log[ep]
     out = np.empty((n, data.n_obs))
     for r in range(n):
         etas = rng.standard_normal((N, model.q)) @ L.T
         f = np.concatenate(obj.predict(x, etas))
-        if model.error.log_transform:
-            f = np.log(f)
-        sd = np.sqrt(np.exp(errf(f, f, log_sd)[0]))  # l(y=f) = log R
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(log, np.log(np.where(log, f, 1.0)), f)
+        sd = np.sqrt(obj._err.variance(f, log_sd, ep))
         y = f + sd * rng.standard_normal(f.size)
-        out[r] = np.exp(y) if model.error.log_transform else y
+        out[r] = np.where(log, np.exp(np.where(log, y, 0.0)), y)
     return out
 
 
@@ -198,6 +240,7 @@ def vpc(
     ci=0.95,
     seed=0,
     lloq=None,
+    endpoint=None,
     **objective_kwargs,
 ) -> VPC:
     """A visual predictive check of ``fit``: ``n_sim`` replicates of the data simulated with
@@ -224,6 +267,12 @@ def vpc(
         observation's LLOQ) enter the percentiles at the LLOQ, a percentile at or below the
         bin's LLOQ is not shown (NaN), and the fraction below it is compared per bin (see
         :class:`VPC`)
+    endpoint : the ``DVID`` of the endpoint to check, required for a model with several
+        (``PKModel(observe={dvid: ...})``: percentiles of a concentration and an effect
+        together mean nothing; ``ValueError`` without it, or for a ``DVID`` the model does
+        not have): its observations alone are binned and compared, the simulations being
+        those of every endpoint. ``lloq`` per observation then holds one value per
+        observation of the data (all endpoints), of which the endpoint's are used
     **objective_kwargs : options of :class:`PopulationObjective` for the simulations
 
     Returns a :class:`VPC`.
@@ -234,6 +283,17 @@ def vpc(
     cens = np.concatenate(
         [np.zeros(s.n_obs) if s.cens is None else np.asarray(s.cens) for s in data.subjects]
     )
+    rows = _endpoint_selection(model, data, endpoint)
+    if rows is not None:
+        times, dv, cens = times[rows], dv[rows], cens[rows]
+        if lloq is not None and np.ndim(lloq) > 0:
+            lloq = np.asarray(lloq, dtype=np.float64)
+            if lloq.shape != rows.shape:
+                raise ValueError(
+                    f"lloq must be a number or one value per observation of the data "
+                    f"({rows.size}), got shape {lloq.shape}"
+                )
+            lloq = lloq[rows]
     if lloq is None and np.any(cens == 1):
         lloq = np.where(cens == 1, dv, np.min(dv[cens == 1]))
     if lloq is not None:
@@ -248,6 +308,8 @@ def vpc(
     which = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, edges.size - 2)
     nb = edges.size - 1
     sims = simulate(model, data, x, n_sim, seed=seed, **objective_kwargs)
+    if rows is not None:
+        sims = sims[:, rows]
     pct = np.asarray(percentiles, dtype=np.float64)
     observed = np.full((nb, pct.size), np.nan)
     med = np.full((nb, pct.size), np.nan)
@@ -288,4 +350,29 @@ def vpc(
         tuple(percentiles), ci, edges, centers, observed, med, low, high, times, dv,
         lloq=lloq, observed_below=below[0], simulated_below_median=below[1],
         simulated_below_low=below[2], simulated_below_high=below[3], cens=cens,
+        endpoint=endpoint,
     )  # fmt: skip
+
+
+def _endpoint_selection(model, data, endpoint):
+    """The observations (a mask over all of ``data``'s) of the endpoint ``endpoint`` (a
+    ``DVID``), or None for a model with one endpoint and no ``endpoint``."""
+    dvids = getattr(model, "dvids", None)
+    if endpoint is None:
+        if dvids is not None and len(dvids) > 1:
+            raise ValueError(
+                f"the model has endpoints {list(dvids)}: give vpc(..., endpoint=dvid) (a VPC "
+                "compares one endpoint's observations)"
+            )
+        return None
+    if dvids is None or endpoint not in dvids:
+        have = "one endpoint (no DVID)" if dvids is None else f"endpoints {list(dvids)}"
+        raise ValueError(f"endpoint {endpoint!r} is not an endpoint of the model (it has {have})")
+    ids = [
+        np.full(s.n_obs, dvids[0], dtype=np.int64) if s.dvid is None else s.dvid
+        for s in data.subjects
+    ]
+    rows = np.concatenate(ids) == endpoint if ids else np.zeros(0, dtype=bool)
+    if not np.any(rows):
+        raise ValueError(f"the data have no observations of DVID {endpoint}")
+    return rows

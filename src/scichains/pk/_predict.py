@@ -29,7 +29,8 @@ class Regimen:
     events and observations. :meth:`plan` returns ``(a, b, groups, rates (n,), obs_idx)``
     with ``groups`` a list of ``(lag_state, boluses [(state, amount)], rates_before,
     rates_after)``, ``lag_state = -1`` for the doses without a lag (``-2``: a steady-state
-    reset, ``(-2, [Dose], None, None)``, before the doses at that time), and a last entry
+    reset, ``(-2, [Dose], None, None)``, before the doses at that time; ``-3``: a reset event,
+    ``EVID`` 3/4, ``(-3, [], None, None)``, before everything else at its time), and a last entry
     ``piece``: the index of the individual parameters in effect (``changes``: the times at
     which piece ``1, 2, ...`` starts, time-varying covariates; every change is a cut).
     """
@@ -61,6 +62,8 @@ class Regimen:
             return []
         t_end = float(times[-1])
         events = []  # (time, lag_state, state, bolus amount, rate change)
+        for tr in getattr(subject, "resets", ()):
+            events.append((tr, -3, 0, 0.0, 0.0))
         for d in subject.doses:
             if d.ss_interval > 0:
                 # reset to the steady state first (lag_state -2 sorts before the doses)
@@ -91,6 +94,9 @@ class Regimen:
                 mine = [e for e in here if e[1] == ls]
                 if ls == -2:
                     groups.append((-2, [e[3] for e in mine], None, None))
+                    continue
+                if ls == -3:
+                    groups.append((-3, [], None, None))
                     continue
                 before = r.copy()
                 for e in mine:
@@ -135,8 +141,12 @@ def predict_subject(sens, regimen, par, rtol, atol):
     for a, b, groups, rates, sel, piece in regimen.plan(lags):
         cur = pars[piece]
         for ls, boluses, r_before, r_after in groups:
-            if ls == -2:
-                y = steady_state(sens, boluses[-1], cur, rtol, atol, subject)
+            if ls == -3:
+                y = np.zeros(size)
+            elif ls == -2:  # SS=1 replaces the state, SS=2 adds to it, in record order
+                for d in boluses:
+                    ss = steady_state(sens, d, cur, rtol, atol, subject)
+                    y = y + ss if d.ss_add else ss
             elif ls < 0:
                 for s, amount in boluses:
                     sens.add_bolus(y, s, amount, cur)
@@ -180,7 +190,8 @@ def _check_saved(sol, n_saved, subject, a, b) -> None:
 
 
 def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
-    """The augmented state just before a steady-state dose (``SS=1``): the fixed point
+    """The augmented state just before a steady-state dose (``SS=1``; of that dose alone, which
+    ``SS=2`` adds to the state): the fixed point
     ``y = P(y)`` of ``P``, one interval ``II`` of this dose alone (bolus, or infusion then
     washout), from which the state's derivatives follow: the fixed point of the augmented
     map is the augmented fixed point.
