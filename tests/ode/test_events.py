@@ -325,3 +325,22 @@ def test_plain_python_condition_and_no_events_field():
     np.testing.assert_allclose(sol.t_events[0], [np.pi], rtol=1e-10)
     plain = ode.solve(prob, ode.Tsit5())
     assert plain.t_events is None and plain.u_events is None
+
+
+def test_threads_sharing_events_get_serial_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    times, _ = bounce_times(6)
+    event = ode.Event(ground, bounce, direction=-1)
+    probs = [ball(times[4] + 0.01, x0=x0) for x0 in (0.5, 1.0, 1.5, 2.0)] * 3
+
+    def run(prob):
+        sol = ode.solve(prob, ode.Tsit5(), rtol=1e-10, atol=1e-12, events=event)
+        return sol.t_events[0], sol.u
+
+    serial = [run(prob) for prob in probs]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(run, probs))
+    for (ts, us), (tt, ut) in zip(serial, threaded):
+        np.testing.assert_array_equal(ts, tt)
+        np.testing.assert_array_equal(us, ut)
