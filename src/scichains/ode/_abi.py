@@ -161,7 +161,8 @@ NO_MASS = np.zeros((0, 0))
 
 class EventTable(NamedTuple):
     """The state-dependent events of a solve as the loop takes them (``scichains.ode._events``
-    builds it; :data:`NO_EVENTS`: none). ``m`` events, records for up to ``len(times)``."""
+    builds it; ``Stops.events`` is None without events). ``m`` events, records for up to
+    ``len(times)``."""
 
     cond: int  # address of the conditions: a C-callable of RHS_SIGNATURE writing g_i(u, t, p)
     #            into its first argument (length m); 0 with no events
@@ -186,35 +187,6 @@ class EventTable(NamedTuple):
     states: np.ndarray  # (cap, n) float64: the state at each (before its affect)
 
 
-NO_EVENTS = EventTable(
-    0,
-    0,
-    0,
-    0,
-    np.zeros(0, dtype=np.int64),
-    np.zeros(0, dtype=np.int64),
-    np.zeros(0, dtype=np.int64),
-    np.zeros(0, dtype=np.int64),
-    np.zeros(6, dtype=np.int64),
-    np.zeros((8, 0)),
-    np.zeros(8),
-    np.zeros(0),
-    np.zeros(0, dtype=np.int64),
-    np.zeros((0, 0)),
-)
-"""The event table of a solve without events (the loop never writes to it)."""
-
-
-@numba.njit(**FLAGS)
-def no_events():
-    """:data:`NO_EVENTS` made in compiled code (a parallel loop's blocks build their own)."""
-    z = np.zeros(0, dtype=np.int64)
-    return EventTable(
-        0, 0, 0, 0, z, z, z, z, np.zeros(6, dtype=np.int64), np.zeros((8, 0)), np.zeros(8),
-        np.zeros(0), z, np.zeros((0, 0)),
-    )  # fmt: skip
-
-
 class Stops(NamedTuple):
     """Times the stepper lands on, in the direction of integration, ending with ``t1``, the
     jumps (doses) at them, and the state-dependent events."""
@@ -224,7 +196,7 @@ class Stops(NamedTuple):
     jump_count: np.ndarray  # int64: per stop, how many jumps
     jump_state: np.ndarray  # int64: per jump, the state it adds to
     jump_amount: np.ndarray  # float64: per jump, the amount
-    events: EventTable = NO_EVENTS
+    events: EventTable | None = None  # None: no events (the loop compiles without them)
 
 
 class StepStore(NamedTuple):
@@ -253,7 +225,10 @@ CONTROL_TYPE = types.NamedTuple(
 EVENTS_TYPE = types.NamedTuple(
     (types.int64,) * 4 + (I64,) * 5 + (_F2, F64, F64, I64, _F2), EventTable
 )
-STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64, EVENTS_TYPE), Stops)
+STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64, types.none), Stops)
+"""The stops of a solve without events."""
+EVENT_STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64, EVENTS_TYPE), Stops)
+"""The stops of a solve with events (the kernels compiled for them on first use)."""
 STORE_TYPE = types.NamedTuple((F64, _F2, _F2, I64, _F3, _F3, F64, F64), StepStore)
 
 

@@ -177,6 +177,16 @@ def register_family(tableau_class, **impls) -> None:
 
 @numba.njit(**FLAGS)  # compiled per family (tableau type) on first use, cached
 def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
+    """:func:`_loop` with the event table as an argument of its own (``stops.events``: an
+    :class:`~scichains.ode._abi.EventTable`, or None for a solve without events), so that
+    numba compiles the loop without any of the event code when it is None (every ``if ev is
+    not None`` branch is pruned before typing): events cost a solve without them no compile
+    time and no run time."""
+    return _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, stops.events)
+
+
+@numba.njit(**FLAGS)  # compiled per family and per kind of event table, cached
+def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
     """Integrate from ``t0`` to ``t1`` (either direction) with ``method`` (a family's tableau),
     storing every step in ``store`` (:class:`~scichains.ode._abi.StepStore`).
 
@@ -196,14 +206,20 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
     and call again with ``stats[6] = 1`` to go on exactly where it stopped.
     """
     rtol, atol, dt0, dtmin, max_steps, group = control[:6]
-    times, jump_index, jump_count, jump_state, jump_amount, ev = stops
-    nev = ev.direction.shape[0]
-    cond = rhs_function(ev.cond)
-    act = rhs_function(ev.affect)
-    # the rows the check after each step uses, unpacked once (see _event_search)
-    ev_g, ev_s, ev_mark, ev_dir = ev.g, ev.s, ev.mark, ev.direction
-    g_last, g_trial, g_work = ev_g[G_LAST], ev_g[G_TRIAL], ev_g[FIRED]
-    npoints = ev.points
+    times = stops.times
+    jump_index = stops.jump_index
+    jump_count = stops.jump_count
+    jump_state = stops.jump_state
+    jump_amount = stops.jump_amount
+    nev = 0
+    if ev is not None:
+        nev = ev.direction.shape[0]
+        cond = rhs_function(ev.cond)
+        act = rhs_function(ev.affect)
+        # the rows the check after each step uses, unpacked once (see _event_search)
+        ev_g, ev_s, ev_mark, ev_dir = ev.g, ev.s, ev.mark, ev.direction
+        g_last, g_trial, g_work = ev_g[G_LAST], ev_g[G_TRIAL], ev_g[FIRED]
+        npoints = ev.points
     ts, us, fs, stats, kstore, astore, carry, fail = store
     f = rhs_function(faddr)
     vjp = vjp_from_address(vaddr)
@@ -259,7 +275,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             code = RHS_ERROR
         store_point(ts, us, fs, 0, t, u, fcur)
         nstore = 1
-        if nev > 0 and code == SUCCESS:
+        if ev is not None and nev > 0 and code == SUCCESS:
             ev.state[COUNT] = 0
             if call_rhs(cond, g_last, u, p, t, k) != 0:
                 record_failure(fail, t, u)
@@ -293,15 +309,16 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             if steps >= max_steps:
                 code = MAX_STEPS
                 break
+            records_full = False
+            if ev is not None and nev > 0:
+                records_full = (
+                    ev.state[COUNT] + nev > ev.times.shape[0] and ev.times.shape[0] < ev.max_events
+                )
             if (
                 nstore + 3 > cap
                 or (keep and nstore + 3 > kstore.shape[0])
                 or not has_room(method, ws, store, nstore)
-                or (
-                    nev > 0
-                    and ev.state[COUNT] + nev > ev.times.shape[0]
-                    and ev.times.shape[0] < ev.max_events
-                )
+                or records_full
             ):
                 # room for a step, its left limit (a jump or an affect), the proposal after
                 # them, and the events of one step: grow
@@ -327,7 +344,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             method, ws, f, vjp, k, u, p, t, hs, h_att, control, store, nstore, unew, err, fail
         )
         nf += calls
-        if mode == 1:
+        if ev is not None and mode == 1:
             # a trial of the event search: the conditions at its end, then the next trial
             ok = status == PROCEED
             if ok:
@@ -351,7 +368,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                 retries = 0
                 s_trial = ev_s[S_BEST]
                 continue
-        elif mode == 2:
+        elif ev is not None and mode == 2:
             if status == RETRY and retries < 3:
                 retries += 1  # e.g. a fresh Jacobian at the same step length
                 continue
@@ -399,7 +416,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                     code = NONFINITE
                     break
             searched = False
-            if nev > 0:
+            if ev is not None and nev > 0:
                 # the events: the conditions at the step's end and inside it; a sign change
                 # is located (_event_search)
                 t_end = target if landing else t + hs
@@ -487,7 +504,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
         # the step is taken: the whole step, or the step to the earliest event
         short = False
         fired = False
-        if searched:
+        if ev is not None and searched:
             fired = any_fired(ev)
             if ev_s[S_BEST] < h_try:
                 hs = direction * ev_s[S_BEST]
@@ -507,12 +524,12 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
             code = RHS_ERROR
         terminal = False
         affects = False
-        if nev > 0 and code == SUCCESS and not searched:
+        if ev is not None and nev > 0 and code == SUCCESS and not searched:
             # the common case: no condition changed sign in the step
             for i in range(nev):
                 g_last[i] = g_trial[i]
                 ev_mark[i] = 1 if g_last[i] == 0.0 else 0
-        elif nev > 0 and code == SUCCESS:
+        elif ev is not None and nev > 0 and code == SUCCESS:
             if fired:
                 recorded, terminal, affects = record_events(ev, t, u)
                 if not recorded:
@@ -553,7 +570,7 @@ def run_loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store):
                     record_failure(fail, t, u)
                     code = RHS_ERROR
                 jumped(method, ws)
-                if nev > 0 and code == SUCCESS:
+                if ev is not None and nev > 0 and code == SUCCESS:
                     # a dose is not a crossing: the conditions start again from after it
                     if call_rhs(cond, g_last, u, p, t, k) != 0:
                         record_failure(fail, t, u)

@@ -231,6 +231,9 @@ def run_plan(
     own = tables is None
     if own:
         tables = (plan.stops, plan.jump_index, plan.jump_count, plan.jump_state, plan.jump_amount)
+    with_events = plan.events is not None and own
+    if with_events and plan.stepper.prepare_events is not None:
+        plan.stepper.prepare_events()
     plan.stats[6] = 0
     while True:
         control = StepControl(
@@ -253,9 +256,7 @@ def run_plan(
                 t1,
                 plan.tableau,
                 control,
-                Stops(*tables)
-                if plan.events is None or not own
-                else Stops(*tables, plan.events.table),
+                Stops(*tables, plan.events.table if with_events else None),
                 plan.store(),
             )
         )

@@ -11,7 +11,7 @@ import numpy as np
 
 from ._auto import auto_run, auto_stats, auto_tables
 from ._auto import carry_size as auto_carry_size
-from .explicit._kernels import Tableau, integrate
+from .explicit._kernels import Tableau, ensure_event_integrate, integrate
 from .explicit._tableaus import ExplicitRK
 from .stiff._esdirk import ESDIRK
 from .stiff._esdirk_kernel import ESDIRKTableau, esdirk_integrate
@@ -102,10 +102,20 @@ class Stepper:
     jacobian_on_demand: bool = False
     """Asks for the problem's vjp (NEED_JACOBIAN) only when it first needs a Jacobian (the
     automatic method: a solve that never turns stiff never builds one)."""
+    prepare_events: Callable | None = None
+    """Called before a solve with events: compiles the stepper's variant for them where its
+    signature is fixed at import (the explicit kernels); None: nothing to do."""
 
 
 STEPPERS = {
-    "explicit": Stepper(_explicit_run, _explicit_tableau, lambda n: 5, lambda carry: {}, False),
+    "explicit": Stepper(
+        _explicit_run,
+        _explicit_tableau,
+        lambda n: 5,
+        lambda carry: {},
+        False,
+        prepare_events=ensure_event_integrate,
+    ),
     "rosenbrock": Stepper(
         rosenbrock_integrate,
         rosenbrock_tableau,
@@ -127,6 +137,7 @@ STEPPERS = {
         auto_stats,
         True,
         jacobian_on_demand=True,
+        prepare_events=ensure_event_integrate,
     ),
 }
 """The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._jit import parallel_kernel
 from ...nn._chain import ChainKernel
-from .._abi import StepStore, Stops, no_events
+from .._abi import StepStore, Stops
 from .._codes import GROW, SUCCESS
 from ..explicit._kernels import integrate, interpolate_saves
 
@@ -56,8 +56,8 @@ def solve_batch(
     s = method.b.shape[0]
     nsave = save.shape[0]
     use_interp = interp.shape[0] > 0
-    # the stop tables, without the (empty) event table: numba's parallel loop cannot take a
-    # tuple nested in a tuple as one of its variables, so each block builds its own
+    # the stop tables (no events): each block builds its own tuple of them (numba's parallel
+    # loop could not take the stops' nested event table among its variables)
     times, jump_index, jump_count, jump_state, jump_amount = stops[:5]
     for blk in numba.prange(nblocks):
         lo = m * blk // nblocks
@@ -69,7 +69,7 @@ def solve_batch(
             k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy()
         )
         p = np.empty(P.shape[1])
-        block_stops = Stops(times, jump_index, jump_count, jump_state, jump_amount, no_events())
+        block_stops = Stops(times, jump_index, jump_count, jump_state, jump_amount, None)
         cap = cap0
         ts = np.empty(cap)
         us = np.empty((cap, n))

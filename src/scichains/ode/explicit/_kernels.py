@@ -21,6 +21,7 @@ from ..._jit import FLAGS
 from ...nn._chain import ChainKernel
 from .._abi import (
     CONTROL_TYPE,
+    EVENT_STOPS_TYPE,
     F64,
     KERNEL_TYPE,
     STOPS_TYPE,
@@ -404,15 +405,34 @@ def find_save_positions(ts, m, saveat, pos):
 _LEAN_LOCK = threading.Lock()
 
 
-def ensure_lean_integrate() -> None:
-    """Compile (or load from the cache) :func:`integrate` for lean right-hand sides: the one
-    signature added to the kernel's own after import (its decorator's signature is compiled
-    at import and disables compilation for any other argument types)."""
+def _ensure(dispatcher, sig) -> None:
+    """Compile (or load from the cache) ``dispatcher`` for ``sig``: a signature added to the
+    kernel's own after import (its decorator's signature is compiled at import and disables
+    compilation for any other argument types)."""
     with _LEAN_LOCK:
-        if tuple(LEAN_STEP_SIG.args) in integrate.overloads:
+        if tuple(sig.args) in dispatcher.overloads:
             return
-        integrate.disable_compile(False)
+        dispatcher.disable_compile(False)
         try:
-            integrate.compile(LEAN_STEP_SIG)
+            dispatcher.compile(sig)
         finally:
-            integrate.disable_compile(True)
+            dispatcher.disable_compile(True)
+
+
+def ensure_lean_integrate() -> None:
+    """:func:`integrate` for lean right-hand sides (the ensembles' form), compiled on first
+    use."""
+    _ensure(integrate, LEAN_STEP_SIG)
+
+
+EVENT_STEP_SIG = types.int64(*_STEP_SIG.args[:8], EVENT_STOPS_TYPE, *_STEP_SIG.args[9:])
+EVENT_WATCHED_STEP_SIG = types.int64(
+    *_WATCHED_STEP_SIG.args[:8], EVENT_STOPS_TYPE, *_WATCHED_STEP_SIG.args[9:]
+)
+
+
+def ensure_event_integrate() -> None:
+    """:func:`integrate` and :func:`integrate_watched` for solves with events (stops with an
+    event table), compiled on first use: a solve without events never compiles them."""
+    _ensure(integrate, EVENT_STEP_SIG)
+    _ensure(integrate_watched, EVENT_WATCHED_STEP_SIG)
