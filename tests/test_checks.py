@@ -5,6 +5,8 @@ import pytest
 
 from scichains._checks import all_finite
 
+pytestmark = pytest.mark.whitebox
+
 
 @pytest.mark.parametrize(
     "x",

@@ -10,6 +10,8 @@ from numba.core.errors import TypingError
 from scichains._jit import kernel, parallel_kernel
 from scichains._native import Native, call_native, native, native_for
 
+pytestmark = pytest.mark.whitebox
+
 
 @kernel
 def _scaled_row_sum(t, a, s):

@@ -46,8 +46,14 @@ def test_the_notebooks_are_the_expected_ones():
 
 # the stiff-models notebook compiles every stiff family's adjoint in its own process (~90 s of a
 # cold CI run); what it shows is tested in tests/models/test_stiff_neural_ode.py and
-# tests/adjoint/test_stiff_gradient.py, so it runs with the slow tests
-SLOW_NOTEBOOKS = {"stiff_models"}
+# tests/adjoint/test_stiff_gradient.py, so it runs with the slow tests. The theophylline
+# notebook runs in full in the default suite anyway, from another directory
+# (test_a_notebook_runs_from_another_directory, below): its run here is a second one (~12 s).
+# The ensembles notebook starts a Dask cluster of worker processes in its kernel (~26 s);
+# what it shows is tested in tests/ode/test_ensemble.py, tests/parallel/test_parallel.py and
+# tests/adjoint/test_ensemble_objective.py. The blog benchmarks notebook times the matrix
+# exponential and LeNet-5 training (~12 s), tested in tests/nn.
+SLOW_NOTEBOOKS = {"stiff_models", "theophylline_population", "ensembles", "blog_benchmarks"}
 
 
 @pytest.mark.parametrize(

@@ -331,6 +331,8 @@ def test_pointwise_loss_equals_squared_error():
     np.testing.assert_allclose(a[1], b[1], rtol=1e-14)
 
 
+# white-box: calls the sweep kernel with the method's private buffers
+@pytest.mark.whitebox
 def test_adjoint_sweep_does_not_allocate():
     from scichains.adjoint import discrete_adjoint
 
@@ -363,6 +365,8 @@ def test_adjoint_sweep_does_not_allocate():
     assert short == long
 
 
+# white-box: calls the sweep kernels with the methods' private buffers
+@pytest.mark.whitebox
 def test_interpolating_adjoint_agrees_with_discrete_and_does_not_allocate():
     from scichains.adjoint import continuous_adjoint
 

@@ -17,7 +17,6 @@ from scichains.adjoint import (
     Objective,
     SquaredError,
     Trajectory,
-    _methods,
 )
 from scichains.adjoint._check import check_gradient
 from scichains.ode import (
@@ -104,17 +103,21 @@ def _tmdd_model():
     return model, p
 
 
-def test_tmdd_with_network_and_doses_against_differences_and_cvode():
-    model, p = _tmdd_model()
-    u0 = [0.0, 0.0, 10.0, 0.0]
-    prob = model.problem(u0, (0.0, 24.0), p)
-    ts = np.linspace(0.5, 24.0, 16)
-    doses = [(0.0, 0, 5.0), (12.0, 0, 5.0)]
-    rng = np.random.default_rng(0)
-    data = np.abs(rng.normal(1.0, 0.5, (ts.size, 4)))
-    obj = Objective(prob, SquaredError(data), ts, solver=Rodas5P(), jumps=doses, **TIGHT)
+@pytest.fixture(scope="module")
+def tmdd_discrete():
+    """The TMDD UDE's loss with doses through Rodas5P's discrete adjoint (its default) at
+    tight tolerances: the gradient at ``p`` and its check against Ridders-extrapolated
+    central differences (~150 gradients), made once for the two tests that start from them."""
+    obj, prob, p, ts, doses = _tmdd_objective(Rodas5P(), None, **TIGHT)
     value, dp, du0 = obj.value_and_grad(p)
     check = check_gradient(obj.value_and_grad, p, rtol=1e-5)
+    return obj, prob, p, ts, doses, (value, dp, du0), check
+
+
+def test_tmdd_with_network_and_doses_against_differences_and_cvode(tmdd_discrete):
+    obj, prob, p, ts, doses, (value, dp, du0), check = tmdd_discrete
+    u0 = [0.0, 0.0, 10.0, 0.0]
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 4)))  # the objective's
     assert check.ok, check
     # dL/du0 by central differences too
     num = np.empty(4)
@@ -209,11 +212,10 @@ def test_discrete_adjoint_is_the_gradient_of_the_discrete_solution(solver):
     np.testing.assert_allclose(du0, nu, rtol=1e-6, atol=1e-9 * np.abs(nu).max())
 
 
-def test_discrete_adjoint_against_the_continuous_adjoints_and_differences(monkeypatch):
+def test_discrete_adjoint_against_the_continuous_adjoints_and_differences(tmdd_discrete):
     tight = dict(rtol=1e-10, atol=1e-12)
-    obj, prob, p, ts, doses = _tmdd_objective(Rodas5P(), DiscreteAdjoint(), **tight)
-    value, dp, du0 = obj.value_and_grad(p)
-    check = check_gradient(obj.value_and_grad, p, rtol=1e-5)
+    obj, prob, p, ts, doses, (value, dp, du0), check = tmdd_discrete
+    assert isinstance(obj.sensealg, DiscreteAdjoint)
     assert check.ok, check
     for other in (
         _tmdd_objective(Rodas5P(), InterpolatingAdjoint(), **tight)[0],
@@ -224,15 +226,7 @@ def test_discrete_adjoint_against_the_continuous_adjoints_and_differences(monkey
         # every entry, the network's (~1e-6 of the largest) included
         np.testing.assert_allclose(dp, dp2, rtol=1e-4, atol=1e-7 * np.abs(dp).max())
         np.testing.assert_allclose(du0, du02, rtol=1e-5, atol=1e-9 * np.abs(du0).max())
-    # the Jacobians recomputed in the sweep (large systems) instead of kept: the same gradient
-    monkeypatch.setattr(_methods, "JACOBIANS_KEPT_UP_TO", 0)
-    again, *_ = _tmdd_objective(Rodas5P(), DiscreteAdjoint(), **tight)
-    assert again.method.plan.astore.shape[0] == 0
-    v3, dp3, du03 = again.value_and_grad(p)
-    assert v3 == value
-    np.testing.assert_allclose(dp3, dp, rtol=1e-9, atol=1e-12 * np.abs(dp).max())
-    np.testing.assert_allclose(du03, du0, rtol=1e-9)
-    assert again.stats()["vjp_calls"] > obj.stats()["vjp_calls"]
+    # the Jacobians recomputed in the sweep instead of kept: test_internals_stiff.py
 
 
 def test_discrete_adjoint_of_a_non_autonomous_scalar_problem_on_fixed_steps():

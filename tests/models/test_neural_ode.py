@@ -81,6 +81,8 @@ def test_backward_in_time_and_dp5():
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6 * np.abs(fd).max())
 
 
+# white-box: reads the NeuralODE's objective and plan, calls the private sweep kernel
+@pytest.mark.whitebox
 def test_reverse_sweep_does_not_allocate():
     from scichains.adjoint import discrete_adjoint
 
@@ -143,6 +145,8 @@ def test_bad_input():
         node.predict(np.zeros(2), p[:-1])
 
 
+# white-box: reads the NeuralODE's objective and plan, calls the private sweep kernel
+@pytest.mark.whitebox
 def test_stored_activations_give_the_same_gradient_without_allocating():
     from scichains.adjoint import discrete_adjoint
 

@@ -53,6 +53,7 @@ def _run(width: str, timeout: int = 900) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.whitebox  # private: scichains._jit's CPU features and cache stamp
 def test_host_choice():
     features = set(_jit._cpu_features().split(","))
     if os.environ.get("SCICHAINS_VECTOR_BYTES"):
@@ -79,6 +80,7 @@ def test_bad_width_is_refused():
     assert "SCICHAINS_VECTOR_BYTES must be 16, 32 or 64, got '48'" in r.stderr
 
 
+@pytest.mark.whitebox  # private: scichains._jit's CPU features and cache stamp
 def test_cache_written_with_another_width_is_dropped(tmp_path, monkeypatch):
     import hashlib
 

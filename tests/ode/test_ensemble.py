@@ -1,11 +1,9 @@
 """Ensembles: every trajectory as ``solve`` gives it, bit for bit, for any thread count,
 batch size and executor; failures are per trajectory; bad input is named."""
 
-import glob
 import mmap
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -283,66 +281,6 @@ def _results_by_shared_memory_or_not(e, ref, client):
         if way != "shared" and way != "no block":
             assert seen.count(False) >= 2, (way, seen)
     assert not list(shm.SHM_DIR.glob(f"{shm.PREFIX}{os.getpid()}-*"))  # blocks, claims removed
-
-
-def test_dask_workers_take_over_a_slow_workers_chunks(monkeypatch):
-    """Work stealing: batch 0's worker starts only once the other worker has claimed every
-    chunk, batch 0's from the back; the results are the same bits."""
-    distributed = pytest.importorskip("distributed")
-    from scichains.ode.ensemble import _solve as ens
-    from scichains.parallel import _shm as shm
-
-    u0s, ps = _rows(800, seed=8)
-    e = EnsembleProblem(_lv(), u0s=u0s, ps=ps)
-    ref = solve_ensemble(e, Tsit5(), saveat=TS)
-    real_call, real_claim = ens._ensemble_call, shm.claim
-    claims = []
-
-    def late_batch_zero(*args):
-        if args[-1] == 0:  # the batch index: wait until the other worker took every chunk
-            path = args[-2][0][0]
-            deadline = time.monotonic() + 60
-            while len(glob.glob(path + "-c*")) < 16 and time.monotonic() < deadline:
-                time.sleep(0.01)
-        return real_call(*args)
-
-    def recording(handle, k):
-        got = real_claim(handle, k)
-        if got:
-            claims.append((k, threading.get_ident()))
-        return got
-
-    monkeypatch.setattr(ens, "_ensemble_call", late_batch_zero)
-    monkeypatch.setattr(shm, "claim", recording)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        got = solve_ensemble(e, Tsit5(), saveat=TS, executor=client, batch_size=400)
-    for name in ("u", "status", "t_reached", "nf", "naccept", "nreject"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
-    chunks, owner = ens._chunks([(0, 400), (400, 800)], least=4 * ens.LANES)
-    assert sorted(k for k, _ in claims) == list(range(len(chunks)))  # each claimed once
-    by = {k: t for k, t in claims}
-    assert len({by[k] for k in range(len(chunks)) if owner[k] == 0}) == 1
-    assert {by[k] for k in range(len(chunks)) if owner[k] == 0} == {
-        by[k] for k in range(len(chunks)) if owner[k] == 1
-    }  # the late worker found every chunk taken
-
-
-def test_claim_order_and_chunks():
-    from scichains.ode.ensemble._solve import _chunks, _claim_order
-
-    chunks, owner = _chunks([(0, 100), (100, 130), (130, 400)], per_batch=4, least=20)
-    assert chunks[0] == (0, 25) and chunks[-1][1] == 400
-    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))  # contiguous, in order
-    assert owner == [0, 0, 0, 0, 1, 2, 2, 2, 2]
-    assert _claim_order(owner, 1) == [4, 8, 7, 6, 5, 3, 2, 1, 0]
-    assert _claim_order(owner, 0) == [0, 1, 2, 3, 4, 8, 7, 6, 5]
-    assert _claim_order(owner, 2) == [5, 6, 7, 8, 3, 2, 1, 0, 4]
-    assert _claim_order([0, 0, 0], 0) == [0, 1, 2]  # one batch
 
 
 def test_public_names():

@@ -2,13 +2,13 @@
 right-hand sides without doses; each trajectory exactly what ``solve`` computes (every saved
 value, status, count and end time; the controller's powers are the same log/exp code on vectors
 and on scalars); identical bit for bit in any lane, block, thread count or
-batch; failures stay in place; the scalar path still serves what the lanes do not."""
+batch; failures stay in place; the scalar path still serves what the lanes do not. How the
+path is chosen, the split into blocks and the lanes' own arithmetic: test_internals_ensemble.py."""
 
 import numba
 import numpy as np
 import pytest
 
-from scichains._jit import FLAGS
 from scichains.ode import (
     BS3,
     DP5,
@@ -21,9 +21,6 @@ from scichains.ode import (
     solve,
     solve_ensemble,
 )
-from scichains.ode._pow import cpow
-from scichains.ode.ensemble import _solve as _ensemble
-from scichains.ode.ensemble._lane_ops import LANES, lload, lpow, lstore
 
 from ._ensemble_models import fragile, lotka_volterra
 
@@ -73,29 +70,6 @@ def _check(sol, want, exact, rtol=1e-12):
     else:
         np.testing.assert_allclose(sol.u, u, rtol=rtol, atol=1e-300)
         np.testing.assert_allclose(sol.t_reached, t_end, rtol=rtol)
-
-
-def test_the_lanes_run_plain_right_hand_sides_without_doses():
-    e = EnsembleProblem(_lv(), u0s=_rows(3)[0])
-    plan = _ensemble.plan_solve(
-        e.prob, Tsit5(), TS, 1e-6, 1e-8, None, 100, None, None, None, None, interpolate=True
-    )
-    assert _ensemble.lanes_apply(e.prob, _ensemble._Settings(plan))
-    dosed = _ensemble.plan_solve(
-        e.prob, Tsit5(), TS, 1e-6, 1e-8, None, 100, None, [(2.0, 0, 1.0)], None, None, True
-    )
-    assert not _ensemble.lanes_apply(e.prob, _ensemble._Settings(dosed))
-
-    @numba.njit
-    def with_k(du, u, p, t, k):
-        du[0] = -p[0] * u[0]
-
-    pk = ODEProblem(with_k, [1.0], (0.0, 1.0), [0.5])
-    plan_k = _ensemble.plan_solve(
-        pk, Tsit5(), [1.0], 1e-6, 1e-8, None, 100, None, None, None, None, interpolate=True
-    )
-    assert not _ensemble.lanes_apply(pk, _ensemble._Settings(plan_k))
-    assert 4 <= LANES <= 64
 
 
 @pytest.mark.parametrize(
@@ -156,36 +130,6 @@ def test_other_methods_and_thread_counts_are_exactly_solve():
         np.testing.assert_array_equal(again.u, sol.u)
 
 
-def test_vector_pow_against_numpy():
-    # both compiled with the kernels' flags (fast-math: contraction into FMA and the rest)
-    @numba.njit(**FLAGS)
-    def run(x, y, out):
-        for i in range(0, x.size, LANES):
-            lstore(out, i, lpow(lload(x, i), y))
-
-    @numba.njit(**FLAGS)
-    def scalar(x, y):
-        out = np.empty_like(x)
-        for i in range(x.size):
-            out[i] = cpow(x[i], y)
-        return out
-
-    rng = np.random.default_rng(3)
-    x = np.concatenate([10.0 ** rng.uniform(-300, 300, 4000), rng.uniform(0, 3, 4000)])
-    x[:LANES] = [0.0, 1.0, 2.0, 1e-4, 5e-324, 1e-310, 0.5, 1e300][:LANES] + [1.0] * (LANES - 8)
-    x = x[: x.size // LANES * LANES]
-    for y in (0.7, 0.14, 0.08, 2.0 / 15.0):
-        out = np.empty_like(x)
-        run(x, y, out)
-        # the scalar steppers' cpow: the same bits, value by value
-        np.testing.assert_array_equal(scalar(x, y), out)
-        want = x**y
-        assert out[0] == 0.0 and out[1] == 1.0
-        # a relative error growing with |y log x|: ~1e-16 near 1, ~1e-13 at 1e-300
-        bound = 4e-16 * (1.0 + np.abs(y * np.log(np.where(x > 0, x, 1.0))))
-        assert np.all(np.abs(out - want) <= bound * want), y
-
-
 def test_identical_in_any_lane_block_thread_count_or_batch():
     # each trajectory's arithmetic is its own: permuting the rows permutes the results,
     # bit for bit, whatever lane and block each lands in
@@ -199,18 +143,6 @@ def test_identical_in_any_lane_block_thread_count_or_batch():
         np.testing.assert_array_equal(got.u, ref.u[perm])
         np.testing.assert_array_equal(got.status, ref.status[perm])
         np.testing.assert_array_equal(got.naccept, ref.naccept[perm])
-    for blocks in (1, 3, 50):  # the split into blocks (one thread's share each)
-        got = _run_with_blocks(e, blocks)
-        np.testing.assert_array_equal(got, ref.u)
-
-
-def _run_with_blocks(e, blocks):
-    orig = _ensemble._lane_blocks
-    _ensemble._lane_blocks = lambda m, threads: blocks
-    try:
-        return solve_ensemble(e, Tsit5(), saveat=TS, threads=1).u
-    finally:
-        _ensemble._lane_blocks = orig
 
 
 def test_failures_stay_in_their_lanes():
@@ -249,16 +181,10 @@ def test_errors_raised_in_the_right_hand_side_stay_in_their_lanes():
     assert isinstance(exc, ValueError) and "non-negative" in str(exc)
 
 
-def test_the_scalar_path_gives_the_same(monkeypatch):
+def test_doses_give_what_solve_gives():
     # doses take the scalar path (one solve per trajectory): checked against solve
     u0s, ps = _rows(19, seed=8)
     e = EnsembleProblem(_lv(), u0s=u0s, ps=ps)
     jumps = [(4.0, 0, 0.5)]
     dosed = solve_ensemble(e, Tsit5(), saveat=TS, jumps=jumps)
     _check(dosed, _solve_each(_lv(), u0s, ps, Tsit5(), TS, jumps=jumps), exact=True)
-    # the scalar path and the lanes on the same problem: the same numbers
-    lanes = solve_ensemble(e, DP5(), saveat=TS)
-    monkeypatch.setattr(_ensemble, "_LANES_ENABLED", False)
-    scalar = solve_ensemble(e, DP5(), saveat=TS)
-    np.testing.assert_array_equal(lanes.u, scalar.u)
-    np.testing.assert_array_equal(np.c_[lanes.nf, lanes.nreject], np.c_[scalar.nf, scalar.nreject])

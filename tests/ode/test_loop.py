@@ -9,6 +9,8 @@ from scichains import ode
 from scichains.ode import _loop
 from scichains.ode._plan import plan_solve, run_plan
 
+pytestmark = pytest.mark.whitebox
+
 
 @numba.njit
 def van_der_pol(du, u, p, t):

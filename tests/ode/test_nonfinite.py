@@ -35,7 +35,6 @@ from scichains.ode import (  # noqa: E402
     ReturnCode,
 )
 from scichains.ode._control import error_norm  # noqa: E402
-from scichains.ode.ensemble import _solve as _ensemble  # noqa: E402
 
 SQRT, LOG, BLOWUP, AT_START = 0.0, 1.0, 2.0, 3.0
 
@@ -168,41 +167,23 @@ def test_cvode_reports_a_failure(solver, capfd):
     assert not sol.success and np.all(np.isfinite(sol.u))
 
 
-@pytest.mark.parametrize("lanes", [True, False], ids=["lanes", "scalar"])
-def test_ensembles_flag_the_nonfinite_trajectories_only(lanes, monkeypatch):
-    monkeypatch.setattr(_ensemble, "_LANES_ENABLED", lanes)
+# a dose (0.1 at t = 0.25: the same outcomes) takes the scalar stepper instead of the lane
+# loop, as solve_ensemble's docstring says: both paths
+@pytest.mark.parametrize("jumps", [None, [(0.25, 0, 0.1)]], ids=["lanes", "scalar"])
+def test_ensembles_flag_the_nonfinite_trajectories_only(jumps):
     # a in p[0]: with kind SQRT every trajectory reaches u = 0 but the a = -2 ones, whose
     # derivative -sqrt(u) + 2 keeps u near 4 (no NaN): those succeed
     m = 21
     a = np.where(np.arange(m) % 3 == 0, -2.0, 0.5)
     ps = np.column_stack([a, np.full(m, SQRT)])
     eprob = EnsembleProblem(_problem(SQRT), u0s=np.ones((m, 1)), ps=ps)
-    sol = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=np.linspace(0, 5, 11), threads=2)
+    saveat = np.linspace(0, 5, 11)
+    sol = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=saveat, threads=2, jumps=jumps)
     ok = a < 0
     assert np.all(sol.status[ok] == ReturnCode.SUCCESS)
     assert np.all(sol.status[~ok] == ReturnCode.NONFINITE)
     assert np.all(np.isfinite(sol.u[ok]))
     assert not np.any(np.isnan(sol.u[~ok][:, :2]))  # t = 0, 0.5 reached before u = 0
-
-
-def test_a_trajectory_no_block_reaches_is_not_run(monkeypatch):
-    # a deliberate off-by-one in the lane loop: the last trajectory is never solved. Its
-    # status must not read as SUCCESS (status arrays once started zero-filled: 0 = SUCCESS)
-    real = _ensemble.solve_lanes
-
-    def short(faddr, U0, P, *args):
-        *settings, out, status, t_reached, fail, counts = args
-        results = [a[:-1] for a in (out, status, t_reached, fail, counts)]
-        return real(faddr, U0[:-1], P[:-1], *settings, *results)
-
-    monkeypatch.setattr(_ensemble, "solve_lanes", short)
-    m = 20
-    ps = np.column_stack([np.full(m, -2.0), np.full(m, SQRT)])
-    eprob = EnsembleProblem(_problem(SQRT), u0s=np.ones((m, 1)), ps=ps)
-    sol = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=np.linspace(0, 1, 3), threads=1)
-    assert sol.status[-1] == ReturnCode.NOT_RUN
-    assert np.all(sol.status[:-1] == ReturnCode.SUCCESS)
-    assert not sol.success[-1]
 
 
 SENSEALGS = [

@@ -10,7 +10,10 @@ import pytest
 
 from scichains.parallel import _shm as shm
 
-pytestmark = pytest.mark.skipif(not shm.SHM_DIR.is_dir(), reason="no /dev/shm here")
+pytestmark = [
+    pytest.mark.whitebox,
+    pytest.mark.skipif(not shm.SHM_DIR.is_dir(), reason="no /dev/shm here"),
+]
 
 
 def _parts():
