@@ -403,26 +403,35 @@ def find_save_positions(ts, m, saveat, pos):
 
 
 _LEAN_LOCK = threading.Lock()
+_READY: set[str] = set()
+"""The forms compiled after import so far (``"lean"``, ``"events"``): each solve asks for its
+form, and the check against the dispatcher's overloads hashes the signature's tuple types
+(~0.1 ms for the event form, measured: more than a small solve), so it is made once."""
 
 
-def _ensure(dispatcher, sig) -> None:
-    """Compile (or load from the cache) ``dispatcher`` for ``sig``: a signature added to the
-    kernel's own after import (its decorator's signature is compiled at import and disables
-    compilation for any other argument types)."""
+def _ensure(form, *pairs) -> None:
+    """Compile (or load from the cache) each ``(dispatcher, sig)`` of ``pairs``: signatures
+    added to the kernels' own after import (their decorator's signature is compiled at import
+    and disables compilation for any other argument types). ``form`` names the set, so that
+    the next call returns at once."""
+    if form in _READY:
+        return
     with _LEAN_LOCK:
-        if tuple(sig.args) in dispatcher.overloads:
-            return
-        dispatcher.disable_compile(False)
-        try:
-            dispatcher.compile(sig)
-        finally:
-            dispatcher.disable_compile(True)
+        for dispatcher, sig in pairs:
+            if tuple(sig.args) in dispatcher.overloads:
+                continue
+            dispatcher.disable_compile(False)
+            try:
+                dispatcher.compile(sig)
+            finally:
+                dispatcher.disable_compile(True)
+        _READY.add(form)
 
 
 def ensure_lean_integrate() -> None:
     """:func:`integrate` for lean right-hand sides (the ensembles' form), compiled on first
     use."""
-    _ensure(integrate, LEAN_STEP_SIG)
+    _ensure("lean", (integrate, LEAN_STEP_SIG))
 
 
 EVENT_STEP_SIG = types.int64(*_STEP_SIG.args[:8], EVENT_STOPS_TYPE, *_STEP_SIG.args[9:])
@@ -434,5 +443,4 @@ EVENT_WATCHED_STEP_SIG = types.int64(
 def ensure_event_integrate() -> None:
     """:func:`integrate` and :func:`integrate_watched` for solves with events (stops with an
     event table), compiled on first use: a solve without events never compiles them."""
-    _ensure(integrate, EVENT_STEP_SIG)
-    _ensure(integrate_watched, EVENT_WATCHED_STEP_SIG)
+    _ensure("events", (integrate, EVENT_STEP_SIG), (integrate_watched, EVENT_WATCHED_STEP_SIG))
