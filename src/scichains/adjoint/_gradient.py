@@ -11,6 +11,7 @@ import numpy as np
 
 from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
+from ..ode._events import check_events
 from ..ode._family import family_of
 from ..ode._problem import ODEProblem, _check_p
 from ..ode._solution import FailedSolve, ODESolveError, ReturnCode, raise_failure
@@ -19,7 +20,7 @@ from ..ode.explicit._tableaus import ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._loss import SolutionLoss
-from ._methods import make_method
+from ._methods import DiscreteMethod, make_method
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -81,6 +82,10 @@ class Objective:
         ``(len(saveat), n)``
     saveat : times (sorted in the direction of integration) where the loss reads the solution
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
+    events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
+        :func:`scichains.ode.solve`; the gradient passes through them (the event-time
+        correction: the events' times move with ``p`` and ``u0``). For now with the discrete
+        adjoint of the explicit Runge-Kutta methods only, and without terminal events.
     sensealg : DiscreteAdjoint() (default with the explicit RK methods and with the
         Rosenbrock solvers with their exact Jacobian: the exact gradient of the discretised
         solution, and the fastest), InterpolatingAdjoint() (default with CVODE, its only one,
@@ -113,6 +118,8 @@ class Objective:
         tstops=None,
         jumps=None,
         dtmin: float | None = None,
+        events=None,
+        max_events: int = 10_000,
     ):
         for what, arg in (("solver", solver), ("loss", loss), ("sensealg", sensealg)):
             reject_class(arg, what)
@@ -148,6 +155,16 @@ class Objective:
         options = (rtol, atol, max_steps, tstops, jumps, dtmin)
         self._spare_args = (loss, saveat, solver, sensealg) + options
         self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
+        events = check_events(events)
+        self._spare_args += (events, max_events)
+        if events:
+            if not isinstance(self.method, DiscreteMethod):
+                raise TypeError(
+                    "gradients through events are computed by the discrete adjoint with an "
+                    "explicit Runge-Kutta method for now (solver=Tsit5(), "
+                    f"sensealg=DiscreteAdjoint()); got {solver.name} with {sensealg!r}"
+                )
+            self.method.use_events(events, max_events)
         self.saveat = self.method.saveat
 
     @property
@@ -248,7 +265,8 @@ def gradient(prob: ODEProblem, loss: SolutionLoss, saveat, **kwargs):
     """``(L, dL/dp, dL/du0)`` for a loss on the solution of ``prob`` at ``saveat``.
 
     One-shot form of :class:`Objective` (same keyword arguments: ``solver``, ``sensealg``,
-    ``rtol``, ``atol``, ``max_steps``, ``tstops``, ``jumps``, ``dtmin``); for repeated
+    ``rtol``, ``atol``, ``max_steps``, ``tstops``, ``jumps``, ``dtmin``, ``events``,
+    ``max_events``); for repeated
     evaluations (training) build an ``Objective`` once.
     """
     return Objective(prob, loss, saveat, **kwargs).value_and_grad()

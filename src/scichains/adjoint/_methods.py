@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..ode._dae import consistent_state, start_vjp
+from ..ode._events import EventPlan
 from ..ode._family import FAMILIES, family_of
 from ..ode._plan import check_run, plan_solve, run_plan, stop_tables
 from ..ode._problem import ODEProblem
@@ -25,6 +26,7 @@ from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
+from ._events import event_jump, event_segments
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._sensealg import (
     DiscreteAdjoint,
@@ -157,9 +159,77 @@ class DiscreteMethod(_RK):
         value = loss.value_and_grad(self.saveat, saved, self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
+        if self.plan.events is not None:
+            self._sweep_through_events(p, dp, du0)
+            return value, dp, du0
         args = self.discrete_args(p, dp, du0)
         raise_sweep_failure(discrete_adjoint(*args), self.prob, p, self._fail, "adjoint sweep: ")
         return value, dp, du0
+
+    def use_events(self, events, max_events) -> None:
+        """Solve with state-dependent events and differentiate through them (see
+        :mod:`scichains.adjoint._events`)."""
+        for i, e in enumerate(events):
+            if e.terminal:
+                raise ValueError(
+                    f"events[{i}] is terminal: gradients through a solve that ends at an event "
+                    "are not supported yet (the loss would read the state at a moving end time)"
+                )
+        self.plan.events = EventPlan(events, self.prob, max_events)
+
+    def _sweep_through_events(self, p, dp, du0):
+        """The discrete adjoint in pieces between the events with an affect, each event's jump
+        applied between them (:func:`~scichains.adjoint._events.event_jump`)."""
+        plan = self.plan
+        events = plan.events.events
+        cuts = event_segments(plan)
+        m = int(plan.stats[0])
+        pos, inner, w, dl = plan.save_pos, plan.save_inner, plan.save_w, self._dl_du
+        dp[:] = 0.0
+        pbar = np.empty_like(dp)
+        lam = None  # the adjoint at the end of the piece being swept (after its event)
+        hi = m - 1
+        for piece in range(len(cuts), -1, -1):
+            lo = cuts[piece - 1][0] + 1 if piece > 0 else 0
+            keep = (pos >= lo) & (pos <= hi)
+            spos, sin, sw, sdl = pos[keep] - lo, inner[keep], w[keep], dl[keep]
+            if lam is not None:  # enters at the piece's last entry
+                spos = np.append(spos, hi - lo)
+                sin = np.append(sin, False)
+                sw = np.concatenate([sw, np.zeros((1, sw.shape[1]))])
+                sdl = np.concatenate([sdl, lam[None, :]])
+            astore = plan.astore[lo : hi + 1] if plan.astore.shape[0] > 0 else plan.astore
+            code = discrete_adjoint(
+                self.prob.vjp_address,
+                self.prob.kernel,
+                p,
+                plan.A,
+                plan.b,
+                plan.c,
+                plan.ts[lo : hi + 1],
+                plan.us[lo : hi + 1],
+                plan.kstore[lo : hi + 1],
+                astore,
+                hi - lo + 1,
+                np.ascontiguousarray(spos, dtype=np.int64),
+                np.ascontiguousarray(sin),
+                np.ascontiguousarray(sw),
+                np.ascontiguousarray(sdl),
+                pbar,
+                du0,
+                self._ws,
+                self._pb,
+                self._fail,
+            )
+            raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
+            dp += pbar
+            if piece == 0:
+                break
+            L, i = cuts[piece - 1]
+            t, u, f_minus, f_plus = plan.ts[L], plan.us[L], plan.fs[L], plan.fs[L + 1]
+            lam, dp_event = event_jump(events[i], i, t, u.copy(), f_minus, f_plus, p, du0.copy())
+            dp += dp_event
+            hi = L
 
     def discrete_args(self, p, dp, du0, astore=None):
         """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward

@@ -479,6 +479,10 @@ def plan_solve(
 def plan_failure(plan: SolvePlan, code: int, p, what: str = ""):
     """The :class:`FailedSolve` for a failed run of ``plan`` (code from :func:`run_plan`); for
     RHS_ERROR it names the exception the user's function raised."""
+    if code == ReturnCode.RHS_ERROR and plan.events is not None:
+        from_event = plan.events.failure(plan.fail, p)  # a condition or an affect raised
+        if from_event is not None:
+            return FailedSolve(code, plan.fail[0], what, *from_event)
     if code == ReturnCode.RHS_ERROR:
         return user_error_failure(plan.prob, p, plan.fail[0], plan.fail[1:], what=what)
     if code == ReturnCode.JACOBIAN_NONFINITE:

@@ -1,0 +1,154 @@
+"""Gradients through state-dependent events (:class:`scichains.ode.Event`) in the discrete
+adjoint.
+
+At an event the solution jumps: ``u+ = a(u-, tau, p)`` (the affect), at a time ``tau`` that
+depends on the parameters and the initial state through ``g(u(tau), tau, p) = 0``. A
+perturbation ``du-`` of the state reaching the event (at fixed time) and ``dp`` move the event
+by ``dtau = -(grad_u g . du- + g_p dp) / D`` with ``D = grad_u g . f- + g_t`` (the implicit
+function theorem; ``f-`` is ``f(u-, tau)``), and the state just after it by
+
+    du+ = a_u du- + a_p dp + (a_u f- + a_t - f+) dtau
+
+(a later event moves everything after it by ``dtau``; ``f+`` is ``f(u+, tau)``). Its transpose
+is the adjoint's jump: with ``w = a_u f- + a_t - f+`` and ``mu = (w . lambda+) / D``,
+
+    lambda- = a_u^T lambda+ - mu grad_u g,    dL/dp += a_p^T lambda+ - mu g_p
+
+(the event-time correction of hybrid-system sensitivity analysis: Rozenvasser 1967; Corner,
+Sandu and Adjerid, "Adjoint sensitivity analysis of hybrid multibody dynamical systems",
+2020). The discrete adjoint runs the method's steps backward between events (the step to the
+event is a step of the method of length ``tau - t_n``, as the forward solve took it) and
+applies this jump at each one; ``f-`` stands for the derivative of the step map with respect
+to its length, which it equals to the method's accuracy. An event without an affect leaves
+the solution unchanged (``w = 0``): nothing to add.
+
+The derivatives of ``g`` and ``a`` are taken by the complex step on the user's functions
+recompiled for complex arrays (``scichains.ode.derivatives``), exact to rounding, at each event
+of the solve: ``n + 1 + len(p)`` calls of each (cheap for the small models this serves; a
+network's thousands of parameters in a condition or an affect would make it slow).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ode.derivatives._autodiff import H, complex_step_version
+
+
+def _complex_versions(event):
+    """The event's condition and affect recompiled for complex arguments (made once per
+    event: about a second each)."""
+    made = getattr(event, "_complex", None)
+    if made is None:
+        try:
+            g = complex_step_version(event.condition)
+            a = None if event.affect is None else complex_step_version(event.affect)
+        except Exception as exc:  # noqa: BLE001 - reported in words
+            raise TypeError(
+                f"gradients through events need the condition and the affect as real "
+                f"arithmetic (they are differentiated by the complex step): {exc}"
+            ) from exc
+        made = event._complex = (g, a)
+    return made
+
+
+def _condition_gradient(gc, u, t, p, which):
+    """``(grad_u g, g_t, g_p)`` of the condition at ``(u, t, p)``."""
+    n, m = u.size, p.size
+    uc, pc = u.astype(np.complex128), p.astype(np.complex128)
+    out = np.empty(n + 1 + m)
+    try:
+        for j in range(n):
+            uc[j] += 1j * H
+            out[j] = complex(gc(uc, complex(t), pc)).imag / H
+            uc[j] = u[j]
+        out[n] = complex(gc(uc, complex(t, H), pc)).imag / H
+        for j in range(m):
+            pc[j] += 1j * H
+            out[n + 1 + j] = complex(gc(uc, complex(t), pc)).imag / H
+            pc[j] = p[j]
+    except Exception as exc:  # noqa: BLE001 - reported in words
+        raise TypeError(
+            f"the condition of events[{which}] could not be differentiated (complex step): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return out[:n], out[n], out[n + 1 :]
+
+
+def _affect_jacobian(ac, u, t, p, which):
+    """``(a_u, a_t, a_p)`` of the affect at ``(u, t, p)``: shapes ``(n, n)``, ``(n,)``,
+    ``(n, len(p))``."""
+    n, m = u.size, p.size
+    cols = np.empty((n, n + 1 + m))
+    pc = p.astype(np.complex128)
+    try:
+        for j in range(n + 1 + m):
+            uc = u.astype(np.complex128)
+            tc = complex(t)
+            if j < n:
+                uc[j] += 1j * H
+            elif j == n:
+                tc = complex(t, H)
+            else:
+                pc[j - n - 1] += 1j * H
+            ac(uc, tc, pc)
+            cols[:, j] = uc.imag / H
+            if j > n:
+                pc[j - n - 1] = p[j - n - 1]
+    except Exception as exc:  # noqa: BLE001 - reported in words
+        raise TypeError(
+            f"the affect of events[{which}] could not be differentiated (complex step): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return cols[:, :n], cols[:, n], cols[:, n + 1 :]
+
+
+def event_jump(event, which, t, u_minus, f_minus, f_plus, p, lam_plus):
+    """The adjoint's jump at an event with an affect (see the module's docstring):
+    ``(lambda-, the event's part of dL/dp)`` from ``lambda+``, the adjoint just after it."""
+    gc, ac = _complex_versions(event)
+    gu, gt, gp = _condition_gradient(gc, u_minus, t, p, which)
+    au, at, ap = _affect_jacobian(ac, u_minus, t, p, which)
+    D = gu @ f_minus + gt
+    scale = np.abs(gu) @ np.abs(f_minus) + abs(gt)
+    if not np.isfinite(D) or abs(D) <= 1e-12 * scale or scale == 0.0:
+        raise ValueError(
+            f"events[{which}] at t = {t!r} is tangential (the condition's rate of change there is "
+            f"{D!r}): its time has no derivative"
+        )
+    w = au @ f_minus + at - f_plus
+    mu = (w @ lam_plus) / D
+    return au.T @ lam_plus - mu * gu, ap.T @ lam_plus - mu * gp
+
+
+def event_segments(plan):
+    """Where the discrete adjoint must apply an event's jump: a list of ``(L, event index)``,
+    ``L`` the stored entry of the state just before the affect (``L + 1`` after it), in the
+    order of the solve. Refuses what it cannot differentiate (clear errors)."""
+    ev = plan.events
+    tb = ev.table
+    count = int(tb.state[0])
+    m = int(plan.stats[0])
+    ts = plan.ts
+    times, which = tb.times[:count], tb.which[:count]
+    out = []
+    start = 0
+    for r in range(count):
+        i = int(which[r])
+        if tb.has_affect[i] == 0:
+            continue
+        t = times[r]
+        if np.count_nonzero(times == t) > 1:
+            raise ValueError(
+                f"events at t = {t!r} happen together (events "
+                f"{sorted(int(j) for j in which[times == t])}); the gradient through simultaneous "
+                "events is not defined"
+            )
+        L = start
+        while L + 1 < m and not (ts[L] == t and ts[L + 1] == t):
+            L += 1
+        if L + 1 >= m:
+            raise RuntimeError(f"the affect of events[{i}] at t = {t!r} is not in the stored steps")
+        out.append((L, i))
+        start = L + 1
+    return out
