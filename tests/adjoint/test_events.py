@@ -171,3 +171,87 @@ def test_an_error_in_an_affect_reaches_the_user():
     with pytest.raises(ode.ODESolveError, match="affect of events") as info:
         obj.value_and_grad()
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_loss_on_the_landing_times_matches_the_closed_form():
+    # fit the times of the first three landings: through two bounces (affects) and the
+    # landing times themselves (the third landing has no affect cut after it in the loss)
+    x0, e, g = 1.2, 0.7, 9.81
+    X0, E, G = sp.symbols("x0 e g", positive=True)
+    v1 = sp.sqrt(2 * G * X0)
+    taus = [sp.sqrt(2 * X0 / G)]
+    for k in range(1, 3):
+        taus.append(taus[-1] + 2 * E**k * v1 / G)
+    observed = np.array([0.5, 1.3, 1.9])
+    weights = np.array([1.0, 0.5, 2.0])
+    loss = sum(w * (tau - o) ** 2 for tau, o, w in zip(taus, observed, weights))
+    at = {X0: x0, E: e, G: g}
+    want = {s: float(sp.diff(loss, s).subs(at)) for s in (X0, E, G)}
+    prob = ode.ODEProblem(falling, np.array([x0, 0.0]), (0.0, 2.5), np.array([g, e]))
+    obj = adjoint.Objective(
+        prob,
+        None,
+        None,
+        rtol=1e-10,
+        atol=1e-12,
+        events=ode.Event(ground, bounce, direction=-1),
+        event_loss=adjoint.EventTimeLoss(observed, weights=weights),
+    )
+    value, dp, du0 = obj.value_and_grad()
+    assert value == pytest.approx(float(loss.subs(at)), rel=1e-10)
+    assert obj.value() == value
+    assert du0[0] == pytest.approx(want[X0], rel=1e-8)
+    assert dp[1] == pytest.approx(want[E], rel=1e-8)
+    assert dp[0] == pytest.approx(want[G], rel=1e-8)
+
+
+@numba.njit
+def predator_level(u, t, p):
+    return u[1] - 0.5 * p[0]
+
+
+def test_an_event_time_loss_on_an_event_without_an_affect_and_a_state_loss():
+    # the predator's crossings of a level (no affect) timed, plus states at save points
+    prob = _harvest_problem()
+    saveat = np.linspace(0.5, 12.0, 24)
+    data = np.ones((24, 2))
+    obj = adjoint.Objective(
+        prob,
+        adjoint.SquaredError(data),
+        saveat,
+        rtol=1e-12,
+        atol=1e-14,
+        events=[ode.Event(prey_high, harvest, direction=1), ode.Event(predator_level)],
+        event_loss=adjoint.EventTimeLoss([2.0, 6.0], event=1),
+    )
+    value, dp, du0 = obj.value_and_grad()
+    h = 1e-6
+    for j in range(prob.p.size):
+        e = np.zeros(prob.p.size)
+        e[j] = h
+        cd = (obj.value(prob.p + e) - obj.value(prob.p - e)) / (2 * h)
+        assert dp[j] == pytest.approx(cd, rel=2e-5, abs=1e-6 * abs(value)), j
+    for j in range(2):
+        e = np.zeros(2)
+        e[j] = h
+        cd = (obj.value(None, prob.u0 + e) - obj.value(None, prob.u0 - e)) / (2 * h)
+        assert du0[j] == pytest.approx(cd, rel=2e-5), j
+
+
+def test_an_event_time_loss_needs_the_event_to_happen():
+    prob = ode.ODEProblem(falling, np.array([1.0, 0.0]), (0.0, 0.3), np.array([9.81, 0.8]))
+    obj = adjoint.Objective(
+        prob,
+        None,
+        None,
+        events=ode.Event(ground, bounce, direction=-1),
+        event_loss=adjoint.EventTimeLoss([0.45]),
+    )
+    with pytest.raises(ValueError, match="happened 0 times"):
+        obj.value_and_grad()
+    with pytest.raises(ValueError, match="names events\\[2\\]"):
+        adjoint.Objective(
+            prob, None, None, events=ode.Event(ground), event_loss=adjoint.EventTimeLoss([1.0], 2)
+        )
+    with pytest.raises(ValueError, match="needs the events"):
+        adjoint.Objective(prob, None, None, event_loss=adjoint.EventTimeLoss([1.0]))

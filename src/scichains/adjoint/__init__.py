@@ -15,7 +15,14 @@ from ._continuous import continuous_adjoint
 from ._discrete import discrete_adjoint, find_save_positions, squared_error
 from ._ensemble import EnsembleObjective
 from ._gradient import Objective, ScipyFun, gradient
-from ._loss import HuberLoss, LogNormalLoss, PointwiseLoss, SolutionLoss, SquaredError
+from ._loss import (
+    EventTimeLoss,
+    HuberLoss,
+    LogNormalLoss,
+    PointwiseLoss,
+    SolutionLoss,
+    SquaredError,
+)
 from ._multi import MultiObjective, Trajectory, minibatches
 from ._sensealg import (
     BacksolveAdjoint,
@@ -32,6 +39,7 @@ __all__ = [
     "DerivativeCheck",
     "DiscreteAdjoint",
     "EnsembleObjective",
+    "EventTimeLoss",
     "ForwardSensitivity",
     "HuberLoss",
     "InterpolatingAdjoint",

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ode._solution import raise_sweep_failure
 from ..ode.derivatives._autodiff import H, complex_step_version
+from ._discrete import discrete_adjoint
 
 
 def _complex_versions(event):
@@ -103,12 +105,12 @@ def _affect_jacobian(ac, u, t, p, which):
     return cols[:, :n], cols[:, n], cols[:, n + 1 :]
 
 
-def event_jump(event, which, t, u_minus, f_minus, f_plus, p, lam_plus):
-    """The adjoint's jump at an event with an affect (see the module's docstring):
-    ``(lambda-, the event's part of dL/dp)`` from ``lambda+``, the adjoint just after it."""
+def event_jump(event, which, t, u_minus, f_minus, f_plus, p, lam_plus, dl_dtau=0.0):
+    """The adjoint's jump at an event (see the module's docstring): ``(lambda-, the event's
+    part of dL/dp)`` from ``lambda+``, the adjoint just after it; ``dl_dtau``: the derivative
+    of a loss on the event's time (:class:`~scichains.adjoint.EventTimeLoss`)."""
     gc, ac = _complex_versions(event)
     gu, gt, gp = _condition_gradient(gc, u_minus, t, p, which)
-    au, at, ap = _affect_jacobian(ac, u_minus, t, p, which)
     D = gu @ f_minus + gt
     scale = np.abs(gu) @ np.abs(f_minus) + abs(gt)
     if not np.isfinite(D) or abs(D) <= 1e-12 * scale or scale == 0.0:
@@ -116,17 +118,21 @@ def event_jump(event, which, t, u_minus, f_minus, f_plus, p, lam_plus):
             f"events[{which}] at t = {t!r} is tangential (the condition's rate of change there is "
             f"{D!r}): its time has no derivative"
         )
-    w = au @ f_minus + at - f_plus
-    mu = (w @ lam_plus) / D
+    mu = dl_dtau / D
+    if ac is None:  # the solution is unchanged: only the time itself is in the loss
+        return lam_plus - mu * gu, -mu * gp
+    au, at, ap = _affect_jacobian(ac, u_minus, t, p, which)
+    mu += ((au @ f_minus + at - f_plus) @ lam_plus) / D
     return au.T @ lam_plus - mu * gu, ap.T @ lam_plus - mu * gp
 
 
-def event_segments(plan):
-    """Where the discrete adjoint must apply an event's jump: a list of ``(L, event index)``,
-    ``L`` the stored entry of the state just before the affect (``L + 1`` after it), in the
-    order of the solve. Refuses what it cannot differentiate (clear errors)."""
-    ev = plan.events
-    tb = ev.table
+def event_cuts(plan, dl_dtau=None):
+    """Where the discrete adjoint must apply an event's jump: a list of ``(L, R, event index,
+    dL/dtau)`` in the order of the solve. ``L``: the stored entry of the state at the event
+    (before the affect), ``R``: after it (``L + 1`` for an event with an affect; ``L`` for an
+    event without one whose time is in the loss). ``dl_dtau``: per recorded event, the loss's
+    derivative with respect to its time (None: none). Refuses what it cannot differentiate."""
+    tb = plan.events.table
     count = int(tb.state[0])
     m = int(plan.stats[0])
     ts = plan.ts
@@ -135,8 +141,9 @@ def event_segments(plan):
     start = 0
     for r in range(count):
         i = int(which[r])
-        if tb.has_affect[i] == 0:
-            continue
+        c = 0.0 if dl_dtau is None else float(dl_dtau[r])
+        if tb.has_affect[i] == 0 and c == 0.0:
+            continue  # nothing moves with it
         t = times[r]
         if np.count_nonzero(times == t) > 1:
             raise ValueError(
@@ -145,10 +152,88 @@ def event_segments(plan):
                 "events is not defined"
             )
         L = start
-        while L + 1 < m and not (ts[L] == t and ts[L + 1] == t):
-            L += 1
-        if L + 1 >= m:
-            raise RuntimeError(f"the affect of events[{i}] at t = {t!r} is not in the stored steps")
-        out.append((L, i))
-        start = L + 1
+        if tb.has_affect[i]:
+            while L + 1 < m and not (ts[L] == t and ts[L + 1] == t):
+                L += 1
+            R = L + 1
+        else:
+            while L < m and ts[L] != t:
+                L += 1
+            R = L
+        if R >= m:
+            raise RuntimeError(f"events[{i}] at t = {t!r} is not among the stored steps")
+        out.append((L, R, i, c))
+        start = R
     return out
+
+
+def event_time_loss(plan, event_loss):
+    """``(value, dL/dtau per recorded event)`` of ``event_loss`` (an
+    :class:`~scichains.adjoint.EventTimeLoss`) after a solve of ``plan``."""
+    tb = plan.events.table
+    count = int(tb.state[0])
+    mine = np.flatnonzero(tb.which[:count] == event_loss.event)
+    value, grad = event_loss.value_and_grad(tb.times[:count][mine])
+    dl_dtau = np.zeros(count)
+    dl_dtau[mine[: grad.size]] = grad
+    return value, dl_dtau
+
+
+def sweep_through_events(method, p, dp, du0, dl_dtau):
+    """The discrete adjoint of ``method`` (a DiscreteMethod after its forward solve) in pieces
+    between the events that move the loss, each event's jump (:func:`event_jump`) applied
+    between them; writes dL/dp into ``dp`` and dL/du0 into ``du0``."""
+    plan = method.plan
+    events = plan.events.events
+    cuts = event_cuts(plan, dl_dtau)
+    pos, inner, w, dl = plan.save_pos, plan.save_inner, plan.save_w, method._dl_du
+    dp[:] = 0.0
+    pbar = np.empty_like(dp)
+    lam = None  # the adjoint at the end of the piece being swept (after its event)
+    hi = int(plan.stats[0]) - 1
+    shared_hi = False  # the piece's last entry is also the next piece's first
+    for piece in range(len(cuts), -1, -1):
+        lo = cuts[piece - 1][1] if piece > 0 else 0
+        # the saves of the piece: a save inside the step ending at lo belongs to the piece
+        # before; a save at a shared last entry to the piece after
+        keep = (pos >= lo) & (pos <= hi) & ~((pos == lo) & inner)
+        if shared_hi:
+            keep &= ~((pos == hi) & ~inner)
+        spos, sin, sw, sdl = pos[keep] - lo, inner[keep], w[keep], dl[keep]
+        if lam is not None:  # enters at the piece's last entry
+            spos = np.append(spos, hi - lo)
+            sin = np.append(sin, False)
+            sw = np.concatenate([sw, np.zeros((1, sw.shape[1]))])
+            sdl = np.concatenate([sdl, lam[None, :]])
+        astore = plan.astore[lo : hi + 1] if plan.astore.shape[0] > 0 else plan.astore
+        code = discrete_adjoint(
+            method.prob.vjp_address,
+            method.prob.kernel,
+            p,
+            plan.A,
+            plan.b,
+            plan.c,
+            plan.ts[lo : hi + 1],
+            plan.us[lo : hi + 1],
+            plan.kstore[lo : hi + 1],
+            astore,
+            hi - lo + 1,
+            np.ascontiguousarray(spos, dtype=np.int64),
+            np.ascontiguousarray(sin),
+            np.ascontiguousarray(sw),
+            np.ascontiguousarray(sdl),
+            pbar,
+            du0,
+            method._ws,
+            method._pb,
+            method._fail,
+        )
+        raise_sweep_failure(code, method.prob, p, method._fail, "adjoint sweep: ")
+        dp += pbar
+        if piece == 0:
+            break
+        L, R, i, dl_dt = cuts[piece - 1]
+        t, u, f_minus, f_plus = plan.ts[L], plan.us[L], plan.fs[L], plan.fs[R]
+        lam, dp_event = event_jump(events[i], i, t, u.copy(), f_minus, f_plus, p, du0.copy(), dl_dt)
+        dp += dp_event
+        hi, shared_hi = L, R == L

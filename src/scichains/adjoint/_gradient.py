@@ -19,7 +19,7 @@ from ..ode.cvode._sundials import CVODESolver
 from ..ode.explicit._tableaus import ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
-from ._loss import SolutionLoss
+from ._loss import EventTimeLoss, NoLoss, SolutionLoss
 from ._methods import DiscreteMethod, make_method
 from ._sensealg import (
     DiscreteAdjoint,
@@ -86,6 +86,9 @@ class Objective:
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
         adjoint of the explicit Runge-Kutta methods only, and without terminal events.
+    event_loss : an :class:`EventTimeLoss` on the times of one of the ``events``, added to
+        ``loss`` (e.g. fit the time a ball first lands); with it ``loss`` and ``saveat`` may
+        be None (the loss is then on the event's times only)
     sensealg : DiscreteAdjoint() (default with the explicit RK methods and with the
         Rosenbrock solvers with their exact Jacobian: the exact gradient of the discretised
         solution, and the fastest), InterpolatingAdjoint() (default with CVODE, its only one,
@@ -120,11 +123,15 @@ class Objective:
         dtmin: float | None = None,
         events=None,
         max_events: int = 10_000,
+        event_loss: EventTimeLoss | None = None,
     ):
         for what, arg in (("solver", solver), ("loss", loss), ("sensealg", sensealg)):
             reject_class(arg, what)
         if not isinstance(prob, ODEProblem):
             raise TypeError("gradient needs an ODEProblem")
+        if loss is None and event_loss is not None:
+            # only the events' times are fitted: no save points but the end
+            loss, saveat = NoLoss(), [prob.tspan[1]] if saveat is None else saveat
         if not isinstance(loss, SolutionLoss):
             raise TypeError(
                 f"loss must be a scichains.adjoint loss (SquaredError, PointwiseLoss), got {loss!r}"
@@ -156,7 +163,11 @@ class Objective:
         self._spare_args = (loss, saveat, solver, sensealg) + options
         self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
         events = check_events(events)
-        self._spare_args += (events, max_events)
+        self._spare_args += (events, max_events, event_loss)
+        if event_loss is not None and not isinstance(event_loss, EventTimeLoss):
+            raise TypeError(f"event_loss must be an adjoint.EventTimeLoss, got {event_loss!r}")
+        if event_loss is not None and not events:
+            raise ValueError("event_loss needs the events it reads (events=[...])")
         if events:
             if not isinstance(self.method, DiscreteMethod):
                 raise TypeError(
@@ -164,7 +175,7 @@ class Objective:
                     "explicit Runge-Kutta method for now (solver=Tsit5(), "
                     f"sensealg=DiscreteAdjoint()); got {solver.name} with {sensealg!r}"
                 )
-            self.method.use_events(events, max_events)
+            self.method.use_events(events, max_events, event_loss)
         self.saveat = self.method.saveat
 
     @property

@@ -195,3 +195,62 @@ def _sum_terms(term, t, u, g):
     for i in range(t.shape[0]):
         total += term(i, t[i], u[i], g[i])
     return total
+
+
+class NoLoss(SolutionLoss):
+    """Zero on any solution: the solution part of an objective whose loss is on event times
+    only (``Objective(prob, None, None, events=..., event_loss=...)``)."""
+
+    def value_and_grad(self, t, u, dl_du):
+        dl_du[...] = 0.0
+        return 0.0
+
+    def __repr__(self) -> str:
+        return "NoLoss()"
+
+
+class EventTimeLoss:
+    """A loss on the times of a state-dependent event: ``L = sum_r w_r (tau_r - times_r)^2``
+    over its first ``len(times)`` occurrences ``tau_r`` (e.g. fit the time a ball first
+    lands). Passed as ``Objective(..., events=[...], event_loss=EventTimeLoss(...))``; the
+    objective's value is the solution loss plus this one.
+
+    Parameters
+    ----------
+    times : array of shape ``(k,)``: the observed times of the event's first ``k``
+        occurrences, in the order they happen
+    event : the index of the event in the objective's ``events`` (default 0)
+    weights : array of shape ``(k,)``, optional (default 1), non-negative
+
+    A solve in which the event happens fewer than ``k`` times raises ``ValueError`` (the loss
+    has no time to compare).
+    """
+
+    def __init__(self, times, event: int = 0, weights=None):
+        times = as_real(times, "times")
+        if times.ndim != 1 or times.size == 0:
+            raise ValueError(f"times must be a non-empty vector, got shape {times.shape}")
+        if not np.all(np.isfinite(times)):
+            raise ValueError("times contains NaN or infinite values")
+        w = np.ones_like(times) if weights is None else as_real(weights, "weights")
+        if w.shape != times.shape:
+            raise ValueError(f"weights must have shape {times.shape}, got {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError("weights must be finite and non-negative")
+        if isinstance(event, bool) or not isinstance(event, (int, np.integer)) or event < 0:
+            raise ValueError(f"event must be a non-negative index, got {event!r}")
+        self.times, self.weights, self.event = times, w, int(event)
+
+    def value_and_grad(self, tau: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(L, dL/dtau)`` at the event's times ``tau`` (its first ``len(times)``)."""
+        k = self.times.size
+        if tau.size < k:
+            raise ValueError(
+                f"EventTimeLoss: events[{self.event}] happened {tau.size} times in the solve; "
+                f"the loss compares {k}"
+            )
+        r = tau[:k] - self.times
+        return float(np.sum(self.weights * r * r)), 2.0 * self.weights * r
+
+    def __repr__(self) -> str:
+        return f"EventTimeLoss({self.times.size} times, event={self.event})"

@@ -26,7 +26,7 @@ from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
-from ._events import event_jump, event_segments
+from ._events import event_time_loss, sweep_through_events
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._sensealg import (
     DiscreteAdjoint,
@@ -128,6 +128,7 @@ class DiscreteMethod(_RK):
     method's steps backward (the exact gradient of the discretised solution)."""
 
     interpolate = True
+    event_loss = None  # an EventTimeLoss (with events: use_events)
 
     def __init__(self, prob, loss, saveat, solver, *args):
         super().__init__(prob, loss, saveat, solver, *args)
@@ -160,76 +161,38 @@ class DiscreteMethod(_RK):
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
         if self.plan.events is not None:
-            self._sweep_through_events(p, dp, du0)
+            dl_dtau = None
+            if self.event_loss is not None:
+                extra, dl_dtau = event_time_loss(self.plan, self.event_loss)
+                value += extra
+            sweep_through_events(self, p, dp, du0, dl_dtau)
             return value, dp, du0
         args = self.discrete_args(p, dp, du0)
         raise_sweep_failure(discrete_adjoint(*args), self.prob, p, self._fail, "adjoint sweep: ")
         return value, dp, du0
 
-    def use_events(self, events, max_events) -> None:
+    def value(self, loss, p, u0):
+        value = super().value(loss, p, u0)
+        if self.event_loss is not None:
+            value += event_time_loss(self.plan, self.event_loss)[0]
+        return value
+
+    def use_events(self, events, max_events, event_loss=None) -> None:
         """Solve with state-dependent events and differentiate through them (see
-        :mod:`scichains.adjoint._events`)."""
+        :mod:`scichains.adjoint._events`); ``event_loss``: an
+        :class:`~scichains.adjoint.EventTimeLoss` added to the loss."""
         for i, e in enumerate(events):
             if e.terminal:
                 raise ValueError(
                     f"events[{i}] is terminal: gradients through a solve that ends at an event "
                     "are not supported yet (the loss would read the state at a moving end time)"
                 )
-        self.plan.events = EventPlan(events, self.prob, max_events)
-
-    def _sweep_through_events(self, p, dp, du0):
-        """The discrete adjoint in pieces between the events with an affect, each event's jump
-        applied between them (:func:`~scichains.adjoint._events.event_jump`)."""
-        plan = self.plan
-        events = plan.events.events
-        cuts = event_segments(plan)
-        m = int(plan.stats[0])
-        pos, inner, w, dl = plan.save_pos, plan.save_inner, plan.save_w, self._dl_du
-        dp[:] = 0.0
-        pbar = np.empty_like(dp)
-        lam = None  # the adjoint at the end of the piece being swept (after its event)
-        hi = m - 1
-        for piece in range(len(cuts), -1, -1):
-            lo = cuts[piece - 1][0] + 1 if piece > 0 else 0
-            keep = (pos >= lo) & (pos <= hi)
-            spos, sin, sw, sdl = pos[keep] - lo, inner[keep], w[keep], dl[keep]
-            if lam is not None:  # enters at the piece's last entry
-                spos = np.append(spos, hi - lo)
-                sin = np.append(sin, False)
-                sw = np.concatenate([sw, np.zeros((1, sw.shape[1]))])
-                sdl = np.concatenate([sdl, lam[None, :]])
-            astore = plan.astore[lo : hi + 1] if plan.astore.shape[0] > 0 else plan.astore
-            code = discrete_adjoint(
-                self.prob.vjp_address,
-                self.prob.kernel,
-                p,
-                plan.A,
-                plan.b,
-                plan.c,
-                plan.ts[lo : hi + 1],
-                plan.us[lo : hi + 1],
-                plan.kstore[lo : hi + 1],
-                astore,
-                hi - lo + 1,
-                np.ascontiguousarray(spos, dtype=np.int64),
-                np.ascontiguousarray(sin),
-                np.ascontiguousarray(sw),
-                np.ascontiguousarray(sdl),
-                pbar,
-                du0,
-                self._ws,
-                self._pb,
-                self._fail,
+        if event_loss is not None and not 0 <= event_loss.event < len(events):
+            raise ValueError(
+                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
             )
-            raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
-            dp += pbar
-            if piece == 0:
-                break
-            L, i = cuts[piece - 1]
-            t, u, f_minus, f_plus = plan.ts[L], plan.us[L], plan.fs[L], plan.fs[L + 1]
-            lam, dp_event = event_jump(events[i], i, t, u.copy(), f_minus, f_plus, p, du0.copy())
-            dp += dp_event
-            hi = L
+        self.plan.events = EventPlan(events, self.prob, max_events)
+        self.event_loss = event_loss
 
     def discrete_args(self, p, dp, du0, astore=None):
         """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward
