@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ode._events import EventPlan
 from ..ode._solution import raise_sweep_failure
 from ..ode.derivatives._autodiff import H, complex_step_version
-from ._discrete import discrete_adjoint
 
 
 def _complex_versions(event):
@@ -179,10 +179,13 @@ def event_time_loss(plan, event_loss):
     return value, dl_dtau
 
 
-def sweep_through_events(method, p, dp, du0, dl_dtau):
-    """The discrete adjoint of ``method`` (a DiscreteMethod after its forward solve) in pieces
-    between the events that move the loss, each event's jump (:func:`event_jump`) applied
-    between them; writes dL/dp into ``dp`` and dL/du0 into ``du0``."""
+def sweep_through_events(method, p, dp, du0, dl_dtau, run_piece):
+    """The discrete adjoint of ``method`` (after its forward solve) in pieces between the
+    events that move the loss, each event's jump (:func:`event_jump`) applied between them;
+    writes dL/dp into ``dp`` and dL/du0 into ``du0``. ``run_piece(lo, hi, save_pos,
+    save_inner, save_w, dl_du, pbar, ubar) -> code`` runs the family's compiled sweep over the
+    stored entries ``lo..hi`` (the save arrays relative to ``lo``), writing ``pbar`` and the
+    adjoint at entry ``lo`` into ``ubar``."""
     plan = method.plan
     events = plan.events.events
     cuts = event_cuts(plan, dl_dtau)
@@ -205,28 +208,15 @@ def sweep_through_events(method, p, dp, du0, dl_dtau):
             sin = np.append(sin, False)
             sw = np.concatenate([sw, np.zeros((1, sw.shape[1]))])
             sdl = np.concatenate([sdl, lam[None, :]])
-        astore = plan.astore[lo : hi + 1] if plan.astore.shape[0] > 0 else plan.astore
-        code = discrete_adjoint(
-            method.prob.vjp_address,
-            method.prob.kernel,
-            p,
-            plan.A,
-            plan.b,
-            plan.c,
-            plan.ts[lo : hi + 1],
-            plan.us[lo : hi + 1],
-            plan.kstore[lo : hi + 1],
-            astore,
-            hi - lo + 1,
+        code = run_piece(
+            lo,
+            hi,
             np.ascontiguousarray(spos, dtype=np.int64),
             np.ascontiguousarray(sin),
             np.ascontiguousarray(sw),
             np.ascontiguousarray(sdl),
             pbar,
             du0,
-            method._ws,
-            method._pb,
-            method._fail,
         )
         raise_sweep_failure(code, method.prob, p, method._fail, "adjoint sweep: ")
         dp += pbar
@@ -237,3 +227,49 @@ def sweep_through_events(method, p, dp, du0, dl_dtau):
         lam, dp_event = event_jump(events[i], i, t, u.copy(), f_minus, f_plus, p, du0.copy(), dl_dt)
         dp += dp_event
         hi, shared_hi = L, R == L
+
+
+def rows(a, lo, hi):
+    """``a[lo : hi + 1]``, or ``a`` itself when it is an empty store (none kept)."""
+    return a[lo : hi + 1] if a.shape[0] > 0 else a
+
+
+class EventGradients:
+    """What a discrete-adjoint method adds for events: ``use_events``, the event-time loss in
+    ``value``; the method calls :func:`sweep_through_events` when ``plan.events`` is set."""
+
+    event_loss = None  # an EventTimeLoss (with events: use_events)
+
+    def use_events(self, events, max_events, event_loss=None) -> None:
+        """Solve with state-dependent events and differentiate through them; ``event_loss``:
+        an :class:`~scichains.adjoint.EventTimeLoss` added to the loss."""
+        for i, e in enumerate(events):
+            if e.terminal:
+                raise ValueError(
+                    f"events[{i}] is terminal: gradients through a solve that ends at an event "
+                    "are not supported yet (the loss would read the state at a moving end time)"
+                )
+        if event_loss is not None and not 0 <= event_loss.event < len(events):
+            raise ValueError(
+                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
+            )
+        if self.prob.mass_matrix is not None:
+            raise TypeError("gradients through events with a mass matrix are not supported yet")
+        self.plan.events = EventPlan(events, self.prob, max_events)
+        self.event_loss = event_loss
+
+    def value(self, loss, p, u0):
+        value = super().value(loss, p, u0)
+        if self.event_loss is not None:
+            value += event_time_loss(self.plan, self.event_loss)[0]
+        return value
+
+    def event_sweep(self, value, p, dp, du0, run_piece):
+        """The sweep through the events (after the forward solve and the solution loss):
+        ``value`` plus the event-time loss."""
+        dl_dtau = None
+        if self.event_loss is not None:
+            extra, dl_dtau = event_time_loss(self.plan, self.event_loss)
+            value += extra
+        sweep_through_events(self, p, dp, du0, dl_dtau, run_piece)
+        return value

@@ -19,8 +19,9 @@ from ..ode.cvode._sundials import CVODESolver
 from ..ode.explicit._tableaus import ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
+from ._events import EventGradients
 from ._loss import EventTimeLoss, NoLoss, SolutionLoss
-from ._methods import DiscreteMethod, make_method
+from ._methods import make_method
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -85,7 +86,8 @@ class Objective:
     events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
-        adjoint of the explicit Runge-Kutta methods only, and without terminal events.
+        adjoint of the explicit Runge-Kutta and Rosenbrock methods only, without terminal
+        events or a mass matrix.
     event_loss : an :class:`EventTimeLoss` on the times of one of the ``events``, added to
         ``loss`` (e.g. fit the time a ball first lands); with it ``loss`` and ``saveat`` may
         be None (the loss is then on the event's times only)
@@ -169,11 +171,12 @@ class Objective:
         if event_loss is not None and not events:
             raise ValueError("event_loss needs the events it reads (events=[...])")
         if events:
-            if not isinstance(self.method, DiscreteMethod):
+            if not isinstance(self.method, EventGradients):
                 raise TypeError(
                     "gradients through events are computed by the discrete adjoint with an "
-                    "explicit Runge-Kutta method for now (solver=Tsit5(), "
-                    f"sensealg=DiscreteAdjoint()); got {solver.name} with {sensealg!r}"
+                    "explicit Runge-Kutta or a Rosenbrock method for now (e.g. solver=Tsit5() "
+                    f"or Rodas5P(), sensealg=DiscreteAdjoint()); got {solver.name} with "
+                    f"{sensealg!r}"
                 )
             self.method.use_events(events, max_events, event_loss)
         self.saveat = self.method.saveat

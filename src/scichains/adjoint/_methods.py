@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 
 from ..ode._dae import consistent_state, start_vjp
-from ..ode._events import EventPlan
 from ..ode._family import FAMILIES, family_of
 from ..ode._plan import check_run, plan_solve, run_plan, stop_tables
 from ..ode._problem import ODEProblem
@@ -26,7 +25,7 @@ from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
-from ._events import event_time_loss, sweep_through_events
+from ._events import EventGradients, rows
 from ._forward import augmented_params, augmented_rhs, augmented_u0
 from ._sensealg import (
     DiscreteAdjoint,
@@ -122,13 +121,12 @@ class _RK(_Planned):
         return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
-class DiscreteMethod(_RK):
+class DiscreteMethod(EventGradients, _RK):
     """:class:`DiscreteAdjoint`: the forward solve keeps every step's stages (and, for a
     network right-hand side, each stage's activations); the compiled sweep runs the
     method's steps backward (the exact gradient of the discretised solution)."""
 
     interpolate = True
-    event_loss = None  # an EventTimeLoss (with events: use_events)
 
     def __init__(self, prob, loss, saveat, solver, *args):
         super().__init__(prob, loss, saveat, solver, *args)
@@ -160,39 +158,36 @@ class DiscreteMethod(_RK):
         value = loss.value_and_grad(self.saveat, saved, self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
-        if self.plan.events is not None:
-            dl_dtau = None
-            if self.event_loss is not None:
-                extra, dl_dtau = event_time_loss(self.plan, self.event_loss)
-                value += extra
-            sweep_through_events(self, p, dp, du0, dl_dtau)
-            return value, dp, du0
+        if plan.events is not None:
+
+            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
+                return discrete_adjoint(
+                    self.prob.vjp_address,
+                    self.prob.kernel,
+                    p,
+                    plan.A,
+                    plan.b,
+                    plan.c,
+                    plan.ts[lo : hi + 1],
+                    plan.us[lo : hi + 1],
+                    plan.kstore[lo : hi + 1],
+                    rows(plan.astore, lo, hi),
+                    hi - lo + 1,
+                    spos,
+                    sin,
+                    sw,
+                    sdl,
+                    pbar,
+                    ubar,
+                    self._ws,
+                    self._pb,
+                    self._fail,
+                )
+
+            return self.event_sweep(value, p, dp, du0, piece), dp, du0
         args = self.discrete_args(p, dp, du0)
         raise_sweep_failure(discrete_adjoint(*args), self.prob, p, self._fail, "adjoint sweep: ")
         return value, dp, du0
-
-    def value(self, loss, p, u0):
-        value = super().value(loss, p, u0)
-        if self.event_loss is not None:
-            value += event_time_loss(self.plan, self.event_loss)[0]
-        return value
-
-    def use_events(self, events, max_events, event_loss=None) -> None:
-        """Solve with state-dependent events and differentiate through them (see
-        :mod:`scichains.adjoint._events`); ``event_loss``: an
-        :class:`~scichains.adjoint.EventTimeLoss` added to the loss."""
-        for i, e in enumerate(events):
-            if e.terminal:
-                raise ValueError(
-                    f"events[{i}] is terminal: gradients through a solve that ends at an event "
-                    "are not supported yet (the loss would read the state at a moving end time)"
-                )
-        if event_loss is not None and not 0 <= event_loss.event < len(events):
-            raise ValueError(
-                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
-            )
-        self.plan.events = EventPlan(events, self.prob, max_events)
-        self.event_loss = event_loss
 
     def discrete_args(self, p, dp, du0, astore=None):
         """The arguments of :func:`~scichains.adjoint.discrete_adjoint` for the last forward
@@ -438,7 +433,7 @@ JACOBIANS_KEPT_UP_TO = 16
 step) up to this many states, and recomputes it (``n`` vjp calls a step) above."""
 
 
-class RosenbrockDiscreteMethod(_Planned):
+class RosenbrockDiscreteMethod(EventGradients, _Planned):
     """:class:`DiscreteAdjoint` with a Rosenbrock solver (Rodas5P, Rosenbrock23): the forward
     solve lands on the save times and keeps every step's stages (and, up to
     :data:`JACOBIANS_KEPT_UP_TO` states, its Jacobian); the compiled sweep
@@ -495,6 +490,31 @@ class RosenbrockDiscreteMethod(_Planned):
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
         self.adjoint_stats[:] = 0
+        if plan.events is not None:
+
+            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
+                return rosenbrock_discrete_adjoint(
+                    self.prob.f_address,
+                    self.prob.vjp_address,
+                    self.prob.kernel,
+                    p,
+                    plan.tableau,
+                    plan.ts[lo : hi + 1],
+                    plan.us[lo : hi + 1],
+                    plan.fs[lo : hi + 1],
+                    plan.kstore[lo : hi + 1],
+                    rows(plan.astore, lo, hi),
+                    hi - lo + 1,
+                    spos,
+                    sdl,
+                    pbar,
+                    ubar,
+                    self.adjoint_stats,
+                    self._fail,
+                    plan.mass,
+                )
+
+            return self.event_sweep(value, p, dp, du0, piece), dp, du0
         code = rosenbrock_discrete_adjoint(
             self.prob.f_address,
             self.prob.vjp_address,
