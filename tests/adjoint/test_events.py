@@ -257,3 +257,22 @@ def test_an_event_time_loss_needs_the_event_to_happen():
         )
     with pytest.raises(ValueError, match="needs the events"):
         adjoint.Objective(prob, None, None, event_loss=adjoint.EventTimeLoss([1.0]))
+
+
+def test_multiobjective_sums_the_trajectories_gradients_through_events():
+    # three balls dropped from different heights and speeds, on two threads
+    prob = ode.ODEProblem(falling, np.array([1.0, 0.0]), (0.0, 2.0), np.array([9.81, 0.8]))
+    u0s = np.array([[1.0, 0.0], [1.5, 0.2], [0.7, -0.1]])
+    saveat = np.linspace(0.2, 2.0, 7)
+    data = np.random.default_rng(0).normal(size=(3, 7, 2)) * 0.1
+    kw = dict(rtol=1e-10, atol=1e-12, events=ode.Event(ground, bounce, direction=-1))
+    multi = adjoint.MultiObjective(prob, adjoint.SquaredError(data), saveat, **kw)
+    value, dp, du0 = multi.value_and_grad(prob.p, u0s, threads=2)
+    total, dp_sum = 0.0, np.zeros(2)
+    for i in range(3):
+        one = adjoint.Objective(prob, adjoint.SquaredError(data[i]), saveat, **kw)
+        v, g, gu = one.value_and_grad(prob.p, u0s[i])
+        total, dp_sum = total + v, dp_sum + g
+        np.testing.assert_array_equal(gu, du0[i])
+    assert value == pytest.approx(total, rel=1e-14)
+    np.testing.assert_allclose(dp, dp_sum, rtol=1e-13)
