@@ -30,6 +30,7 @@ network's thousands of parameters in a condition or an affect would make it slow
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ..ode._events import EventPlan
@@ -54,76 +55,122 @@ def _complex_versions(event):
     return made
 
 
-def _condition_gradient(gc, u, t, p, which):
-    """``(grad_u g, g_t, g_p)`` of the condition at ``(u, t, p)``."""
-    n, m = u.size, p.size
-    uc, pc = u.astype(np.complex128), p.astype(np.complex128)
-    out = np.empty(n + 1 + m)
-    try:
-        for j in range(n):
-            uc[j] += 1j * H
-            out[j] = complex(gc(uc, complex(t), pc)).imag / H
-            uc[j] = u[j]
-        out[n] = complex(gc(uc, complex(t, H), pc)).imag / H
+@numba.njit(cache=False)  # specialised on each event's functions
+def _jump(gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, dp_out):
+    """The jump of :func:`event_jump` with the complex-step derivatives of the condition
+    ``gc`` and the affect ``ac`` (the complex versions); writes ``lambda-`` into ``lam_out``
+    and the event's part of dL/dp into ``dp_out``. Returns ``(D, scale)``: the condition's
+    rate of change at the event and the size of its terms (the caller refuses a tangential
+    event before using the outputs)."""
+    n, m = u.shape[0], p.shape[0]
+    uc = np.empty(n, np.complex128)
+    pc = np.empty(m, np.complex128)
+    for j in range(n):
+        uc[j] = u[j]
+    for j in range(m):
+        pc[j] = p[j]
+    gu = np.empty(n)
+    gp = np.empty(m)
+    for j in range(n):
+        uc[j] = u[j] + 1j * H
+        gu[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
+        uc[j] = u[j]
+    gt = (gc(uc, t + 1j * H, pc) + 0j).imag / H
+    for j in range(m):
+        pc[j] = p[j] + 1j * H
+        gp[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
+        pc[j] = p[j]
+    D = gt
+    scale = abs(gt)
+    for i in range(n):
+        D += gu[i] * f_minus[i]
+        scale += abs(gu[i] * f_minus[i])
+    mu = dl_dtau / D
+    if not has_affect:  # the solution is unchanged: only the time itself is in the loss
+        for i in range(n):
+            lam_out[i] = lam[i] - mu * gu[i]
         for j in range(m):
-            pc[j] += 1j * H
-            out[n + 1 + j] = complex(gc(uc, complex(t), pc)).imag / H
-            pc[j] = p[j]
-    except Exception as exc:  # noqa: BLE001 - reported in words
-        raise TypeError(
-            f"the condition of events[{which}] could not be differentiated (complex step): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    return out[:n], out[n], out[n + 1 :]
-
-
-def _affect_jacobian(ac, u, t, p, which):
-    """``(a_u, a_t, a_p)`` of the affect at ``(u, t, p)``: shapes ``(n, n)``, ``(n,)``,
-    ``(n, len(p))``."""
-    n, m = u.size, p.size
+            dp_out[j] = -mu * gp[j]
+        return D, scale
+    # the affect's Jacobian, column by column: (a_u, a_t, a_p)
     cols = np.empty((n, n + 1 + m))
-    pc = p.astype(np.complex128)
-    try:
-        for j in range(n + 1 + m):
-            uc = u.astype(np.complex128)
-            tc = complex(t)
-            if j < n:
-                uc[j] += 1j * H
-            elif j == n:
-                tc = complex(t, H)
-            else:
-                pc[j - n - 1] += 1j * H
-            ac(uc, tc, pc)
-            cols[:, j] = uc.imag / H
-            if j > n:
-                pc[j - n - 1] = p[j - n - 1]
-    except Exception as exc:  # noqa: BLE001 - reported in words
-        raise TypeError(
-            f"the affect of events[{which}] could not be differentiated (complex step): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    return cols[:, :n], cols[:, n], cols[:, n + 1 :]
+    for j in range(n + 1 + m):
+        for i in range(n):
+            uc[i] = u[i]
+        tc = t + 0j
+        if j < n:
+            uc[j] = u[j] + 1j * H
+        elif j == n:
+            tc = t + 1j * H
+        else:
+            pc[j - n - 1] = p[j - n - 1] + 1j * H
+        ac(uc, tc, pc)
+        for i in range(n):
+            cols[i, j] = uc[i].imag / H
+        if j > n:
+            pc[j - n - 1] = p[j - n - 1]
+    # w = a_u f- + a_t - f+;  mu += w . lambda+ / D
+    wl = 0.0
+    for i in range(n):
+        wi = cols[i, n] - f_plus[i]
+        for k in range(n):
+            wi += cols[i, k] * f_minus[k]
+        wl += wi * lam[i]
+    mu += wl / D
+    for i in range(n):
+        acc = -mu * gu[i]
+        for k in range(n):
+            acc += cols[k, i] * lam[k]
+        lam_out[i] = acc
+    for j in range(m):
+        acc = -mu * gp[j]
+        for k in range(n):
+            acc += cols[k, n + 1 + j] * lam[k]
+        dp_out[j] = acc
+    return D, scale
+
+
+def _jump_of(event):
+    """:func:`_jump` bound to the event's complex functions (compiled once per event: passed
+    as arguments, numba would type the two functions on every call, ~0.1 ms)."""
+    made = getattr(event, "_jump", None)
+    if made is None:
+        gc, ac = _complex_versions(event)
+        has_affect = ac is not None
+        ac = ac if has_affect else gc
+
+        @numba.njit(cache=False)
+        def made(u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, dp_out):
+            return _jump(
+                gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, dp_out
+            )
+
+        event._jump = made
+    return made
 
 
 def event_jump(event, which, t, u_minus, f_minus, f_plus, p, lam_plus, dl_dtau=0.0):
     """The adjoint's jump at an event (see the module's docstring): ``(lambda-, the event's
     part of dL/dp)`` from ``lambda+``, the adjoint just after it; ``dl_dtau``: the derivative
     of a loss on the event's time (:class:`~scichains.adjoint.EventTimeLoss`)."""
-    gc, ac = _complex_versions(event)
-    gu, gt, gp = _condition_gradient(gc, u_minus, t, p, which)
-    D = gu @ f_minus + gt
-    scale = np.abs(gu) @ np.abs(f_minus) + abs(gt)
+    jump = _jump_of(event)
+    lam_minus = np.empty_like(lam_plus)
+    dp = np.empty_like(p)
+    try:
+        D, scale = jump(
+            u_minus, float(t), p, f_minus, f_plus, lam_plus, float(dl_dtau), lam_minus, dp
+        )
+    except Exception as exc:  # noqa: BLE001 - reported in words
+        raise TypeError(
+            f"the condition or the affect of events[{which}] could not be differentiated "
+            f"(complex step) at t = {t!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     if not np.isfinite(D) or abs(D) <= 1e-12 * scale or scale == 0.0:
         raise ValueError(
             f"events[{which}] at t = {t!r} is tangential (the condition's rate of change there is "
             f"{D!r}): its time has no derivative"
         )
-    mu = dl_dtau / D
-    if ac is None:  # the solution is unchanged: only the time itself is in the loss
-        return lam_plus - mu * gu, -mu * gp
-    au, at, ap = _affect_jacobian(ac, u_minus, t, p, which)
-    mu += ((au @ f_minus + at - f_plus) @ lam_plus) / D
-    return au.T @ lam_plus - mu * gu, ap.T @ lam_plus - mu * gp
+    return lam_minus, dp
 
 
 def event_cuts(plan, dl_dtau=None):
@@ -190,43 +237,49 @@ def sweep_through_events(method, p, dp, du0, dl_dtau, run_piece):
     events = plan.events.events
     cuts = event_cuts(plan, dl_dtau)
     pos, inner, w, dl = plan.save_pos, plan.save_inner, plan.save_w, method._dl_du
+    # each piece's saves (a contiguous run of them: sorted by entry, inner before the entry's
+    # own) with room for the adjoint entering at its last entry
+    N = pos.size
+    spos = np.empty(N + 1, dtype=np.int64)
+    sin = np.zeros(N + 1, dtype=np.bool_)
+    sw = np.zeros((N + 1, w.shape[1]))
+    sdl = np.empty((N + 1, dl.shape[1]))
     dp[:] = 0.0
     pbar = np.empty_like(dp)
     lam = None  # the adjoint at the end of the piece being swept (after its event)
     hi = int(plan.stats[0]) - 1
     shared_hi = False  # the piece's last entry is also the next piece's first
+    end = N
     for piece in range(len(cuts), -1, -1):
         lo = cuts[piece - 1][1] if piece > 0 else 0
-        # the saves of the piece: a save inside the step ending at lo belongs to the piece
-        # before; a save at a shared last entry to the piece after
-        keep = (pos >= lo) & (pos <= hi) & ~((pos == lo) & inner)
+        # a save inside the step ending at lo belongs to the piece before; a save at a
+        # shared last entry to the piece after
+        start = int(np.searchsorted(pos, lo, side="left"))
+        while start < end and pos[start] == lo and inner[start]:
+            start += 1
+        stop = end
         if shared_hi:
-            keep &= ~((pos == hi) & ~inner)
-        spos, sin, sw, sdl = pos[keep] - lo, inner[keep], w[keep], dl[keep]
+            while stop > start and pos[stop - 1] == hi and not inner[stop - 1]:
+                stop -= 1
+        k = stop - start
+        spos[:k] = pos[start:stop] - lo
+        sin[:k] = inner[start:stop]
+        sw[:k] = w[start:stop]
+        sdl[:k] = dl[start:stop]
         if lam is not None:  # enters at the piece's last entry
-            spos = np.append(spos, hi - lo)
-            sin = np.append(sin, False)
-            sw = np.concatenate([sw, np.zeros((1, sw.shape[1]))])
-            sdl = np.concatenate([sdl, lam[None, :]])
-        code = run_piece(
-            lo,
-            hi,
-            np.ascontiguousarray(spos, dtype=np.int64),
-            np.ascontiguousarray(sin),
-            np.ascontiguousarray(sw),
-            np.ascontiguousarray(sdl),
-            pbar,
-            du0,
-        )
+            spos[k], sin[k], sdl[k] = hi - lo, False, lam
+            sw[k] = 0.0
+            k += 1
+        code = run_piece(lo, hi, spos[:k], sin[:k], sw[:k], sdl[:k], pbar, du0)
         raise_sweep_failure(code, method.prob, p, method._fail, "adjoint sweep: ")
         dp += pbar
         if piece == 0:
             break
         L, R, i, dl_dt = cuts[piece - 1]
         t, u, f_minus, f_plus = plan.ts[L], plan.us[L], plan.fs[L], plan.fs[R]
-        lam, dp_event = event_jump(events[i], i, t, u.copy(), f_minus, f_plus, p, du0.copy(), dl_dt)
+        lam, dp_event = event_jump(events[i], i, t, u, f_minus, f_plus, p, du0.copy(), dl_dt)
         dp += dp_event
-        hi, shared_hi = L, R == L
+        hi, shared_hi, end = L, R == L, start
 
 
 def rows(a, lo, hi):
