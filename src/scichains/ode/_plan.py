@@ -323,6 +323,10 @@ def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
         stop_times.append(save)
     if tstops is not None:
         stop_times.append(_times("tstops", tstops, t0, t1))
+    inputs = getattr(prob, "inputs", None)
+    if inputs is not None:  # the samples where a constant or linear input has a kink
+        knots = inputs.stops
+        stop_times.append(knots[(knots > min(t0, t1)) & (knots < max(t0, t1))])
     jt = np.zeros(0)
     js = np.zeros(0, dtype=np.int64)
     ja = np.zeros(0)
