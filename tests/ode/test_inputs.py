@@ -115,6 +115,27 @@ def test_interpolants_match_scipy(kind, reference):
 
 
 @numba.njit
+def copy_inputs(du, u, p, t, x):
+    for j in range(x.shape[0]):
+        du[j] = x[j]
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cubic", "akima"])
+def test_the_compiled_evaluation_agrees_with_the_interpolant(kind):
+    # what the right-hand side sees in x, at the samples, between them and at the ends
+    rng = np.random.default_rng(4)
+    ts = np.cumsum(rng.uniform(0.2, 1.0, 12))
+    y = rng.standard_normal((12, 5))
+    u = ode.Interpolation(ts, y, kind=kind)
+    prob = ode.ODEProblem(copy_inputs, np.zeros(5), (ts[0], ts[-1]), inputs=u)
+    times = np.concatenate([ts, np.linspace(ts[0], ts[-1], 97), [ts[0] - 1.0, ts[-1] + 1.0]])
+    du = np.empty(5)
+    for t in times:
+        prob.f(du, np.zeros(5), prob.p, t)
+        np.testing.assert_allclose(du, u(t), rtol=1e-14, atol=1e-14)
+
+
+@numba.njit
 def driven_pendulum(du, u, p, t, x):
     du[0] = u[1]
     du[1] = -p[0] * np.sin(u[0]) - p[1] * u[1] + x[0] * np.cos(u[0]) + x[1]

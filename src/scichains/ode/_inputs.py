@@ -15,6 +15,7 @@ differentiated.
 from __future__ import annotations
 
 import inspect
+import re
 
 import numba
 import numpy as np
@@ -62,38 +63,43 @@ def stack_vector(typingctx, n):
     return arrty(n), codegen
 
 
-@numba.njit(**FLAGS)
-def evaluate(table, n, m, t, x):
-    """The interpolant at ``t`` into ``x`` (length ``m``). ``table``: the ``n`` knots, then
-    per knot ``i`` the coefficients ``a, b, c, d`` (each ``m`` values) of ``a + s (b + s (c +
-    s d))``, ``s = t - ts[i]``, valid on ``[ts[i], ts[i + 1])``; the last knot's row is its
-    value. Outside ``[ts[0], ts[-1]]`` the end values (constant extrapolation)."""
+# The compiled evaluation of the interpolant at t into x (m values), as source written into the
+# body of each adapter below. ``TABLE``: the N knots, then per knot i the coefficients a, b, c,
+# d (each M values) of a + s (b + s (c + s d)), s = t - ts[i], valid on [ts[i], ts[i + 1]);
+# the last knot's row is its value; outside [ts[0], ts[-1]] the end values. Called as a
+# separately compiled function from the adapter instead, it cost 60-70 ns more per call from
+# 4 channels on (measured, AMD EPYC Zen 1: 71 ns against 11 ns with m = 4), where the inline
+# version costs as much as with m = 1.
+_EVALUATE = """
     i = 0
     s = 0.0
-    if t >= table[n - 1]:
-        i = n - 1
-    elif t > table[0]:
-        hi = n - 1  # ts[i] <= t < ts[hi]
+    if t >= TABLE[N - 1]:
+        i = N - 1
+    elif t > TABLE[0]:
+        hi = N - 1  # TABLE[i] <= t < TABLE[hi]
         while hi - i > 1:
             mid = (i + hi) >> 1
-            if table[mid] <= t:
+            if TABLE[mid] <= t:
                 i = mid
             else:
                 hi = mid
-        s = t - table[i]
-    base = n + 4 * m * i
-    for j in range(m):
-        a = table[base + j]
-        b = table[base + m + j]
-        c = table[base + 2 * m + j]
-        d = table[base + 3 * m + j]
-        x[j] = a + s * (b + s * (c + s * d))
+        s = t - TABLE[i]
+    base = N + 4 * M * i
+    for j in range(M):
+        a = TABLE[base + j]
+        b = TABLE[base + M + j]
+        c = TABLE[base + 2 * M + j]
+        d = TABLE[base + 3 * M + j]
+        X[j] = a + s * (b + s * (c + s * d))
+"""
 
 
-@numba.njit(**FLAGS)
-def _evaluate_many(table, n, m, ts, out):
-    for k in range(ts.shape[0]):
-        evaluate(table, n, m, ts[k], out[k])
+def _evaluation(table: str, n: str, m: str, x: str) -> str:
+    """The source of the evaluation with its names replaced."""
+    out = _EVALUATE
+    for name, value in (("TABLE", table), ("N", n), ("M", m), ("X", x)):
+        out = re.sub(rf"\b{name}\b", value, out)
+    return out
 
 
 def _natural_cubic(ts, y, h, slope):
@@ -244,11 +250,12 @@ class Interpolation:
 
     def __call__(self, t) -> np.ndarray:
         t = np.asarray(as_real(t, "t") if np.ndim(t) else as_real([t], "t")[0])
-        scalar = t.ndim == 0
-        tv = np.ascontiguousarray(t.reshape(-1), dtype=np.float64)
-        out = np.empty((tv.size, self.m))
-        _evaluate_many(self.table, self.ts.size, self.m, tv, out)
-        return out[0] if scalar else out.reshape(t.shape + (self.m,))
+        n, m = self.ts.size, self.m
+        i = np.clip(np.searchsorted(self.ts, t, side="right") - 1, 0, n - 1)
+        inside = (t > self.ts[0]) & (t < self.ts[-1])
+        s = np.where(inside, t - self.ts[i], 0.0)[..., None]
+        a, b, c, d = np.moveaxis(self.table[n:].reshape(n, 4, m)[i], -2, 0)
+        return a + s * (b + s * (c + s * d))
 
     def __repr__(self) -> str:
         return (
@@ -273,16 +280,20 @@ def _table_env(interp: Interpolation) -> dict:
         "_N": int(interp.ts.size),
         "_M": interp.m,
         "_stack": stack_vector,
-        "_evaluate": evaluate,
     }
 
 
-_RHS = """
+_X = _evaluation("_TABLE", "_N", "_M", "x")
+_RHS = (
+    """
 def input_rhs(du, u, p, t):
     x = _stack(_M)
-    _evaluate(_TABLE, _N, _M, t, x)
+"""
+    + _X
+    + """
     _user(du, u, p, t, x)
 """
+)
 
 
 def input_rhs(f, interp: Interpolation):
@@ -290,12 +301,9 @@ def input_rhs(f, interp: Interpolation):
     return _compiled(_RHS, "input_rhs", {**_table_env(interp), "_user": f})
 
 
-_VJP = """
-def input_vjp(v, u, p, t, ubar, pbar):
-    x = _stack(_M)
-    _evaluate(_TABLE, _N, _M, t, x)
-    _user(v, u, p, t, x, ubar, pbar)
-"""
+_VJP = _RHS.replace("input_rhs(du, u, p, t)", "input_vjp(v, u, p, t, ubar, pbar)").replace(
+    "_user(du, u, p, t, x)", "_user(v, u, p, t, x, ubar, pbar)"
+)
 
 
 def input_vjp(vjp, interp: Interpolation):
@@ -310,17 +318,22 @@ def input_split_rhs(du, u, q, t):
 
 # the automatic vjp differentiates input_split_rhs with respect to (u, q = [p, x]); these
 # hand it [p, x(t)] and keep the p part of its q-gradient
-_SPLIT_VJP = """
+_SPLIT_VJP = (
+    """
 def input_auto_vjp(v, u, p, t, ubar, pbar):
     q = _stack(_NP + _M)
     qbar = _stack(_NP + _M)
     for i in range(_NP):
         q[i] = p[i]
-    _evaluate(_TABLE, _N, _M, t, q[_NP:])
+    x = q[_NP:]
+"""
+    + _X
+    + """
     _vjp(v, u, q, t, ubar, qbar)
     for i in range(_NP):
         pbar[i] = qbar[i]
 """
+)
 _SPLIT_VJP_K = _SPLIT_VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
     "t, ubar, qbar)", "t, k, ubar, qbar)"
 )
