@@ -4,6 +4,7 @@ u0, the inputs being data; against central differences of the closed-form soluti
 import numba
 import numpy as np
 import pytest
+from ode._forced import SIGNAL, TS, convolution, forced
 
 from scichains import ode
 from scichains.adjoint import (
@@ -16,16 +17,9 @@ from scichains.adjoint import (
     gradient,
 )
 
-TS = np.linspace(0.0, 10.0, 21)
-SIGNAL = np.sin(1.3 * TS) + 0.2 * TS
 SAVE = np.linspace(0.0, 10.0, 41)
 DATA = 0.5 * np.cos(0.7 * SAVE)[:, None]
 TIGHT = dict(rtol=1e-12, atol=1e-14)
-
-
-@numba.njit
-def forced(du, u, p, t, x):
-    du[0] = -p[0] * u[0] + x[0]
 
 
 @numba.njit
@@ -36,20 +30,7 @@ def forced_vjp(v, u, p, t, x, ubar, pbar):
 
 def exact_loss(k, x0):
     """sum((x(SAVE) - DATA)^2) from the closed-form convolution (u linear between samples)."""
-    out = np.empty(SAVE.size)
-    x = x0
-    for i in range(TS.size - 1):
-        a = SIGNAL[i]
-        b = (SIGNAL[i + 1] - SIGNAL[i]) / (TS[i + 1] - TS[i])
-
-        def at(s, x=x, a=a, b=b):
-            e = np.exp(-k * s)
-            return e * x + a * (1.0 - e) / k + b * (s / k - (1.0 - e) / k**2)
-
-        inside = (SAVE >= TS[i]) & (SAVE <= TS[i + 1])
-        out[inside] = at(SAVE[inside] - TS[i])
-        x = at(TS[i + 1] - TS[i])
-    return float(np.sum((out - DATA[:, 0]) ** 2))
+    return float(np.sum((convolution(k, x0, TS, SIGNAL, "linear", SAVE) - DATA[:, 0]) ** 2))
 
 
 def central(fn, x, h=1e-6):
