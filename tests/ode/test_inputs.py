@@ -2,6 +2,9 @@
 scipy's interpolants, the closed-form solution of a forced linear ODE, scipy's solve_ivp
 with the same interpolant."""
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
 import numba
 import numpy as np
 import pytest
@@ -142,6 +145,40 @@ def test_an_ensemble_solves_each_trajectory_with_the_inputs():
     prob = ode.ODEProblem(forced, np.array([1.0]), (0.0, 10.0), np.array([0.7]), inputs=u)
     ks = np.array([[0.3], [0.7], [1.5], [2.0]])
     ens = ode.solve_ensemble(ode.EnsembleProblem(prob, ps=ks), ode.Tsit5(), saveat=T_SAVE, **TIGHT)
+    for i, k in enumerate(ks[:, 0]):
+        exact = convolution(k, 1.0, TS, SIGNAL, "linear", T_SAVE)
+        assert np.abs(ens.u[i][:, 0] - exact).max() < 1e-9
+    # threads share the problem (and its compiled input table): the same results, bit for bit
+    one = ode.solve_ensemble(
+        ode.EnsembleProblem(prob, ps=ks), ode.Tsit5(), saveat=T_SAVE, threads=1, **TIGHT
+    )
+    with ThreadPoolExecutor(2) as pool:
+        pooled = ode.solve_ensemble(
+            ode.EnsembleProblem(prob, ps=ks),
+            ode.Tsit5(),
+            saveat=T_SAVE,
+            executor=pool,
+            batch_size=1,
+            **TIGHT,
+        )
+    np.testing.assert_array_equal(ens.u, one.u)
+    np.testing.assert_array_equal(pooled.u, one.u)
+
+
+@pytest.mark.slow  # starts worker processes, which compile the adapter again
+def test_worker_processes_rebuild_a_problem_with_inputs():
+    u = ode.Interpolation(TS, SIGNAL)
+    prob = ode.ODEProblem(forced, np.array([1.0]), (0.0, 10.0), np.array([0.7]), inputs=u)
+    ks = np.array([[0.3], [0.7], [1.5], [2.0]])
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ens = ode.solve_ensemble(
+            ode.EnsembleProblem(prob, ps=ks),
+            ode.Tsit5(),
+            saveat=T_SAVE,
+            executor=pool,
+            batch_size=2,
+            **TIGHT,
+        )
     for i, k in enumerate(ks[:, 0]):
         exact = convolution(k, 1.0, TS, SIGNAL, "linear", T_SAVE)
         assert np.abs(ens.u[i][:, 0] - exact).max() < 1e-9
