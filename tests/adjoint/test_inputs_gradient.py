@@ -63,6 +63,35 @@ def test_gradient_with_respect_to_k_matches_central_differences(sensealg):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "solver, sensealg",
+    [
+        (ode.Tsit5(), InterpolatingAdjoint(checkpointing=True)),
+        (ode.CVODE_BDF(), InterpolatingAdjoint()),
+    ],
+    ids=["checkpointed", "cvode"],
+)
+def test_checkpointed_and_cvode_gradients(solver, sensealg):
+    value, dp, du0 = gradient(
+        problem(), SquaredError(DATA), SAVE, solver=solver, sensealg=sensealg, **TIGHT
+    )
+    assert abs(dp[0] - DK) < 1e-5
+    assert abs(du0[0] - DX0) < 1e-5
+
+
+def test_gradient_with_a_constant_input():
+    def loss(k, x0):
+        x = convolution(k, x0, TS, SIGNAL, "constant", SAVE)
+        return float(np.sum((x - DATA[:, 0]) ** 2))
+
+    u = ode.Interpolation(TS, SIGNAL, kind="constant")
+    prob = ode.ODEProblem(forced, np.array([X0]), (0.0, 10.0), np.array([K]), inputs=u)
+    value, dp, du0 = gradient(prob, SquaredError(DATA), SAVE, solver=ode.Tsit5(), **TIGHT)
+    assert abs(dp[0] - central(lambda k: loss(k, X0), K)) < 1e-6
+    assert abs(du0[0] - central(lambda x0: loss(K, x0), X0)) < 1e-6
+
+
+@pytest.mark.slow
 def test_backsolve_gradient():
     value, dp, du0 = gradient(
         problem(), SquaredError(DATA), SAVE, sensealg=BacksolveAdjoint(), **TIGHT
