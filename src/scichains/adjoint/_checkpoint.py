@@ -37,7 +37,8 @@ class Checkpoints:
             seg_jumps = [jm for jm in jumps if (d * (jm[0] - a) > 0 and d * (b - jm[0]) >= 0)] + (
                 [jm for jm in jumps if jm[0] == a] if j == 0 else []
             )
-            ns = SimpleNamespace(tspan=(a, b), u0=prob.u0)
+            # (the inputs: their samples inside the segment are stops too)
+            ns = SimpleNamespace(tspan=(a, b), u0=prob.u0, inputs=getattr(prob, "inputs", None))
             _, *tables = stop_tables(ns, None, inside if inside.size else None, seg_jumps or None)
             self.tables.append(tables)
         n = prob.u0.size

@@ -569,7 +569,7 @@ class CVODEMethod(SensitivityMethod):
             raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
         self.prob = prob
         self.solver = solver
-        self._tables = stop_tables(prob, saveat, tstops, jumps)
+        self._tables = stop_tables(prob, saveat, tstops, jumps, cvode=True)
         self.saveat = self._tables[0]
         m, n = self.saveat.size, prob.u0.size
         loss.check(m, n)

@@ -9,6 +9,7 @@ many trajectories: ``solve_ensemble(EnsembleProblem(prob, u0s=..., ps=...), save
 from ._abi import RHS_SIGNATURE, VJP_SIGNATURE
 from ._auto import AutoSwitch, AutoTsit5Rodas5P
 from ._events import Event
+from ._inputs import Interpolation
 from ._problem import FrozenGlobalWarning, ODEProblem
 from ._solution import ODESolveError, ReturnCode, Solution
 from ._solve import solve
@@ -43,6 +44,7 @@ __all__ = [
     "NetworkTerm",
     "ExplicitRK",
     "FrozenGlobalWarning",
+    "Interpolation",
     "ODEProblem",
     "ODESolveError",
     "ReturnCode",

@@ -306,11 +306,14 @@ def _parse_jumps(jumps, n):
     return jt, js, ja
 
 
-def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
+def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True, cvode=False):
     """Validate ``saveat``/``tstops``/``jumps``; return ``(save, stops, jump_index, jump_count,
     jump_state, jump_amount)``: the times to land on (ordered in the direction of
-    integration, ending with t1; the save times too unless ``land_on_saves`` is False) and the
-    jumps grouped by stop. Jumps are doses: see :func:`_parse_jumps`."""
+    integration, ending with t1; the save times too unless ``land_on_saves`` is False; the
+    samples of the problem's constant or linear inputs) and the jumps grouped by stop. Jumps
+    are doses: see :func:`_parse_jumps`. ``cvode=True``: for CVODE, whose multistep history
+    cannot cross the jump of a constant input, its samples are restarts (doses of nothing),
+    not the pairs of stops a float apart of ``Interpolation.stops``."""
     t0, t1 = prob.tspan
     direction = 1.0 if t1 > t0 else -1.0
     save = None
@@ -323,6 +326,10 @@ def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
         stop_times.append(save)
     if tstops is not None:
         stop_times.append(_times("tstops", tstops, t0, t1))
+    inputs = getattr(prob, "inputs", None)
+    if inputs is not None:  # the samples where a constant or linear input has a kink
+        knots = inputs.ts if cvode and inputs.kind == "constant" else inputs.stops
+        stop_times.append(knots[(knots > min(t0, t1)) & (knots < max(t0, t1))])
     jt = np.zeros(0)
     js = np.zeros(0, dtype=np.int64)
     ja = np.zeros(0)
@@ -345,6 +352,9 @@ def stop_tables(prob, saveat, tstops, jumps, land_on_saves=True):
         if hit.size:
             jump_index[i] = hit[0]
             jump_count[i] = hit.size
+    if cvode and inputs is not None and inputs.kind == "constant":
+        restart = np.isin(stops, inputs.ts) & (jump_index < 0) & (stops != t1)
+        jump_index[restart] = 0  # with jump_count 0: a restart, no dose
     stops = np.ascontiguousarray(stops)
 
     return save, stops, jump_index, jump_count, js, ja

@@ -26,6 +26,9 @@ from ._abi import (
     register_cfunc,
 )
 from ._dae import algebraic_part, check_mass_matrix, consistent_state
+from ._inputs import Interpolation, automatic_input_vjp, check_span, input_rhs, input_vjp
+
+F64 = numba.types.float64[::1]
 
 
 def _call(f, du, u, p, t0, kernel, five):
@@ -90,6 +93,27 @@ def _probe(f, u0, p, t0, kernel, five):
             f"the right-hand side did not set du[{int(np.argmax(np.isnan(du)))}] at (u0, t0), "
             f"or set it to NaN: u0 has length {u0.size}; check it matches the model"
         )
+
+
+def _probe_inputs(f, u0, p, t0, x0):
+    """:func:`_probe` for ``f(du, u, p, t, x)``, first checking that ``f`` reads no more than
+    the ``m`` input values."""
+    py = f.py_func
+    try:
+        py(np.full(u0.size, np.nan), u0.copy(), p, t0, x0.copy())
+    except IndexError:
+        try:
+            py(np.full(u0.size, np.nan), u0.copy(), p, t0, np.concatenate([x0, np.zeros(64)]))
+        except Exception:  # noqa: BLE001 - not the inputs: _probe tells u0 and p apart
+            pass
+        else:
+            raise ValueError(
+                f"the right-hand side reads past the {x0.size} input value(s) x (the inputs "
+                f"have {x0.size} channel(s)); check the shape of the Interpolation's values"
+            ) from None
+    except Exception:  # noqa: BLE001 - numba-only constructs may not run as Python
+        pass
+    _probe(f, u0, p, t0, x0, True)
 
 
 def vjp_makers():
@@ -321,6 +345,49 @@ def _as_vjp(f):
     )
 
 
+_INPUT_RHS = (F64, F64, F64, numba.types.float64, F64)
+_INPUT_VJP = (F64, F64, F64, numba.types.float64, F64, F64, F64)
+
+
+def _input_functions(f, vjp, inputs, kernel):
+    """``(g, vjp_g)``: the right-hand side ``f(du, u, p, t, x)`` (and the vjp ``vjp(v, u, p,
+    t, x, ubar, pbar)``, or None) of a problem with ``inputs`` as functions of the ordinary
+    form, which evaluate the interpolant at ``t`` (:mod:`scichains.ode._inputs`)."""
+    if not isinstance(inputs, Interpolation):
+        raise TypeError(
+            f"inputs must be a scichains.ode.Interpolation, got {type(inputs).__name__}"
+        )
+    if kernel is not None:
+        raise ValueError(
+            "a right-hand side with both network kernels (kernel=) and inputs= is not "
+            "supported yet: evaluate the network from a right-hand side f(du, u, p, t, x) "
+            "with nn.chain_forward on a kernel you pass to your own code, or drop inputs="
+        )
+    forms = (
+        ("right-hand side", f, _INPUT_RHS, "f(du, u, p, t, x)"),
+        ("vjp", vjp, _INPUT_VJP, "vjp(v, u, p, t, x, ubar, pbar)"),
+    )
+    for what, fn, args, form in forms:
+        if fn is None:
+            continue
+        if not isinstance(fn, CPUDispatcher):
+            raise TypeError(
+                f"with inputs=, the {what} must be compiled with numba (@numba.njit), with the "
+                f"signature {form} (x: the {inputs.m} input values at t); got "
+                f"{type(fn).__name__}"
+            )
+        warn_frozen_globals(fn, what)
+        try:
+            fn.compile(args)
+        except Exception as e:  # noqa: BLE001 - reported with numba's reason
+            raise TypeError(
+                f"with inputs=, the {what} could not be compiled as {form} with float64 arrays, "
+                f"t a float and x a float64 vector of the {inputs.m} input values at t: "
+                f"{compile_reason(e)}"
+            ) from None
+    return input_rhs(f, inputs), (None if vjp is None else input_vjp(vjp, inputs))
+
+
 _VJP_LOCK = threading.RLock()
 """Held while a problem's vjp is made (:meth:`ODEProblem.ensure_vjp`)."""
 
@@ -358,9 +425,21 @@ class ODEProblem:
         algebraic equations to the tolerances (checked at each solve), or ``solve(...,
         init="algebraic")`` computes the algebraic variables (:meth:`consistent_u0`).
         Gradients: Rodas5P with its discrete adjoint.
+    inputs : Interpolation, optional
+        Measured input signals (:class:`scichains.ode.Interpolation`, ``m`` channels). The
+        right-hand side is then ``f(du, u, p, t, x)``, ``x`` the ``m`` input values at ``t``
+        (filled by the solver, a float64 vector valid during the call), and a ``vjp``
+        ``vjp(v, u, p, t, x, ubar, pbar)``. Every compiled method, the ensembles and the
+        adjoints take such a problem; gradients are with respect to ``u0`` and ``p`` (the
+        inputs are data). The solvers stop at the samples of constant and linear inputs.
+        ``tspan`` must lie within the samples' range. Not combined with ``kernel`` yet.
     """
 
-    def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None, mass_matrix=None):
+    def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None, mass_matrix=None, inputs=None):
+        self.inputs = inputs
+        self.user_f = f
+        if inputs is not None:  # f(du, u, p, t, x) behind an adapter g(du, u, p, t)
+            f, vjp = _input_functions(f, vjp, inputs, kernel)
         self.f = f
         if isinstance(f, CPUDispatcher):
             warn_frozen_globals(f, "right-hand side")
@@ -410,7 +489,11 @@ class ODEProblem:
         self.kernel = kernel
         self.mass_matrix = check_mass_matrix(mass_matrix, u0.size)
         self._algebraic = None
-        _probe(f, u0, self.p, t0, kernel, five)
+        if inputs is None:
+            _probe(f, u0, self.p, t0, kernel, five)
+        else:
+            check_span(inputs, self.tspan)
+            _probe_inputs(self.user_f, u0, self.p, t0, inputs(t0))
 
     @property
     def algebraic(self):
@@ -482,7 +565,17 @@ class ODEProblem:
                 "ODEProblem"
             )
         automatic_vjp, network_vjp = vjp_makers()
-        if self.takes_kernel:
+        if self.inputs is not None:
+            vjp, self.derivatives = automatic_input_vjp(
+                self.user_f,
+                self.inputs,
+                self.u0,
+                self.p,
+                self.tspan[0],
+                method == "auto",
+                automatic_vjp,
+            )
+        elif self.takes_kernel:
             vjp, self.kernel = network_vjp(self.f, self.u0, self.p, self.tspan[0], self.kernel)
             self.derivatives = "traced"
         else:

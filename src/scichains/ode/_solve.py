@@ -118,9 +118,9 @@ def solve(
             raise ValueError(f"tolerances must be positive, got rtol={rtol}, atol={atol}")
         if int(max_steps) < 1:
             raise ValueError("max_steps must be positive")
-        save, *tables = stop_tables(prob, saveat, tstops, jumps)
+        save, *tables = stop_tables(prob, saveat, tstops, jumps, cvode=True)
         # CVODE lands on t1, tstops and doses; the save times it interpolates (normal mode)
-        hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps)[1])
+        hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps, cvode=True)[1])
         code, st, su, sf, stats, message, exc = solve_cvode(
             prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard
         )

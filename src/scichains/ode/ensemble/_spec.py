@@ -127,6 +127,10 @@ class ProblemSpec:
         self.kernel = prob.kernel
         self.error_group = prob.error_group
         self.network_rhs = getattr(prob, "network_rhs", False)
+        # inputs: f is already the adapter evaluating them (ODEProblem(inputs=)); the rebuilt
+        # problem keeps the interpolant (its stops) and the user's f (automatic vjps)
+        self.inputs = getattr(prob, "inputs", None)
+        self.user_f = None if self.inputs is None else FunctionRef(prob.user_f)
 
     def build(self):
         """A new ODEProblem (an automatic vjp is made again where a gradient needs one)."""
@@ -135,6 +139,8 @@ class ProblemSpec:
         prob.error_group = self.error_group
         if self.network_rhs:
             prob.network_rhs = True
+        if self.inputs is not None:
+            prob.inputs, prob.user_f = self.inputs, self.user_f.resolve()
         return prob
 
     def problem(self):
