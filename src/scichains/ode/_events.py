@@ -45,8 +45,9 @@ class Event:
         checked just after it, so a bounce that falls back within one step is seen). With
         ``k > 0`` such a double crossing is seen when a checked point falls between the two
         roots; each point costs a condition call per step (on a 2-state Lotka-Volterra solve
-        with Tsit5: ends only +25-30%, 4 points ~+50% over no events, measured on AMD EPYC
-        Zen 3; see ``benchmarks/events.py``). The solve uses the largest value among its events.
+        with Tsit5, whole ``solve`` calls: ends only +16%, 4 points +27% over no events,
+        measured on an idle AMD EPYC, AVX2; see ``benchmarks/events.py``). The solve uses the
+        largest value among its events.
 
     How events are located and handled (every compiled method: explicit Runge-Kutta,
     Rosenbrock, ESDIRK, Radau, the automatic method):
