@@ -4,6 +4,8 @@
   functions, SymPy-expressible), their sums, and :class:`PySINDyLibrary` (a PySINDy feature
   library, optional dependency). ``lib(X)`` evaluates, ``lib.expressions(symbols)`` writes
   the features in SymPy.
+- Derivatives from samples: :func:`derivatives` (finite differences, smoothed finite
+  differences, Savitzky-Golay, smoothing splines, total variation; irregular times).
 - Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
   (``fit.equations()``, ``fit.to_sympy()``).
 - Structure search on the data: :func:`candidate_structures` (STLSQ paths of learned terms),
@@ -18,6 +20,7 @@
 
 from ._candidates import Candidate, candidate_structures, identifiable, polynomial_sublibraries
 from ._criteria import aic, aicc, bic
+from ._derivatives import derivatives
 from ._library import ConcatLibrary, CustomLibrary, Library, PolynomialLibrary
 from ._pysindy import PySINDyLibrary, to_pysindy
 from ._search import SearchResult, StructureSearch, select_structure, ude_samples
@@ -39,6 +42,7 @@ __all__ = [
     "aicc",
     "bic",
     "candidate_structures",
+    "derivatives",
     "identifiable",
     "polynomial_sublibraries",
     "select_structure",
