@@ -7,7 +7,8 @@
 - Derivatives from samples: :func:`derivatives` (finite differences, smoothed finite
   differences, Savitzky-Golay, smoothing splines, total variation; irregular times).
 - Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
-  (``fit.equations()``, ``fit.to_sympy()``).
+  (``fit.equations()``, ``fit.to_sympy()``); from noisy samples without derivatives,
+  :func:`weak_sparse_regression` (weak SINDy), with the same :class:`SparseFit` result.
 - Structure search on the data: :func:`candidate_structures` (STLSQ paths of learned terms),
   :class:`StructureSearch` (each candidate refitted to the data through the adjoint, scored
   by BIC/AIC plus a per-term margin, improved by a stepwise add/drop search) and
@@ -26,6 +27,7 @@ from ._pysindy import PySINDyLibrary, to_pysindy
 from ._search import SearchResult, StructureSearch, select_structure, ude_samples
 from ._stlsq import SparseFit, sparse_regression, stlsq, stlsq_path
 from ._structure import Structure
+from ._weak import weak_sparse_regression
 
 __all__ = [
     "Candidate",
@@ -51,4 +53,5 @@ __all__ = [
     "stlsq_path",
     "to_pysindy",
     "ude_samples",
+    "weak_sparse_regression",
 ]
