@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._derivatives import _check_samples
+from ._derivatives import _check_samples, trapezoid_weights
 from ._library import Library
 from ._stlsq import SparseFit, select_threshold
 
@@ -46,10 +46,7 @@ def weak_system(
         core = s * (1 - s)
         phi = core**p
         dphi = p * core ** (p - 1) * (1 - 2 * s) / (b - a)
-        h = np.diff(tt)
-        w = np.zeros(window)  # trapezoidal weights
-        w[:-1] += h / 2
-        w[1:] += h / 2
+        w = trapezoid_weights(tt)
         norm = w @ phi
         G[k] = (w * phi) @ Theta[i : i + window] / norm
         B[k] = -(w * dphi) @ X[i : i + window] / norm
