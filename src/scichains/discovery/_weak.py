@@ -53,6 +53,46 @@ def weak_system(
     return G, B
 
 
+def weak_rows(t, X, library: Library, window=0.1, n_windows=None, p: int = 4):
+    """The weak-form rows of all trajectories, checked: ``(G, B, n_eff, n)`` with ``G``
+    ``(rows, n_features)``, ``B`` ``(rows, n)``, ``n_eff`` the number of disjoint windows
+    (the criterion's independent rows) and ``n`` the number of states."""
+    if not (isinstance(p, (int, np.integer)) and p >= 1):
+        raise ValueError(f"p must be an integer of at least 1, got {p!r}")
+    pairs = _trajectories(t, X)
+    rows_G, rows_B = [], []
+    n_eff = 0.0
+    for ti, Xi in pairs:
+        m = ti.size
+        if isinstance(window, (float, np.floating)) and 0 < window <= 1:
+            w = max(2 * p + 1, int(round(window * m)))
+        elif isinstance(window, (int, np.integer)) and not isinstance(window, bool):
+            w = int(window)
+        else:
+            raise ValueError(
+                f"window must be a number of samples or a fraction in (0, 1], got {window!r}"
+            )
+        if not 2 * p + 1 <= w <= m:
+            raise ValueError(
+                f"window must hold between 2 p + 1 = {2 * p + 1} and {m} samples (the trajectory's "
+                f"length), got {w}"
+            )
+        k = min(m - w + 1, 200) if n_windows is None else n_windows
+        if not (isinstance(k, (int, np.integer)) and k >= 1):
+            raise ValueError(f"n_windows must be a positive integer, got {n_windows!r}")
+        G, B = weak_system(ti, Xi, library, w, int(k), int(p))
+        rows_G.append(G)
+        rows_B.append(B)
+        n_eff += min(G.shape[0], m / w)  # disjoint windows: the independent rows
+    G, B = np.concatenate(rows_G), np.concatenate(rows_B)
+    if G.shape[0] < G.shape[1]:
+        raise ValueError(
+            f"{G.shape[0]} test functions for {G.shape[1]} library features: use more windows "
+            "(n_windows), shorter windows, more samples or a smaller library"
+        )
+    return G, B, n_eff, B.shape[1]
+
+
 def weak_sparse_regression(
     t,
     X,
@@ -131,41 +171,8 @@ def weak_sparse_regression(
     """
     if not isinstance(library, Library):
         raise TypeError(f"library must be a scichains.discovery library, got {library!r}")
-    if not (isinstance(p, (int, np.integer)) and p >= 1):
-        raise ValueError(f"p must be an integer of at least 1, got {p!r}")
-    pairs = _trajectories(t, X)
-    rows_G, rows_B = [], []
-    n_eff = 0.0
-    for ti, Xi in pairs:
-        m = ti.size
-        if isinstance(window, (float, np.floating)) and 0 < window <= 1:
-            w = max(2 * p + 1, int(round(window * m)))
-        elif isinstance(window, (int, np.integer)) and not isinstance(window, bool):
-            w = int(window)
-        else:
-            raise ValueError(
-                f"window must be a number of samples or a fraction in (0, 1], got {window!r}"
-            )
-        if not 2 * p + 1 <= w <= m:
-            raise ValueError(
-                f"window must hold between 2 p + 1 = {2 * p + 1} and {m} samples (the trajectory's "
-                f"length), got {w}"
-            )
-        k = min(m - w + 1, 200) if n_windows is None else n_windows
-        if not (isinstance(k, (int, np.integer)) and k >= 1):
-            raise ValueError(f"n_windows must be a positive integer, got {n_windows!r}")
-        G, B = weak_system(ti, Xi, library, w, int(k), int(p))
-        rows_G.append(G)
-        rows_B.append(B)
-        n_eff += min(G.shape[0], m / w)  # disjoint windows: the independent rows
-    G, B = np.concatenate(rows_G), np.concatenate(rows_B)
-    if G.shape[0] < G.shape[1]:
-        raise ValueError(
-            f"{G.shape[0]} test functions for {G.shape[1]} library features: use more windows "
-            "(n_windows), shorter windows, more samples or a smaller library"
-        )
+    G, B, n_eff, n = weak_rows(t, X, library, window, n_windows, p)
     thr, Xi, path = select_threshold(G, B, thresholds, ridge, n_eff)
-    n = B.shape[1]
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
     target_names = (
         list(target_names) if target_names is not None else [f"{s}'" for s in input_names]
