@@ -4,8 +4,13 @@
   functions, SymPy-expressible), their sums, and :class:`PySINDyLibrary` (a PySINDy feature
   library, optional dependency). ``lib(X)`` evaluates, ``lib.expressions(symbols)`` writes
   the features in SymPy.
+- Derivatives from samples: :func:`derivatives` (finite differences, smoothed finite
+  differences, Savitzky-Golay, smoothing splines, total variation; irregular times).
 - Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
-  (``fit.equations()``, ``fit.to_sympy()``).
+  (``fit.equations()``, ``fit.to_sympy()``); from noisy samples without derivatives,
+  :func:`weak_sparse_regression` (weak SINDy), with the same :class:`SparseFit` result;
+  bagged (E-SINDy) with inclusion probabilities and intervals,
+  :func:`ensemble_sparse_regression` (:class:`EnsembleFit`).
 - Structure search on the data: :func:`candidate_structures` (STLSQ paths of learned terms),
   :class:`StructureSearch` (each candidate refitted to the data through the adjoint, scored
   by BIC/AIC plus a per-term margin, improved by a stepwise add/drop search) and
@@ -18,16 +23,20 @@
 
 from ._candidates import Candidate, candidate_structures, identifiable, polynomial_sublibraries
 from ._criteria import aic, aicc, bic
+from ._derivatives import derivatives
+from ._ensemble import EnsembleFit, ensemble_sparse_regression
 from ._library import ConcatLibrary, CustomLibrary, Library, PolynomialLibrary
 from ._pysindy import PySINDyLibrary, to_pysindy
 from ._search import SearchResult, StructureSearch, select_structure, ude_samples
 from ._stlsq import SparseFit, sparse_regression, stlsq, stlsq_path
 from ._structure import Structure
+from ._weak import weak_sparse_regression
 
 __all__ = [
     "Candidate",
     "ConcatLibrary",
     "CustomLibrary",
+    "EnsembleFit",
     "Library",
     "PolynomialLibrary",
     "PySINDyLibrary",
@@ -39,6 +48,8 @@ __all__ = [
     "aicc",
     "bic",
     "candidate_structures",
+    "derivatives",
+    "ensemble_sparse_regression",
     "identifiable",
     "polynomial_sublibraries",
     "select_structure",
@@ -47,4 +58,5 @@ __all__ = [
     "stlsq_path",
     "to_pysindy",
     "ude_samples",
+    "weak_sparse_regression",
 ]

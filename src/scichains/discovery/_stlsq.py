@@ -190,8 +190,23 @@ def sparse_regression(
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim == 1:
         Y = Y[:, None]
-    Theta = library(X)
+    thr, Xi, path = select_threshold(library(X), Y, thresholds, ridge)
+    d = X.shape[1]
+    input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(d)]
+    target_names = (
+        list(target_names) if target_names is not None else [f"y{j}" for j in range(Y.shape[1])]
+    )
+    return SparseFit(Xi, thr, path, library.names(input_names), target_names, library, input_names)
+
+
+def select_threshold(Theta, Y, thresholds, ridge: float, n_effective: float | None = None):
+    """STLSQ of ``Y`` (``(m, n_targets)``) on ``Theta`` (``(m, n_features)``) at each
+    threshold (default: 40 log-spaced over the least-squares coefficients' magnitudes); the
+    one with the lowest variance-scaled AICc summed over the targets wins. ``n_effective``:
+    the number of independent rows for the AICc (default ``m``; fewer for correlated rows).
+    Returns ``(threshold, Xi, path)`` as stored in :class:`SparseFit`."""
     m = Theta.shape[0]
+    n_eff = m if n_effective is None else n_effective
     if thresholds is None:
         full = (
             np.abs(_lstsq(Theta, Y, ridge))
@@ -203,23 +218,18 @@ def sparse_regression(
         thresholds = np.geomspace(max(lo, 1e-8 * hi), hi, 40)
     path = []
     best = None
-    for thr in thresholds:
+    for thr in np.atleast_1d(np.asarray(thresholds, dtype=np.float64)):
         Xi = stlsq(Theta, Y, thr, ridge)
         score = 0.0
         for j in range(Y.shape[1]):
             rss = float(np.sum((Theta @ Xi[:, j] - Y[:, j]) ** 2))
-            score += aicc(rss / max(np.var(Y[:, j]), 1e-300), m, int(np.count_nonzero(Xi[:, j])))
+            score += aicc(
+                rss / max(np.var(Y[:, j]), 1e-300), n_eff, int(np.count_nonzero(Xi[:, j]))
+            )
         path.append((float(thr), score, int(np.count_nonzero(Xi))))
         if best is None or score < best[1]:
             best = (float(thr), score, Xi)
-    d = X.shape[1]
-    input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(d)]
-    target_names = (
-        list(target_names) if target_names is not None else [f"y{j}" for j in range(Y.shape[1])]
-    )
-    return SparseFit(
-        best[2], best[0], path, library.names(input_names), target_names, library, input_names
-    )
+    return best[0], best[2], path
 
 
 def stlsq_path(Theta, Y, thresholds, ridge: float = 0.0) -> list[tuple[float, np.ndarray]]:

@@ -1,0 +1,249 @@
+"""Derivatives of sampled trajectories: finite differences, smoothed finite differences,
+Savitzky-Golay (local polynomial least squares), smoothing splines and total-variation
+regularised differentiation, all on irregular times."""
+
+from __future__ import annotations
+
+import numpy as np
+
+METHODS = ("finite_difference", "smoothed_finite_difference", "savgol", "spline", "tv")
+
+
+def _check_times(t) -> np.ndarray:
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim != 1:
+        raise ValueError(f"t must have shape (m,), got {t.shape}")
+    if t.size < 3:
+        raise ValueError(f"need at least 3 samples to estimate derivatives, got {t.size}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t has NaN or infinite values")
+    if not np.all(np.diff(t) > 0):
+        i = int(np.flatnonzero(np.diff(t) <= 0)[0])
+        raise ValueError(
+            f"t must be strictly increasing: t[{i}] = {t[i]!r}, t[{i + 1}] = {t[i + 1]!r}"
+        )
+    return t
+
+
+def _check_samples(t, X) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``(t, X as (m, n), whether X was a vector)``, with the shape and value checks."""
+    t = _check_times(t)
+    X = np.asarray(X, dtype=np.float64)
+    vector = X.ndim == 1
+    if vector:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] != t.size:
+        raise ValueError(
+            f"X must have shape ({t.size},) or ({t.size}, n) to match t, got {X.shape}"
+        )
+    if not np.all(np.isfinite(X)):
+        rows = np.flatnonzero(~np.all(np.isfinite(X), axis=1))
+        raise ValueError(f"X has NaN or infinite values (rows {rows[:5].tolist()}...)")
+    return t, X, vector
+
+
+def trapezoid_weights(t: np.ndarray) -> np.ndarray:
+    """Weights ``w`` (shape ``(m,)``) of the trapezoidal rule on the samples ``t``:
+    ``integral f dt ~ w @ f(t)``."""
+    h = np.diff(t)
+    w = np.zeros(t.size)
+    w[:-1] += h / 2
+    w[1:] += h / 2
+    return w
+
+
+def finite_difference(t: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Second-order finite differences on irregular times (``X``: ``(m, n)``): the derivative
+    of the parabola through each point and its two neighbours (one-sided at the ends), exact
+    for quadratics."""
+    h = np.diff(t)
+    D = np.empty_like(X)
+    h0, h1 = h[:-1, None], h[1:, None]
+    D[1:-1] = (
+        -h1 / (h0 * (h0 + h1)) * X[:-2]
+        + (h1 - h0) / (h0 * h1) * X[1:-1]
+        + h0 / (h1 * (h0 + h1)) * X[2:]
+    )
+    a, b = h[0], h[1]
+    D[0] = -(2 * a + b) / (a * (a + b)) * X[0] + (a + b) / (a * b) * X[1] - a / (b * (a + b)) * X[2]
+    a, b = h[-1], h[-2]
+    D[-1] = (
+        (2 * a + b) / (a * (a + b)) * X[-1] - (a + b) / (a * b) * X[-2] + a / (b * (a + b)) * X[-3]
+    )
+    return D
+
+
+def _local_polynomial(t: np.ndarray, X: np.ndarray, window: int, order: int, deriv: int):
+    """Value (``deriv=0``) or first derivative (``deriv=1``) at each sample of the polynomial of
+    degree ``order`` fitted by least squares to the ``window`` nearest samples in index (the
+    window centred on the sample, shifted inwards at the ends)."""
+    m = t.size
+    if not (isinstance(window, (int, np.integer)) and 3 <= window <= m):
+        raise ValueError(f"window must be an integer number of samples in [3, {m}], got {window!r}")
+    if not (isinstance(order, (int, np.integer)) and 1 <= order < window):
+        raise ValueError(
+            f"order must be an integer in [1, window - 1 = {window - 1}], got {order!r}"
+        )
+    out = np.empty_like(X)
+    half = window // 2
+    powers = np.arange(order + 1)
+    for i in range(m):
+        lo = min(max(i - half, 0), m - window)
+        tt = t[lo : lo + window]
+        scale = tt[-1] - tt[0]
+        V = ((tt - t[i]) / scale)[:, None] ** powers
+        # the row of the pseudo-inverse that gives the coefficient of (t - t_i)^deriv
+        w = np.linalg.pinv(V)[deriv]
+        out[i] = w @ X[lo : lo + window] / scale**deriv
+    return out
+
+
+def _default_window(m: int, order: int) -> int:
+    return int(min(m, max(order + 2, m // 20 * 2 + 1)))
+
+
+def _spline(t: np.ndarray, X: np.ndarray, lam) -> np.ndarray:
+    from scipy.interpolate import make_smoothing_spline
+
+    if lam is not None and not (np.isscalar(lam) and float(lam) >= 0):
+        raise ValueError(f"lam must be a non-negative number or None (GCV), got {lam!r}")
+    if t.size < 5:
+        raise ValueError(f"the smoothing spline needs at least 5 samples, got {t.size}")
+    return np.stack(
+        [make_smoothing_spline(t, X[:, j], lam=lam).derivative()(t) for j in range(X.shape[1])],
+        axis=1,
+    )
+
+
+def _tv(t: np.ndarray, X: np.ndarray, alpha: float, max_iter: int, eps: float) -> np.ndarray:
+    """Chartrand's total-variation regularised derivative, in the antiderivative's variables:
+    the smooth signal ``y`` at the samples minimising ``a * TV(y') + sum_i w_i (y_i - x_i)^2 / 2``
+    with ``y'`` piecewise constant (the slopes between samples), ``w`` the trapezoidal weights
+    and ``a = alpha * std(x) * (t[-1] - t[0])^2`` (so that ``alpha`` has no units); that is
+    Chartrand's functional ``a * TV(u) + |A u + c - x|^2 / 2`` with ``u = y'``, its integral
+    ``A u`` and the constant ``c`` of integration. Solved by lagged diffusivity (a sparse
+    pentadiagonal system per iteration), then the derivative at the samples by second-order
+    differences of ``y``."""
+    from scipy.sparse import diags
+    from scipy.sparse.linalg import spsolve
+
+    m = t.size
+    h = np.diff(t)
+    span = t[-1] - t[0]
+    w = trapezoid_weights(t)
+    # jumps of the slopes: (D y)_k = u_{k+1} - u_k, shape (m - 2, m)
+    D = diags([1 / h[:-1], -(1 / h[:-1] + 1 / h[1:]), 1 / h[1:]], [0, 1, 2], shape=(m - 2, m))
+    D = D.tocsr()
+    W = diags(w)
+    out = np.empty_like(X)
+    for j in range(X.shape[1]):
+        x = X[:, j]
+        scale = max(float(np.std(x)), 1e-300)
+        a = alpha * scale * span**2
+        floor = (eps * scale / span) ** 2  # smooths |jump| near zero
+        y = x.copy()
+        for _ in range(max_iter):
+            jump = D @ y
+            E = diags(1.0 / np.sqrt(jump**2 + floor))
+            y_new = spsolve((W + a * (D.T @ E @ D)).tocsc(), w * x)
+            done = np.max(np.abs(y_new - y)) <= 1e-9 * scale
+            y = y_new
+            if done:
+                break
+        out[:, j] = y
+    return finite_difference(t, out)
+
+
+def derivatives(t, X, method: str = "spline", **options) -> np.ndarray:
+    """Time derivatives of a sampled trajectory, from the samples alone.
+
+    Parameters
+    ----------
+    t : array_like, shape ``(m,)``
+        The sample times, strictly increasing, not necessarily evenly spaced (at least 3).
+    X : array_like, shape ``(m,)`` or ``(m, n)``
+        The samples, one row per time (NaN or inf raises ``ValueError``). Several
+        trajectories: ``t`` a list ``[t1, t2]`` and ``X`` a list ``[X1, X2]`` return the
+        list of their derivatives, each trajectory on its own.
+    method : str
+        - ``"spline"`` (default): the derivative of the cubic smoothing spline
+          (``scipy.interpolate.make_smoothing_spline``) with penalty ``lam`` (default
+          ``None``: chosen by generalised cross-validation). The default because it needs no
+          window or penalty from the user and was the most accurate of the five on clean and
+          noisy sines, on even and irregular times (3x better than Savitzky-Golay at 1% noise:
+          ``benchmarks/discovery_noise.py``).
+        - ``"finite_difference"``: second-order differences on the irregular grid (the
+          parabola through each sample and its neighbours, one-sided at the ends); exact for
+          quadratics, no smoothing: noise of standard deviation ``s`` becomes noise of about
+          ``s / h`` in the derivative.
+        - ``"smoothed_finite_difference"``: finite differences of the samples smoothed by
+          local polynomials (``window``, ``order`` as for ``"savgol"``, default order 3).
+        - ``"savgol"``: Savitzky-Golay on irregular times: the slope at each sample of the
+          polynomial of degree ``order`` (default 3) fitted by least squares to the
+          ``window`` nearest samples (an odd number, default about a tenth of the samples,
+          at least ``order + 2``; the window is shifted inwards at the ends).
+        - ``"tv"``: total-variation regularised differentiation (R. Chartrand, "Numerical
+          differentiation of noisy, nonsmooth data", ISRN Applied Mathematics 2011, article
+          164564): the derivative ``u`` minimising ``a * TV(u) + |A u + c - x|^2 / 2``, ``A``
+          the antiderivative and ``c`` the constant of integration, written in the
+          antiderivative's samples (a sparse system per lagged-diffusivity iteration:
+          ``max_iter``, default 100; ``eps``, default 1e-6, the relative smoothing of ``|u'|``
+          at zero). ``alpha`` (default 1e-5) has no units: ``a = alpha * std(x) * (t[-1] -
+          t[0])^2``, the data term weighted by the trapezoidal rule, so one ``alpha`` serves
+          any sampling density. Suited to piecewise-constant derivatives (kinks in ``x``); on
+          smooth signals it staircases.
+    **options
+        The method's options named above; an option the method does not take raises
+        ``TypeError``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The derivatives at ``t``, float64, of the shape of ``X``.
+
+    Raises
+    ------
+    ValueError
+        Wrong shapes, ``t`` not strictly increasing, NaN/inf, an unknown method (the message
+        lists the known ones) or a bad option value.
+    """
+    if isinstance(t, (list, tuple)) and len(t) > 0 and np.ndim(t[0]) == 1:
+        if not isinstance(X, (list, tuple)) or len(X) != len(t):
+            raise ValueError("a list of time arrays needs a list of trajectories X of its length")
+        return [derivatives(ti, Xi, method, **options) for ti, Xi in zip(t, X)]
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known methods: {', '.join(METHODS)}")
+    known = {
+        "finite_difference": set(),
+        "smoothed_finite_difference": {"window", "order"},
+        "savgol": {"window", "order"},
+        "spline": {"lam"},
+        "tv": {"alpha", "max_iter", "eps"},
+    }[method]
+    extra = set(options) - known
+    if extra:
+        raise TypeError(
+            f"method {method!r} takes the options {sorted(known) or 'none'}, got {sorted(extra)}"
+        )
+    t, X2, vector = _check_samples(t, X)
+    if method == "finite_difference":
+        D = finite_difference(t, X2)
+    elif method in ("savgol", "smoothed_finite_difference"):
+        order = options.get("order", 3)
+        window = options.get(
+            "window", _default_window(t.size, order if isinstance(order, int) else 3)
+        )
+        if method == "savgol":
+            D = _local_polynomial(t, X2, window, order, 1)
+        else:
+            D = finite_difference(t, _local_polynomial(t, X2, window, order, 0))
+    elif method == "spline":
+        D = _spline(t, X2, options.get("lam"))
+    else:
+        alpha = options.get("alpha", 1e-5)
+        if not (np.isscalar(alpha) and float(alpha) > 0):
+            raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+        D = _tv(
+            t, X2, float(alpha), int(options.get("max_iter", 100)), float(options.get("eps", 1e-6))
+        )
+    return D[:, 0] if vector else D
