@@ -92,6 +92,21 @@ def _harvest_problem():
     return ode.ODEProblem(lotka, np.array([1.0, 1.0]), (0.0, 12.0), p)
 
 
+def _assert_central_differences(obj, prob, value, dp, du0, h=1e-6):
+    """The objective's gradient against central differences of its value (the forward solve
+    with its events), in every parameter and initial state."""
+    for j in range(prob.p.size):
+        e = np.zeros(prob.p.size)
+        e[j] = h
+        cd = (obj.value(prob.p + e) - obj.value(prob.p - e)) / (2 * h)
+        assert dp[j] == pytest.approx(cd, rel=2e-5, abs=1e-6 * abs(value)), j
+    for j in range(prob.u0.size):
+        e = np.zeros(prob.u0.size)
+        e[j] = h
+        cd = (obj.value(None, prob.u0 + e) - obj.value(None, prob.u0 - e)) / (2 * h)
+        assert du0[j] == pytest.approx(cd, rel=2e-5), j
+
+
 @pytest.mark.parametrize("solver", [ode.Tsit5(), ode.Rodas5P()], ids=lambda s: s.name)
 def test_gradient_through_events_matches_central_differences(solver):
     prob = _harvest_problem()
@@ -103,17 +118,7 @@ def test_gradient_through_events_matches_central_differences(solver):
     value, dp, du0 = obj.value_and_grad()
     fired = int(obj.plan.events.table.state[0])
     assert fired >= 3  # several harvests inside the span
-    h = 1e-6
-    for j in range(prob.p.size):
-        e = np.zeros(prob.p.size)
-        e[j] = h
-        cd = (obj.value(prob.p + e) - obj.value(prob.p - e)) / (2 * h)
-        assert dp[j] == pytest.approx(cd, rel=2e-5, abs=1e-6 * abs(value)), j
-    for j in range(2):
-        e = np.zeros(2)
-        e[j] = h
-        cd = (obj.value(None, prob.u0 + e) - obj.value(None, prob.u0 - e)) / (2 * h)
-        assert du0[j] == pytest.approx(cd, rel=2e-5), j
+    _assert_central_differences(obj, prob, value, dp, du0)
     # a thread's copy of the objective (made when two threads share it) has the events too
     again = obj._new_copy().value_and_grad()
     assert again[0] == value and np.array_equal(again[1], dp) and np.array_equal(again[2], du0)
@@ -227,17 +232,7 @@ def test_an_event_time_loss_on_an_event_without_an_affect_and_a_state_loss():
         event_loss=adjoint.EventTimeLoss([2.0, 6.0], event=1),
     )
     value, dp, du0 = obj.value_and_grad()
-    h = 1e-6
-    for j in range(prob.p.size):
-        e = np.zeros(prob.p.size)
-        e[j] = h
-        cd = (obj.value(prob.p + e) - obj.value(prob.p - e)) / (2 * h)
-        assert dp[j] == pytest.approx(cd, rel=2e-5, abs=1e-6 * abs(value)), j
-    for j in range(2):
-        e = np.zeros(2)
-        e[j] = h
-        cd = (obj.value(None, prob.u0 + e) - obj.value(None, prob.u0 - e)) / (2 * h)
-        assert du0[j] == pytest.approx(cd, rel=2e-5), j
+    _assert_central_differences(obj, prob, value, dp, du0)
 
 
 def test_an_event_time_loss_needs_the_event_to_happen():

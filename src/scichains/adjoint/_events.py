@@ -277,7 +277,7 @@ def sweep_through_events(method, p, dp, du0, dl_dtau, run_piece):
             break
         L, R, i, dl_dt = cuts[piece - 1]
         t, u, f_minus, f_plus = plan.ts[L], plan.us[L], plan.fs[L], plan.fs[R]
-        lam, dp_event = event_jump(events[i], i, t, u, f_minus, f_plus, p, du0.copy(), dl_dt)
+        lam, dp_event = event_jump(events[i], i, t, u, f_minus, f_plus, p, du0, dl_dt)
         dp += dp_event
         hi, shared_hi, end = L, R == L, start
 

@@ -163,13 +163,13 @@ class Objective:
         saveat, tstops, jumps = copy.deepcopy((saveat, tstops, jumps))  # the copies' settings
         options = (rtol, atol, max_steps, tstops, jumps, dtmin)
         self._spare_args = (loss, saveat, solver, sensealg) + options
-        self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
         events = check_events(events)
-        self._spare_args += (events, max_events, event_loss)
         if event_loss is not None and not isinstance(event_loss, EventTimeLoss):
             raise TypeError(f"event_loss must be an adjoint.EventTimeLoss, got {event_loss!r}")
         if event_loss is not None and not events:
             raise ValueError("event_loss needs the events it reads (events=[...])")
+        self._spare_args += (events, max_events, event_loss)
+        self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
         if events:
             if not isinstance(self.method, EventGradients):
                 raise TypeError(

@@ -161,28 +161,8 @@ class DiscreteMethod(EventGradients, _RK):
         if plan.events is not None:
 
             def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return discrete_adjoint(
-                    self.prob.vjp_address,
-                    self.prob.kernel,
-                    p,
-                    plan.A,
-                    plan.b,
-                    plan.c,
-                    plan.ts[lo : hi + 1],
-                    plan.us[lo : hi + 1],
-                    plan.kstore[lo : hi + 1],
-                    rows(plan.astore, lo, hi),
-                    hi - lo + 1,
-                    spos,
-                    sin,
-                    sw,
-                    sdl,
-                    pbar,
-                    ubar,
-                    self._ws,
-                    self._pb,
-                    self._fail,
-                )
+                saves = (spos, sin, sw, sdl)
+                return discrete_adjoint(*self._piece_args(p, lo, hi, saves, pbar, ubar))
 
             return self.event_sweep(value, p, dp, du0, piece), dp, du0
         args = self.discrete_args(p, dp, du0)
@@ -194,6 +174,14 @@ class DiscreteMethod(EventGradients, _RK):
         solve, writing into ``dp``/``du0``; ``astore`` replaces the stored activations (an
         empty store makes the sweep call the vjp)."""
         plan = self.plan
+        saves = (plan.save_pos, plan.save_inner, plan.save_w, self._dl_du)
+        return self._piece_args(p, 0, int(plan.stats[0]) - 1, saves, dp, du0, astore)
+
+    def _piece_args(self, p, lo, hi, saves, pbar, ubar, astore=None):
+        """The arguments of :func:`~scichains.adjoint.discrete_adjoint` over the stored
+        entries ``lo..hi`` (``saves``: ``(save_pos, save_inner, save_w, dl_du)`` relative to
+        ``lo``), writing into ``pbar``/``ubar``."""
+        plan = self.plan
         return (
             self.prob.vjp_address,
             self.prob.kernel,
@@ -201,17 +189,14 @@ class DiscreteMethod(EventGradients, _RK):
             plan.A,
             plan.b,
             plan.c,
-            plan.ts,
-            plan.us,
-            plan.kstore,
-            plan.astore if astore is None else astore,
-            int(plan.stats[0]),
-            plan.save_pos,
-            plan.save_inner,
-            plan.save_w,
-            self._dl_du,
-            dp,
-            du0,
+            plan.ts[lo : hi + 1],
+            plan.us[lo : hi + 1],
+            plan.kstore[lo : hi + 1],
+            rows(plan.astore if astore is None else astore, lo, hi),
+            hi - lo + 1,
+            *saves,
+            pbar,
+            ubar,
             self._ws,
             self._pb,
             self._fail,
@@ -493,53 +478,40 @@ class RosenbrockDiscreteMethod(EventGradients, _Planned):
         if plan.events is not None:
 
             def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return rosenbrock_discrete_adjoint(
-                    self.prob.f_address,
-                    self.prob.vjp_address,
-                    self.prob.kernel,
-                    p,
-                    plan.tableau,
-                    plan.ts[lo : hi + 1],
-                    plan.us[lo : hi + 1],
-                    plan.fs[lo : hi + 1],
-                    plan.kstore[lo : hi + 1],
-                    rows(plan.astore, lo, hi),
-                    hi - lo + 1,
-                    spos,
-                    sdl,
-                    pbar,
-                    ubar,
-                    self.adjoint_stats,
-                    self._fail,
-                    plan.mass,
-                )
+                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
 
             return self.event_sweep(value, p, dp, du0, piece), dp, du0
-        code = rosenbrock_discrete_adjoint(
-            self.prob.f_address,
-            self.prob.vjp_address,
-            self.prob.kernel,
-            p,
-            plan.tableau,
-            plan.ts,
-            plan.us,
-            plan.fs,
-            plan.kstore,
-            plan.astore,
-            int(plan.stats[0]),
-            plan.save_pos,
-            self._dl_du,
-            dp,
-            du0,
-            self.adjoint_stats,
-            self._fail,
-            plan.mass,
-        )
+        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
         raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
         part = self.prob.algebraic
         if part is not None:
             dp, du0 = start_vjp(self.prob, part, u0, p, self.prob.tspan[0], dp, du0)
         return value, dp, du0
+
+    def _sweep(self, p, lo, hi, save_pos, dl_du, pbar, ubar):
+        """:func:`~scichains.adjoint._stiff_discrete.rosenbrock_discrete_adjoint` over the
+        stored entries ``lo..hi`` (``save_pos`` relative to ``lo``); returns its code."""
+        plan = self.plan
+        return rosenbrock_discrete_adjoint(
+            self.prob.f_address,
+            self.prob.vjp_address,
+            self.prob.kernel,
+            p,
+            plan.tableau,
+            plan.ts[lo : hi + 1],
+            plan.us[lo : hi + 1],
+            plan.fs[lo : hi + 1],
+            plan.kstore[lo : hi + 1],
+            rows(plan.astore, lo, hi),
+            hi - lo + 1,
+            save_pos,
+            dl_du,
+            pbar,
+            ubar,
+            self.adjoint_stats,
+            self._fail,
+            plan.mass,
+        )
 
     def stats(self) -> dict:
         s, a = self.plan.stats, self.adjoint_stats

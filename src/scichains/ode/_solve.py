@@ -150,13 +150,8 @@ def solve(
         plan.events = EventPlan(events, prob, max_events)
     code = run_plan(plan, prob.u0, prob.p)
     message = exc = None
-    from_event = None
-    if code == ReturnCode.RHS_ERROR and plan.events is not None:
-        from_event = plan.events.failure(plan.fail, prob.p)
-    if from_event is not None:
-        message, exc = from_event
-    elif code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
-        failure = plan_failure(plan, code, prob.p)
+    if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
+        failure = plan_failure(plan, code, prob.p)  # names an event's function that raised
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
     save, stats = plan.save, _stats(plan.stats)
