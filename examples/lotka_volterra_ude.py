@@ -1,15 +1,15 @@
 """Missing-physics discovery with a universal differential equation (Rackauckas et al. 2020).
 
 Truth: x' = alpha x - beta x y, y' = gamma x y - delta y, observed every 0.1 on [0, 3] with 5%
-noise. The UDE keeps the known part (alpha x, -delta y) and learns the rest with a network
-U(x, y) (2 -> 5 -> 5 -> 5 -> 2, Gaussian rbf); Adam(0.1) for 200 iterations, then L-BFGS to
-convergence, with gradients from the interpolating adjoint. Sparse regression (STLSQ) of U
-on polynomials up to degree 3 plus sines and cosines gives candidate structures; each is
-refitted to the data and scored by its BIC plus MARGIN = 2 per term (a term must lower the
-BIC by more than 2, positive evidence on Kass and Raftery's scale, to earn its place), among
-those whose terms are not nearly collinear on the trajectory. The best four are then improved
-by stepwise searches on the data (add any library term, drop any term, while the score
-drops), and the lowest end point is kept: a local optimum of the score on the data, not
+noise. The UDE keeps the known part (alpha x, -delta y) and learns the rest with a network U(x,
+y) (2 -> 5 -> 5 -> 5 -> 2, Gaussian rbf); Adam(0.1) for 200 iterations, then L-BFGS to
+convergence (``scichains.fit``), with gradients from the interpolating adjoint. Sparse
+regression (STLSQ) of U on polynomials up to degree 3 plus sines and cosines gives candidate
+structures; each is refitted to the data and scored by its BIC plus MARGIN = 2 per term (a term
+must lower the BIC by more than 2, positive evidence on Kass and Raftery's scale, to earn its
+place), among those whose terms are not nearly collinear on the trajectory. The best four are
+then improved by stepwise searches on the data (add any library term, drop any term, while the
+score drops), and the lowest end point is kept: a local optimum of the score on the data, not
 merely the best of the candidates the network happened to give; the recovered model is
 extrapolated to t = 50.
 
@@ -32,11 +32,10 @@ import os
 import time
 
 import numpy as np
-import scipy.optimize
 import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import InterpolatingAdjoint, Objective, ScipyFun, SquaredError
+from scichains.adjoint import InterpolatingAdjoint, Objective, SquaredError
 from scichains.discovery import PolynomialLibrary, StructureSearch
 from scichains.ode import NetworkTerm, SymbolicModel, Tsit5, solve
 
@@ -83,30 +82,26 @@ def train(model, chain, data, adam_iters=200, lbfgs_iters=10_000, seed=1, log=pr
         atol=1e-9,
         sensealg=InterpolatingAdjoint(),  # the method the README's results were measured with
     )
-    losses = []
-    opt = sc.Adam(0.1)
-    t0 = time.perf_counter()
-    for i in range(adam_iters):
-        loss, g, _ = obj.value_and_grad(p)
-        losses.append(loss)
-        opt.step(p, g)
-        if i % 50 == 0:
-            log(f"  Adam {i:4d}: loss {loss:.4f}")
 
-    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])  # a failed trial solve: inf
-    res = scipy.optimize.minimize(
-        fun,
+    def report(info):  # scichains.fit calls it at every iterate
+        if info.stage == 0 and info.iteration % 50 == 0:
+            log(f"  Adam {info.iteration:4d}: loss {info.loss:.4f}")
+
+    # Adam, then L-BFGS from where Adam ended (a solve that fails at a trial point of the
+    # line search counts as an infinite loss: the search backs off)
+    res = sc.fit(
+        obj,
         p,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": lbfgs_iters, "gtol": 1e-10},
-        callback=lambda q: losses.append(fun.last_value),  # accepted iterates only
+        [(sc.Adam(0.1), adam_iters), sc.LBFGS(lbfgs_iters, gtol=1e-10)],
+        callback=report,
+        progress=False,
     )
+    lbfgs = res.stages[-1]
     log(
-        f"  L-BFGS: loss {res.fun:.5f} after {res.nit} iterations ({res.message}); "
-        f"{time.perf_counter() - t0:.1f} s in all"
+        f"  L-BFGS: loss {res.loss:.5f} after {lbfgs['nit']} iterations ({lbfgs['message']}); "
+        f"{res.seconds:.1f} s in all"
     )
-    return res.x, np.array(losses)
+    return p, res.history["loss"]
 
 
 LIBRARY = PolynomialLibrary(degree=3, sin=True)

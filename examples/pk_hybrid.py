@@ -23,14 +23,12 @@ python examples/pk_hybrid.py [--quick] [--plot out.png]
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
-import scipy.optimize
 import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import InterpolatingAdjoint, Objective, ScipyFun, SquaredError
+from scichains.adjoint import InterpolatingAdjoint, Objective, SquaredError
 from scichains.ode import NetworkTerm, SymbolicModel, solve
 
 TRUE = dict(Ka=0.5, CL=1.0, Vc=1.0, Smax=2.9, n=1.5, SC50=0.05, Kout=2.2, Kin=0.8)
@@ -121,28 +119,22 @@ def fit(model, chain, data, adam_iters=300, lbfgs_iters=5000, seed=0, l2=L2, log
         g[model.n_phys :] += 2.0 * l2 * w
         return value + l2 * float(w @ w), g
 
-    losses = []
-    opt = sc.Adam(0.02)
-    t0 = time.perf_counter()
-    for i in range(adam_iters):
-        value, g = value_and_grad(p)
-        losses.append(value)
-        opt.step(p, g)
-        if i % 100 == 0:
-            log(f"  Adam {i:4d}: loss {value:.4f}")
-    fun = ScipyFun(value_and_grad)
-    res = scipy.optimize.minimize(
-        fun,
+    def report(info):  # scichains.fit calls it at every iterate
+        if info.stage == 0 and info.iteration % 100 == 0:
+            log(f"  Adam {info.iteration:4d}: loss {info.loss:.4f}")
+
+    res = sc.fit(
+        value_and_grad,
         p,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": lbfgs_iters},
-        callback=lambda q: losses.append(fun.last_value),
+        [(sc.Adam(0.02), adam_iters), sc.LBFGS(lbfgs_iters)],
+        callback=report,
+        progress=False,
     )
     log(
-        f"  L-BFGS: loss {res.fun:.4f} after {res.nit} iterations; {time.perf_counter() - t0:.1f} s"
+        f"  L-BFGS: loss {res.loss:.4f} after {res.stages[-1]['nit']} iterations; "
+        f"{res.seconds:.1f} s"
     )
-    return res.x, np.array(losses)
+    return p, res.history["loss"]
 
 
 def predict(model, p, amount, ts=TS):

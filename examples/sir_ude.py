@@ -18,11 +18,10 @@ import argparse
 import time
 
 import numpy as np
-import scipy.optimize
 import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import Objective, ScipyFun, SquaredError
+from scichains.adjoint import Objective, SquaredError
 from scichains.discovery import PolynomialLibrary, select_structure
 from scichains.ode import NetworkTerm, SymbolicModel, solve
 
@@ -63,22 +62,23 @@ def train(model, chain, data, adam_iters=300, lbfgs_iters=3000, seed=1, log=prin
     obj = Objective(
         model.problem(U0, (0.0, TS[-1]), p), SquaredError(data), TS, rtol=1e-7, atol=1e-9
     )
-    opt = sc.Adam(0.01)
-    t0 = time.perf_counter()
-    for i in range(adam_iters):
-        loss, g, _ = obj.value_and_grad(p)
-        opt.step(p, g)
-        if i % 100 == 0:
-            log(f"  Adam {i:4d}: loss {loss:.5f}")
-    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
-    res = scipy.optimize.minimize(
-        fun, p, jac=True, method="L-BFGS-B", options={"maxiter": lbfgs_iters, "gtol": 1e-10}
+
+    def report(info):  # scichains.fit calls it at every iterate
+        if info.stage == 0 and info.iteration % 100 == 0:
+            log(f"  Adam {info.iteration:4d}: loss {info.loss:.5f}")
+
+    res = sc.fit(
+        obj,
+        p,
+        [(sc.Adam(0.01), adam_iters), sc.LBFGS(lbfgs_iters, gtol=1e-10)],
+        callback=report,
+        progress=False,
     )
     log(
-        f"  L-BFGS: loss {res.fun:.3g} after {res.nit} iterations; "
-        f"{time.perf_counter() - t0:.1f} s in all"
+        f"  L-BFGS: loss {res.loss:.3g} after {res.stages[-1]['nit']} iterations; "
+        f"{res.seconds:.1f} s in all"
     )
-    return res.x
+    return p
 
 
 def discover(model, p, data):

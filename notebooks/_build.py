@@ -55,13 +55,10 @@ data = solve_ivp(lambda t, u: (u**3) @ A, (0, 1.5), u0, t_eval=ts, rtol=1e-10, a
 chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
 p = chain.init_params(seed=0, dtype=np.float64)
 node = NeuralODE(chain, (0.0, 1.5), ts)""",
-        """opt = sc.Adam(0.05)
-losses = []
-for _ in range(30 if QUICK else 300):
-    loss, g = node.loss_and_grad(u0, p, data)
-    losses.append(loss)
-    opt.step(p, g)
-print(f"loss {losses[0]:.3f} -> {losses[-1]:.4f}")""",
+        """# scichains.fit: any objective returning (loss, gradient); p is trained in place
+res = sc.fit(lambda q: node.loss_and_grad(u0, q, data), p, [(sc.Adam(0.05), 30 if QUICK else 300)])
+losses = res.history["loss"]
+print(f"loss {losses[0]:.3f} -> {res.loss:.4f} ({res.message})")""",
         """pred = node.predict(u0, p)
 fig, ax = plt.subplots(1, 2, figsize=(10, 4))
 ax[0].plot(data[:, 0], data[:, 1], "o", label="data")
@@ -89,11 +86,10 @@ plt.show()""",
             "## Data\n\nThe truth as a `SymbolicModel` (SymPy right-hand side, compiled with its "
             "exact vjp), solved and perturbed with Gaussian noise of 5% of each state's mean."
         ),
-        """import scipy.optimize
-import sympy as sp
+        """import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import InterpolatingAdjoint, Objective, ScipyFun, SquaredError
+from scichains.adjoint import InterpolatingAdjoint, Objective, SquaredError
 from scichains.discovery import PolynomialLibrary, StructureSearch
 from scichains.ode import NetworkTerm, SymbolicModel, solve
 
@@ -112,8 +108,8 @@ data = clean + 0.05 * clean.mean(axis=0) * rng.standard_normal(clean.shape)""",
             "## The UDE\n\nA `NetworkTerm` puts a `SimpleChain` (2 -> 5 -> 5 -> 5 -> 2, Gaussian "
             "rbf) into the SymPy right-hand side; `ude.pack(network=...)` builds the parameter "
             "vector. An `Objective` holds the solver and adjoint buffers for repeated "
-            "loss-and-gradient evaluations: Adam first, then L-BFGS (`ScipyFun` adapts it to "
-            "`scipy.optimize.minimize(jac=True)`)."
+            "loss-and-gradient evaluations; `scichains.fit` trains with Adam first, then L-BFGS "
+            "(SciPy's, on the same objective), and keeps a history of the loss."
         ),
         """chain = sc.SimpleChain(2, sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(5, "rbf"), sc.Dense(2))
 U = NetworkTerm(chain, [x, y])
@@ -125,20 +121,11 @@ obj = Objective(
     sensealg=InterpolatingAdjoint(),
 )  # fmt: skip
 
-losses = []
-opt = sc.Adam(0.1)
-for _ in range(200):
-    loss, g, _ = obj.value_and_grad(p)  # loss, dL/dp, dL/du0
-    losses.append(loss)
-    opt.step(p, g)
-fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
-res = scipy.optimize.minimize(
-    fun, p, jac=True, method="L-BFGS-B",
-    options={"maxiter": 300 if QUICK else 10_000, "gtol": 1e-10},
-    callback=lambda q: losses.append(fun.last_value),
-)  # fmt: skip
-p = res.x
-print(f"loss {losses[0]:.3f} -> {res.fun:.4f} after 200 Adam and {res.nit} L-BFGS iterations")""",
+# Adam, then L-BFGS from where Adam ended; p is trained in place
+res = sc.fit(obj, p, [(sc.Adam(0.1), 200), sc.LBFGS(300 if QUICK else 10_000, gtol=1e-10)])
+losses = res.history["loss"]
+print(f"loss {losses[0]:.3f} -> {res.loss:.4f} after 200 Adam and "
+      f"{res.stages[1]['nit']} L-BFGS iterations")""",
         Md(
             "## Discovery\n\n`StructureSearch.from_ude` sets up the search for the network's "
             "outputs U_0, U_1 on the library; `run_ude` samples the trained network along its "
@@ -198,11 +185,10 @@ plt.show()""",
             "S and I and should return U = beta S I."
         ),
         QUICK,
-        """import scipy.optimize
-import sympy as sp
+        """import sympy as sp
 
 import scichains as sc
-from scichains.adjoint import Objective, ScipyFun, SquaredError
+from scichains.adjoint import Objective, SquaredError
 from scichains.discovery import PolynomialLibrary, select_structure
 from scichains.ode import NetworkTerm, SymbolicModel, solve
 
@@ -225,20 +211,9 @@ ude = SymbolicModel([S, I, R], [], [-U[0], U[0] - 0.1 * I, 0.1 * I], network=U)
 p = ude.pack(network=chain.init_params(seed=1, dtype=np.float64))
 obj = Objective(ude.problem(u0, (0.0, 40.0), p), SquaredError(data), ts, rtol=1e-7, atol=1e-9)
 
-opt = sc.Adam(0.01)
-losses = []
-for _ in range(300):
-    loss, grad, _ = obj.value_and_grad(p)
-    losses.append(loss)
-    opt.step(p, grad)
-fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
-res = scipy.optimize.minimize(
-    fun, p, jac=True, method="L-BFGS-B",
-    options={"maxiter": 200 if QUICK else 3000, "gtol": 1e-10},
-    callback=lambda q: losses.append(fun.last_value),
-)  # fmt: skip
-p = res.x
-print(f"loss {losses[0]:.4f} -> {res.fun:.3g} ({res.nit} L-BFGS iterations)")""",
+res = sc.fit(obj, p, [(sc.Adam(0.01), 300), sc.LBFGS(200 if QUICK else 3000, gtol=1e-10)])
+losses = res.history["loss"]
+print(f"loss {losses[0]:.4f} -> {res.loss:.3g} ({res.stages[1]['nit']} L-BFGS iterations)")""",
         Md(
             "## What did the network learn?\n\nThe network's output along the trained "
             "trajectory against the true infection term, then the structure search (STLSQ "

@@ -11,6 +11,7 @@ which ``import scichains`` alone does not pay for.
 import importlib as _importlib
 
 from . import nn
+from ._fit import LBFGS, FitInfo, FitResult, fit
 from .nn import (
     SGD,
     AbsoluteLoss,
@@ -75,15 +76,19 @@ __all__ = [
     "Dense",
     "Dropout",
     "Flatten",
+    "FitInfo",
+    "FitResult",
     "FrontLastPenalty",
     "L1Penalty",
     "L2Penalty",
+    "LBFGS",
     "LogitCrossEntropyLoss",
     "MaxPool",
     "SGD",
     "SimpleChain",
     "SquaredLoss",
     "accuracy_and_loss",
+    "fit",
     "loss_and_grad",
     "nn",
     "train_batched",

@@ -28,6 +28,7 @@ from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
 from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE, LazyCfunc, register_cfunc
 from ..ode._family import FAMILIES
+from ..ode._inputs import Interpolation, stack_vector
 from ..ode._problem import ODEProblem
 from ..ode.cvode._sundials import CVODESolver
 from ..ode.explicit._tableaus import SOLVERS, ExplicitRK, Tsit5
@@ -46,6 +47,35 @@ def _vjp(v, u, p, t, k, ubar, pbar):
 
 _rhs_jit = numba.njit(**FLAGS)(_rhs)
 _vjp_jit = numba.njit(**FLAGS)(_vjp)
+
+
+def _rhs_inputs(du, u, p, t, x, k):
+    # the network sees [u, x(t)]: the state, then the input values, on this call's stack
+    n = u.shape[0]
+    z = stack_vector(n + x.shape[0])
+    for i in range(n):
+        z[i] = u[i]
+    for j in range(x.shape[0]):
+        z[n + j] = x[j]
+    chain_forward(k, p, z, du)
+
+
+def _vjp_inputs(v, u, p, t, x, k, ubar, pbar):
+    n = u.shape[0]
+    m = n + x.shape[0]
+    z = stack_vector(m)
+    zbar = stack_vector(m)
+    for i in range(n):
+        z[i] = u[i]
+    for j in range(x.shape[0]):
+        z[n + j] = x[j]
+    chain_vjp(k, p, z, v, zbar, pbar)
+    for i in range(n):  # the inputs are data: their part of the pullback is dropped
+        ubar[i] = zbar[i]
+
+
+_rhs_inputs_jit = numba.njit(**FLAGS)(_rhs_inputs)
+_vjp_inputs_jit = numba.njit(**FLAGS)(_vjp_inputs)
 
 
 def _rhs_status(du, u, p, t, k):
@@ -103,7 +133,8 @@ def _one_thread(threads) -> None:
 
 
 class NeuralODE:
-    """A neural ODE du/dt = chain(u; p) on ``tspan``, observed at ``saveat``.
+    """A neural ODE du/dt = chain(u; p) (or chain([u, x(t)]; p) with measured ``inputs``) on
+    ``tspan``, observed at ``saveat``.
 
     Parameters
     ----------
@@ -127,6 +158,13 @@ class NeuralODE:
         method the solver's family has not raises ``TypeError`` naming those it has.
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
     lockstep : block size ``k`` for many trajectories solved together (below), or None
+    inputs : :class:`scichains.ode.Interpolation`, optional
+        Measured input signals (``m`` channels) driving the model: du/dt = chain([u, x(t)];
+        p), ``x(t)`` the interpolated inputs, so the chain's input has size ``n + m`` (a
+        forced or controlled neural ODE). Every trajectory sees the same signal; gradients are
+        with respect to ``p`` and ``u0`` (the inputs are data); the solvers stop at the
+        samples of constant and linear inputs; ``tspan`` (and ``predict``'s times) must lie
+        within the samples' range. Not with ``lockstep``.
 
     ``p`` is the chain's flat parameter vector (float64).
 
@@ -188,14 +226,32 @@ class NeuralODE:
         atol: float = 1e-8,
         max_steps: int = 100_000,
         lockstep: int | None = None,
+        inputs: Interpolation | None = None,
     ):
         if not isinstance(chain, SimpleChain):
             raise TypeError("NeuralODE needs a SimpleChain")
-        if chain.input_shape != (chain.n_out,):
-            raise ValueError(
-                f"the chain must map the state to its derivative: input shape "
-                f"{chain.input_shape}, output shape {chain.output_shape()}"
+        if inputs is not None and not isinstance(inputs, Interpolation):
+            raise TypeError(
+                f"inputs must be a scichains.ode.Interpolation, got {type(inputs).__name__}"
             )
+        m_in = 0 if inputs is None else inputs.m
+        if chain.input_shape != (chain.n_out + m_in,):
+            if inputs is None:
+                raise ValueError(
+                    f"the chain must map the state to its derivative: input shape "
+                    f"{chain.input_shape}, output shape {chain.output_shape()}"
+                )
+            raise ValueError(
+                f"with {m_in} input channel(s) the chain maps [u, x(t)] to du/dt: its input "
+                f"must have size n + {m_in} = {chain.n_out + m_in} for its output of size n = "
+                f"{chain.n_out}; got input shape {chain.input_shape}"
+            )
+        if inputs is not None and lockstep is not None:
+            raise ValueError(
+                "lockstep= with inputs= is not supported: the trajectories are solved one by "
+                "one (drop lockstep=)"
+            )
+        self.inputs = inputs
         reject_class(solver, "solver")
         try:
             family = adjoint_family(solver)
@@ -336,14 +392,20 @@ class NeuralODE:
         ``adjoint.MultipleShooting(node.problem(), data, saveat, group_size)``. ``u0``
         defaults to zeros, ``p`` to zeros. It is the problem of one trajectory (``lockstep``
         does not apply to it)."""
-        prob = ODEProblem(
-            _rhs_jit,
-            np.zeros(self.n) if u0 is None else u0,
-            self._settings[0],
-            np.zeros(self.chain.num_params) if p is None else p,
-            kernel=self.chain.kernel(np.float64),
-            vjp=_vjp_jit,
-        )
+        u0 = np.zeros(self.n) if u0 is None else u0
+        p = np.zeros(self.chain.num_params) if p is None else p
+        kernel = self.chain.kernel(np.float64)
+        if self.inputs is not None:  # du/dt = chain([u, x(t)]; p)
+            return ODEProblem(
+                _rhs_inputs_jit,
+                u0,
+                self._settings[0],
+                p,
+                kernel=kernel,
+                vjp=_vjp_inputs_jit,
+                inputs=self.inputs,
+            )
+        prob = ODEProblem(_rhs_jit, u0, self._settings[0], p, kernel=kernel, vjp=_vjp_jit)
         prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
         return prob
 
@@ -400,6 +462,7 @@ class NeuralODE:
                 atol,
                 max_steps,
                 self.lockstep,
+                self.inputs,
             )
             return other.predict(u0, p, threads)
         if np.ndim(u0) >= 2:

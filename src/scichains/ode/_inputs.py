@@ -306,19 +306,31 @@ def input_rhs(du, u, p, t):
 )
 
 
-def input_rhs(f, interp: Interpolation):
-    """``g(du, u, p, t)``: the interpolant at ``t`` on the stack, then ``f(du, u, p, t, x)``."""
-    return _compiled(_RHS, "input_rhs", {**_table_env(interp), "_user": f})
+# with network kernels k (ODEProblem(..., kernel=)): f(du, u, p, t, x, k) behind g(du, u, p, t, k)
+_RHS_K = _RHS.replace("input_rhs(du, u, p, t)", "input_rhs(du, u, p, t, k)").replace(
+    "_user(du, u, p, t, x)", "_user(du, u, p, t, x, k)"
+)
+
+
+def input_rhs(f, interp: Interpolation, kernel: bool = False):
+    """``g(du, u, p, t)``: the interpolant at ``t`` on the stack, then ``f(du, u, p, t, x)``;
+    with ``kernel``, ``g(du, u, p, t, k)`` calling ``f(du, u, p, t, x, k)``."""
+    return _compiled(_RHS_K if kernel else _RHS, "input_rhs", {**_table_env(interp), "_user": f})
 
 
 _VJP = _RHS.replace("input_rhs(du, u, p, t)", "input_vjp(v, u, p, t, ubar, pbar)").replace(
     "_user(du, u, p, t, x)", "_user(v, u, p, t, x, ubar, pbar)"
 )
+_VJP_K = _RHS.replace("input_rhs(du, u, p, t)", "input_vjp(v, u, p, t, k, ubar, pbar)").replace(
+    "_user(du, u, p, t, x)", "_user(v, u, p, t, x, k, ubar, pbar)"
+)
 
 
-def input_vjp(vjp, interp: Interpolation):
-    """``vjp(v, u, p, t, ubar, pbar)`` from the user's ``vjp(v, u, p, t, x, ubar, pbar)``."""
-    return _compiled(_VJP, "input_vjp", {**_table_env(interp), "_user": vjp})
+def input_vjp(vjp, interp: Interpolation, kernel: bool = False):
+    """``vjp(v, u, p, t, ubar, pbar)`` from the user's ``vjp(v, u, p, t, x, ubar, pbar)``;
+    with ``kernel``, ``vjp(v, u, p, t, k, ubar, pbar)`` from ``vjp(v, u, p, t, x, k, ubar,
+    pbar)``."""
+    return _compiled(_VJP_K if kernel else _VJP, "input_vjp", {**_table_env(interp), "_user": vjp})
 
 
 _SPLIT = """

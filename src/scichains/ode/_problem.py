@@ -95,10 +95,16 @@ def _probe(f, u0, p, t0, kernel, five):
         )
 
 
-def _probe_inputs(f, u0, p, t0, x0):
-    """:func:`_probe` for ``f(du, u, p, t, x)``, first checking that ``f`` reads no more than
-    the ``m`` input values."""
+def _probe_inputs(f, u0, p, t0, x0, kernel=None):
+    """:func:`_probe` for ``f(du, u, p, t, x)`` (or ``f(du, u, p, t, x, k)`` with network
+    ``kernel``), first checking that ``f`` reads no more than the ``m`` input values."""
     py = f.py_func
+    if kernel is not None:
+        py6 = py
+
+        def py(du, u, p, t, x):
+            return py6(du, u, p, t, x, kernel)
+
     try:
         py(np.full(u0.size, np.nan), u0.copy(), p, t0, x0.copy())
     except IndexError:
@@ -113,7 +119,7 @@ def _probe_inputs(f, u0, p, t0, x0):
             ) from None
     except Exception:  # noqa: BLE001 - numba-only constructs may not run as Python
         pass
-    _probe(f, u0, p, t0, x0, True)
+    _probe(py, u0, p, t0, x0, True)
 
 
 def vjp_makers():
@@ -352,21 +358,30 @@ _INPUT_VJP = (F64, F64, F64, numba.types.float64, F64, F64, F64)
 def _input_functions(f, vjp, inputs, kernel):
     """``(g, vjp_g)``: the right-hand side ``f(du, u, p, t, x)`` (and the vjp ``vjp(v, u, p,
     t, x, ubar, pbar)``, or None) of a problem with ``inputs`` as functions of the ordinary
-    form, which evaluate the interpolant at ``t`` (:mod:`scichains.ode._inputs`)."""
+    form, which evaluate the interpolant at ``t`` (:mod:`scichains.ode._inputs`). With network
+    kernels: ``f(du, u, p, t, x, k)`` and ``vjp(v, u, p, t, x, k, ubar, pbar)``, the vjp
+    required (none is made automatically for a network with inputs)."""
     if not isinstance(inputs, Interpolation):
         raise TypeError(
             f"inputs must be a scichains.ode.Interpolation, got {type(inputs).__name__}"
         )
-    if kernel is not None:
-        raise ValueError(
-            "a right-hand side with both network kernels (kernel=) and inputs= is not "
-            "supported yet: evaluate the network from a right-hand side f(du, u, p, t, x) "
-            "with nn.chain_forward on a kernel you pass to your own code, or drop inputs="
+    if kernel is None:
+        forms = (
+            ("right-hand side", f, _INPUT_RHS, "f(du, u, p, t, x)"),
+            ("vjp", vjp, _INPUT_VJP, "vjp(v, u, p, t, x, ubar, pbar)"),
         )
-    forms = (
-        ("right-hand side", f, _INPUT_RHS, "f(du, u, p, t, x)"),
-        ("vjp", vjp, _INPUT_VJP, "vjp(v, u, p, t, x, ubar, pbar)"),
-    )
+    else:
+        if vjp is None:
+            raise ValueError(
+                "a right-hand side with network kernels (kernel=) and inputs= needs its vjp: "
+                "pass vjp(v, u, p, t, x, k, ubar, pbar) (nn.chain_vjp on the network's part; "
+                "models.NeuralODE(..., inputs=) brings one)"
+            )
+        K = numba.typeof(kernel)
+        forms = (
+            ("right-hand side", f, (*_INPUT_RHS, K), "f(du, u, p, t, x, k)"),
+            ("vjp", vjp, (*_INPUT_VJP[:5], K, F64, F64), "vjp(v, u, p, t, x, k, ubar, pbar)"),
+        )
     for what, fn, args, form in forms:
         if fn is None:
             continue
@@ -382,10 +397,27 @@ def _input_functions(f, vjp, inputs, kernel):
         except Exception as e:  # noqa: BLE001 - reported with numba's reason
             raise TypeError(
                 f"with inputs=, the {what} could not be compiled as {form} with float64 arrays, "
-                f"t a float and x a float64 vector of the {inputs.m} input values at t: "
+                f"t a float and x a float64 vector of the {inputs.m} input values at t"
+                f"{' (k: the network kernels)' if kernel is not None else ''}: "
                 f"{compile_reason(e)}"
             ) from None
-    return input_rhs(f, inputs), (None if vjp is None else input_vjp(vjp, inputs))
+    k = kernel is not None
+    key = (id(f), id(vjp), id(inputs), k)
+    known = _INPUT_ADAPTERS.get(key)
+    if known is not None and known[0] is f and known[1] is vjp and known[2] is inputs:
+        return known[3], known[4]
+    g = input_rhs(f, inputs, k)
+    vg = None if vjp is None else input_vjp(vjp, inputs, k)
+    if len(_INPUT_ADAPTERS) >= 64:  # (oldest first out)
+        del _INPUT_ADAPTERS[next(iter(_INPUT_ADAPTERS))]
+    _INPUT_ADAPTERS[key] = (f, vjp, inputs, g, vg)
+    return g, vg
+
+
+# the adapters made for (f, vjp, inputs, kernel or not): problems built again on the same
+# functions and signal (a NeuralODE's per-thread problems, an objective per trajectory) reuse
+# them instead of compiling them again (~0.3 s each); the entries hold their keys' objects
+_INPUT_ADAPTERS: dict = {}
 
 
 _VJP_LOCK = threading.RLock()
@@ -432,7 +464,8 @@ class ODEProblem:
         ``vjp(v, u, p, t, x, ubar, pbar)``. Every compiled method, the ensembles and the
         adjoints take such a problem; gradients are with respect to ``u0`` and ``p`` (the
         inputs are data). The solvers stop at the samples of constant and linear inputs.
-        ``tspan`` must lie within the samples' range. Not combined with ``kernel`` yet.
+        ``tspan`` must lie within the samples' range. With ``kernel`` too: ``f(du, u, p, t,
+        x, k)`` and a ``vjp(v, u, p, t, x, k, ubar, pbar)``, which must be given.
     """
 
     def __init__(self, f, u0, tspan, p=None, kernel=None, vjp=None, mass_matrix=None, inputs=None):
@@ -493,7 +526,9 @@ class ODEProblem:
             _probe(f, u0, self.p, t0, kernel, five)
         else:
             check_span(inputs, self.tspan)
-            _probe_inputs(self.user_f, u0, self.p, t0, inputs(t0))
+            _probe_inputs(
+                self.user_f, u0, self.p, t0, inputs(t0), None if kernel is NO_NETWORK else kernel
+            )
 
     @property
     def algebraic(self):
