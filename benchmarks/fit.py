@@ -42,9 +42,7 @@ def spiral():
     A = np.array([[-0.1, 2.0], [-2.0, -0.1]])
     u0 = np.array([2.0, 0.0])
     ts = np.linspace(0.0, 1.5, 30)
-    data = solve_ivp(
-        lambda t, u: (u**3) @ A, (0, 1.5), u0, t_eval=ts, rtol=1e-10, atol=1e-12
-    ).y.T
+    data = solve_ivp(lambda t, u: (u**3) @ A, (0, 1.5), u0, t_eval=ts, rtol=1e-10, atol=1e-12).y.T
     chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
     p0 = chain.init_params(seed=0, dtype=np.float64)
     node = NeuralODE(chain, (0.0, 1.5), ts)
@@ -65,8 +63,11 @@ def spiral():
         p = p0.copy()
         t0 = time.perf_counter()
         res = sc.fit(
-            lambda q: node.loss_and_grad(u0, q, data), p, [(sc.Adam(0.05), 300)],
-            keep="last", progress=False,
+            lambda q: node.loss_and_grad(u0, q, data),
+            p,
+            [(sc.Adam(0.05), 300)],
+            keep="last",
+            progress=False,
         )
         return time.perf_counter() - t0, res.loss, p
 
@@ -84,7 +85,12 @@ def lotka_volterra(lbfgs_iters: int):
     p0 = model.pack(network=chain.init_params(seed=1, dtype=np.float64))
     prob = model.problem(ex.U0, (0.0, 3.0), p0)
     obj = Objective(
-        prob, SquaredError(data), ex.TS, solver=Tsit5(), rtol=1e-7, atol=1e-9,
+        prob,
+        SquaredError(data),
+        ex.TS,
+        solver=Tsit5(),
+        rtol=1e-7,
+        atol=1e-9,
         sensealg=InterpolatingAdjoint(),
     )
 
@@ -97,7 +103,10 @@ def lotka_volterra(lbfgs_iters: int):
             opt.step(p, g)
         fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
         res = scipy.optimize.minimize(
-            fun, p, jac=True, method="L-BFGS-B",
+            fun,
+            p,
+            jac=True,
+            method="L-BFGS-B",
             options={"maxiter": lbfgs_iters, "gtol": 1e-10},
         )
         return time.perf_counter() - t0, float(res.fun), res.x
