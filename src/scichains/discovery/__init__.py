@@ -6,6 +6,9 @@
   the features in SymPy.
 - Derivatives from samples: :func:`derivatives` (finite differences, smoothed finite
   differences, Savitzky-Golay, smoothing splines, total variation; irregular times).
+- Collocation (two-stage) fitting: :class:`CollocationObjective` (the right-hand side at the
+  smoothed samples against their estimated derivatives, with its exact gradient, no solves)
+  and :func:`collocate`, the warm start of a UDE before its adjoint fit.
 - Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
   (``fit.equations()``, ``fit.to_sympy()``); from noisy samples without derivatives,
   :func:`weak_sparse_regression` (weak SINDy), with the same :class:`SparseFit` result;
@@ -22,6 +25,7 @@
 """
 
 from ._candidates import Candidate, candidate_structures, identifiable, polynomial_sublibraries
+from ._collocation import CollocationObjective, collocate
 from ._criteria import aic, aicc, bic
 from ._derivatives import derivatives
 from ._ensemble import EnsembleFit, ensemble_sparse_regression
@@ -34,6 +38,7 @@ from ._weak import weak_sparse_regression
 
 __all__ = [
     "Candidate",
+    "CollocationObjective",
     "ConcatLibrary",
     "CustomLibrary",
     "EnsembleFit",
@@ -48,6 +53,7 @@ __all__ = [
     "aicc",
     "bic",
     "candidate_structures",
+    "collocate",
     "derivatives",
     "ensemble_sparse_regression",
     "identifiable",
