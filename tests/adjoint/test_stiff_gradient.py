@@ -136,6 +136,37 @@ def test_tmdd_with_network_and_doses_against_differences_and_cvode(tmdd_discrete
     np.testing.assert_allclose(du0, du02, rtol=1e-4, atol=1e-8 * np.abs(du0).max())
 
 
+def test_kvaerno5_gradient_with_network_and_doses_against_the_checked_one(tmdd_discrete):
+    """Kvaerno5 forward (landing on the save times), the adjoint by Rodas5P, on the TMDD UDE
+    with doses: the loss and dL/dp of Rodas5P's discrete adjoint, which the fixture checks
+    against Ridders-extrapolated central differences (Kvaerno5's own Ridders check, ~150
+    gradients, is the slow test below), and dL/du0 against central differences of the
+    Kvaerno5 loss."""
+    _, prob, p, ts, doses, (value, dp, _), check = tmdd_discrete
+    assert check.ok, check
+    obj = _tmdd_objective(Kvaerno5(), None, **TIGHT)[0]
+    assert isinstance(obj.sensealg, InterpolatingAdjoint)
+    v2, dp2, du02 = obj.value_and_grad(p)
+    assert v2 == pytest.approx(value, rel=1e-7)
+    # every entry, the network's (~1e-6 of the largest) included
+    np.testing.assert_allclose(dp2, dp, rtol=1e-4, atol=1e-7 * np.abs(dp).max())
+    u0 = prob.u0
+    num = np.empty(4)
+    for j in range(4):
+        up, um = u0.copy(), u0.copy()
+        h = 1e-6 * max(1.0, abs(u0[j]))
+        up[j] += h
+        um[j] -= h
+        num[j] = (obj.value(p, up) - obj.value(p, um)) / (2 * h)
+    np.testing.assert_allclose(du02, num, rtol=1e-5, atol=1e-7)
+    st = obj.stats()
+    assert st["jacobians"] < st["steps"]  # the forward pass reused its Jacobians
+    data = np.abs(np.random.default_rng(0).normal(1.0, 0.5, (ts.size, 4)))  # the objective's
+    with pytest.raises(TypeError, match="InterpolatingAdjoint.*backward by Rodas5P"):
+        Objective(prob, SquaredError(data), ts, solver=Kvaerno5(), sensealg=DiscreteAdjoint())
+
+
+@pytest.mark.slow  # ~35 s of gradients; by default the test above compares with a checked one
 def test_kvaerno5_gradient_with_network_and_doses_against_differences():
     """Kvaerno5 forward (landing on the save times), the adjoint by Rodas5P: dL/dp and dL/du0
     against float64 central differences of the Kvaerno5 loss."""
