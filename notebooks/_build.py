@@ -124,8 +124,10 @@ obj = Objective(
 # Adam, then L-BFGS from where Adam ended; p is trained in place
 res = sc.fit(obj, p, [(sc.Adam(0.1), 200), sc.LBFGS(300 if QUICK else 10_000, gtol=1e-10)])
 losses = res.history["loss"]
-print(f"loss {losses[0]:.3f} -> {res.loss:.4f} after 200 Adam and "
-      f"{res.stages[1]['nit']} L-BFGS iterations")""",
+print(
+    f"loss {losses[0]:.3f} -> {res.loss:.4f} after 200 Adam and "
+    f"{res.stages[1]['nit']} L-BFGS iterations"
+)""",
         Md(
             "## Discovery\n\n`StructureSearch.from_ude` sets up the search for the network's "
             "outputs U_0, U_1 on the library; `run_ude` samples the trained network along its "
@@ -259,7 +261,8 @@ plt.show()""",
             "`SimpleChain(2, Activation('cube'), Dense(50, 'tanh'), Dense(2))`.\n\n"
             "1. Eight trajectories, each with its own random sampling times, as a list of "
             "`scichains.adjoint.Trajectory`; trained with Adam on mini-batches "
-            "(`adjoint.minibatches`); the trajectories of a batch run on threads and the "
+            "(`scichains.fit(..., batch_size=4)`); the trajectories of a batch run on threads "
+            "and the "
             "result is identical for any thread count.\n"
             "2. One long series (2.5 turns of the spiral): single shooting stalls; "
             "`adjoint.MultipleShooting` fits segments from free initial states tied by a "
@@ -269,7 +272,7 @@ plt.show()""",
         """from scipy.integrate import solve_ivp
 
 import scichains as sc
-from scichains.adjoint import Trajectory, minibatches
+from scichains.adjoint import Trajectory
 from scichains.models import NeuralODE
 
 A = np.array([[-0.1, 2.0], [-2.0, -0.1]])
@@ -292,22 +295,28 @@ print("samples per trajectory:", [len(tr.saveat) for tr in trajectories])""",
         Md(
             "## Training on mini-batches\n\n`node.objective(trajectories)` builds a "
             "`MultiObjective` once (buffers per trajectory); `value_and_grad(p, batch=idx)` "
-            "returns the loss and gradient summed over the batch, and dL/du0 for its rows."
+            "returns the loss and gradient summed over the batch, and dL/du0 for its rows; "
+            "`scichains.fit` draws the batches (`batch_size=4`, reshuffled each epoch) and a "
+            "callback lowers the learning rate."
         ),
         """chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
 p = chain.init_params(seed=0, dtype=np.float64)
 node = NeuralODE(chain, (0.0, 1.5), np.linspace(0.0, 1.5, 2))  # saveat: per trajectory here
-obj = node.objective(trajectories)
-opt = sc.Adam(0.02)
+obj = node.objective(trajectories)  # a MultiObjective: value_and_grad(p, batch=...), obj.m
 epochs = 20 if QUICK else 600
-losses = []
-for epoch in range(epochs):
-    opt.lr = 0.02 * 0.05 ** (epoch / epochs)  # learning rate from 0.02 down to 0.001
-    for batch in minibatches(m, 4, rng):
-        loss, grad, du0 = obj.value_and_grad(p, batch=batch, threads=2)
-        opt.step(p, grad)
-    losses.append(obj.value(p))  # the full loss, all trajectories
-print(f"full loss {losses[0]:.3f} -> {losses[-1]:.4f} after {epochs} epochs")
+
+
+def schedule(info):  # called before each step: learning rate from 0.02 down to 0.001
+    info.optimizer.lr = 0.02 * 0.05 ** (info.epoch / epochs)
+
+
+res = sc.fit(obj, p, [(sc.Adam(0.02), epochs)], batch_size=4, callback=schedule, keep="last")
+h = res.history  # one row per batch; an epoch's rows add up to its loss at moving parameters
+losses = np.bincount(h["epoch"], weights=h["loss"])
+print(
+    f"loss {losses[0]:.3f} in the first epoch -> {res.loss:.4f} (all trajectories) "
+    f"after {epochs} epochs"
+)
 # the same gradient on 1 or 2 threads, bit for bit
 g1, g2 = obj.value_and_grad(p, threads=1)[1], obj.value_and_grad(p, threads=2)[1]
 assert g1.tobytes() == g2.tobytes()""",
@@ -332,7 +341,7 @@ for j, u in enumerate(new):
 ax[1].set_title("unseen initial states: truth (black), model")
 ax[2].semilogy(losses)
 ax[2].set_xlabel("epoch")
-ax[2].set_title("full loss")
+ax[2].set_title("loss per epoch (sum over its batches)")
 plt.show()""",
         Md(
             "## A long series: single against multiple shooting\n\n121 noisy points over 2.5 "
