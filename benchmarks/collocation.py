@@ -38,7 +38,6 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see the docstring
 
 import numpy as np
-import scipy.optimize
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -49,13 +48,9 @@ import sir_ude as sir  # noqa: E402
 from _machine import describe  # noqa: E402
 
 import scichains as sc  # noqa: E402
-from scichains.adjoint import InterpolatingAdjoint, Objective, ScipyFun, SquaredError  # noqa: E402
+from scichains.adjoint import InterpolatingAdjoint, Objective, SquaredError  # noqa: E402
 from scichains.discovery import CollocationObjective  # noqa: E402
 from scichains.ode import Tsit5  # noqa: E402
-
-
-class _Reached(Exception):
-    pass
 
 
 def cases():
@@ -94,25 +89,18 @@ def adjoint_objective(model, chain, data, ts, u0, options, p):
 
 
 def from_scratch(obj, p0, adam_iters, lr, lbfgs_iters):
-    """The example's training; returns ``(p, final loss, seconds, [(seconds, loss)])``."""
+    """The example's training (``scichains.fit`` with the example's stages); returns ``(p,
+    final loss, seconds, [(seconds, loss)])``."""
     p = p0.copy()
     trace = []
-    t0 = time.perf_counter()
-    opt = sc.Adam(lr)
-    for _ in range(adam_iters):
-        loss, g, _ = obj.value_and_grad(p)
-        trace.append((time.perf_counter() - t0, loss))
-        opt.step(p, g)
-    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
-    res = scipy.optimize.minimize(
-        fun,
+    res = sc.fit(
+        obj,
         p,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": lbfgs_iters, "gtol": 1e-10},
-        callback=lambda q: trace.append((time.perf_counter() - t0, fun.last_value)),
+        [(sc.Adam(lr), adam_iters), sc.LBFGS(lbfgs_iters, gtol=1e-10)],
+        callback=lambda info: trace.append((info.seconds, info.loss)),
+        progress=False,
     )
-    return res.x, float(res.fun), time.perf_counter() - t0, trace
+    return p, res.loss, res.seconds, trace
 
 
 def first_time(trace, level):
@@ -127,37 +115,23 @@ def warm_started(prob, obj, ts, data, p0, target, lbfgs_iters, col_iters, ftol):
     collocation, final loss, [(seconds, loss)])``."""
     t0 = time.perf_counter()
     col = CollocationObjective(prob, ts, data)
-    res = scipy.optimize.minimize(
-        col.value_and_grad,
-        p0.copy(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": col_iters, "gtol": 1e-10},
-    )
+    p = p0.copy()
+    sc.fit(col, p, [sc.LBFGS(col_iters, gtol=1e-10)], progress=False)
     t_col = time.perf_counter() - t0
-    p = res.x
-    start_loss = obj.value_and_grad(p)[0]
-    trace = [(time.perf_counter() - t0, start_loss)]
-    fun = ScipyFun(lambda q: obj.value_and_grad(q)[:2])
+    trace = []
 
-    def cb(q):
-        trace.append((time.perf_counter() - t0, fun.last_value))
-        if fun.last_value <= target:
-            raise _Reached
+    def reached(info):  # every iterate of the refinement, its start included
+        trace.append((time.perf_counter() - t0, info.loss))
+        return info.loss <= target
 
-    if start_loss > target:
-        try:
-            scipy.optimize.minimize(
-                fun,
-                p,
-                jac=True,
-                method="L-BFGS-B",
-                callback=cb,
-                options={"maxiter": lbfgs_iters, "gtol": 1e-10, "ftol": ftol},
-            )
-        except _Reached:
-            pass
-    return start_loss, t_col, min(v for _, v in trace), trace
+    sc.fit(
+        obj,
+        p,
+        [sc.LBFGS(lbfgs_iters, gtol=1e-10, ftol=ftol)],
+        callback=reached,
+        progress=False,
+    )
+    return trace[0][1], t_col, min(v for _, v in trace), trace
 
 
 def main(argv=None):

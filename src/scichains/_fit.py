@@ -110,11 +110,8 @@ def _count(n, what: str, low: int = 1) -> int:
 def _numerical_failure(e: BaseException) -> bool:
     """Whether ``e`` is a solver's numerical failure (step size too small, too many steps...)
     rather than an error in user code, which must reach the user."""
-    ode = sys.modules.get("scichains.ode")
-    if ode is None or not isinstance(e, ode.ODESolveError):
-        return False
-    sol = getattr(e, "solution", None)
-    return sol is None or sol.status != ode.ReturnCode.RHS_ERROR
+    ode = sys.modules.get("scichains.ode")  # (not imported: no solve could have failed)
+    return ode is not None and isinstance(e, ode.ODESolveError) and e.numerical
 
 
 def _value_function(objective) -> Callable:
@@ -284,15 +281,16 @@ class _Run:
             )
         )
 
-    def consider(self, x, loss, val) -> bool:
-        """Take ``x`` as the best point if its criterion improves; returns whether the
-        validation value failed to improve ``patience`` times in a row."""
+    def consider(self, x, loss, val, exact: bool = True) -> bool:
+        """Take ``x`` as the best point if its criterion improves (``exact``: ``loss`` is the
+        loss at ``x``, not an epoch's estimate); returns whether the validation value failed
+        to improve ``patience`` times in a row."""
         crit = loss if self.val is None else val
         if crit is None:
             return False
         if crit < self.best - (self.min_delta if self.val is not None else 0.0):
             self.best = crit
-            self.best_loss = loss
+            self.best_loss = loss if exact else math.nan
             self.best_val = val
             self.have_best = True
             np.copyto(self.best_p, x)
@@ -405,8 +403,7 @@ def _minibatch(run: _Run, i: int, opt: Optimizer, epochs: int, m: int, size: int
                     stale = run.consider(p, math.nan, val)
                 elif run.val is None:
                     val = None
-                    stale = run.consider(p, total, None)
-                    run.best_loss = math.nan  # not the loss at this point: evaluated at the end
+                    stale = run.consider(p, total, None, exact=False)  # (evaluated at the end)
                 else:
                     val, stale = None, False
                 if val is not None:

@@ -302,7 +302,7 @@ class ScipyFun:
         try:
             value, g = self.value_and_grad(q)
         except ODESolveError as e:
-            if e.solution.status == ReturnCode.RHS_ERROR:
+            if not e.numerical:
                 raise
             return np.inf, np.zeros(np.size(q))
         self.last_value = value

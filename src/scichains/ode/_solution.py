@@ -100,6 +100,13 @@ class ODESolveError(RuntimeError):
         )
         self.solution = solution
 
+    @property
+    def numerical(self) -> bool:
+        """Whether the solve failed numerically (too many steps, a step size underflow, a
+        non-finite state, ...): a trial point a fit may reject. False when a user function
+        raised (``RHS_ERROR``): an error in code, which must reach the user."""
+        return self.solution.status != ReturnCode.RHS_ERROR
+
     def __reduce__(self):
         # rebuilt from the solution (not from the message), so that it survives pickling:
         # a failure on a Dask worker reaches the caller as the same exception

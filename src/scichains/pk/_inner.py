@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ode._solution import ODESolveError, ReturnCode
+from ..ode._solution import ODESolveError
 from ._predict import PKSolveError, predict_subject
 
 
@@ -28,7 +28,7 @@ def numerical_failure(e: BaseException) -> bool:
     Anything else (``TypeError``, ``ValueError``, an exception a user function raised, an
     executor's error) is an error in code and is never treated as a rejected point."""
     if isinstance(e, ODESolveError):
-        return e.solution.status != ReturnCode.RHS_ERROR
+        return e.numerical
     return isinstance(e, (InnerFailure, PKSolveError, np.linalg.LinAlgError, ArithmeticError))
 
 
