@@ -5,24 +5,9 @@ import numba
 import numpy as np
 import pytest
 import sympy as sp
+from ode._ball import bounce, falling, ground
 
 from scichains import adjoint, ode
-
-
-@numba.njit
-def falling(du, u, p, t):
-    du[0] = u[1]
-    du[1] = -p[0]
-
-
-@numba.njit
-def ground(u, t, p):
-    return u[0]
-
-
-@numba.njit
-def bounce(u, t, p):
-    u[1] = -p[1] * u[1]
 
 
 def _ball_closed_form(x0, e, g, T, landings):

@@ -7,23 +7,9 @@ import pytest
 from scichains import ode
 from scichains.ode._family import registered
 
+from ._ball import bounce, falling, ground
+
 G, E, X0 = 9.81, 0.8, 1.0
-
-
-@numba.njit
-def falling(du, u, p, t):
-    du[0] = u[1]
-    du[1] = -p[0]
-
-
-@numba.njit
-def ground(u, t, p):
-    return u[0]
-
-
-@numba.njit
-def bounce(u, t, p):
-    u[1] = -p[1] * u[1]
 
 
 def bounce_times(k, x0=X0, g=G, e=E):
