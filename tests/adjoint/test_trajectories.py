@@ -380,3 +380,43 @@ def test_masked_nan_data_are_left_out_of_every_loss(make, term):
         assert value == pytest.approx(float(np.sum(w[i][keep] * rho)), rel=1e-13)
         assert np.all(g[~keep] == 0.0)
         np.testing.assert_allclose(g[keep], w[i][keep] * drho, rtol=1e-13)
+
+
+def test_trajectories_go_to_whichever_thread_is_free():
+    """run_trajectories hands trajectories out in order to free workers: a worker slowed by
+    other work takes fewer; the results are in trajectory order, and a failure reported is
+    the lowest failing trajectory, for any number of workers."""
+    import threading
+    import time
+
+    from scichains.adjoint._multi import run_trajectories
+
+    ran = {}
+
+    def one(worker, i):
+        ran[i] = worker
+        time.sleep(0.05 if worker == "slow" else 0.005)  # "slow": a core shared with others
+        return i * i
+
+    workers = ["slow", "fast"]
+    assert run_trajectories(workers, 12, one) == [i * i for i in range(12)]
+    assert sorted(ran) == list(range(12))
+    taken = list(ran.values())
+    assert taken.count("fast") >= 2 * taken.count("slow")  # contiguous halves: 6 and 6
+
+    lock = threading.Lock()
+    started = []
+
+    def failing(worker, i):
+        with lock:
+            started.append(i)
+        if i in (3, 7):
+            raise ZeroDivisionError(f"trajectory {i}")
+        return i
+
+    for k in (1, 2, 3):
+        started.clear()
+        with pytest.raises(ZeroDivisionError, match="trajectory 3") as info:
+            run_trajectories([None] * k, 10, failing)
+        assert "(in trajectory 3 of 10)" in info.value.__notes__
+        assert set(range(4)) <= set(started)  # every trajectory below the failure ran

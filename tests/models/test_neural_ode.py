@@ -190,7 +190,8 @@ def _many(m=5, seed=2):
 def test_many_trajectories_are_the_ordered_sum_of_single_ones(sensealg):
     chain, p = _spiral_model(seed=3)
     ts = np.linspace(0.1, 1.0, 8)
-    node = NeuralODE(chain, (0.0, 1.0), ts, sensealg=sensealg)
+    # lockstep=None: each trajectory solved alone, with its own steps
+    node = NeuralODE(chain, (0.0, 1.0), ts, sensealg=sensealg, lockstep=None)
     u0, rng = _many(5)
     data = 0.5 * rng.standard_normal((5, ts.size, 2))
     # reference: single-trajectory calls, summed in trajectory order
@@ -229,7 +230,9 @@ def test_many_trajectories_gradient_against_central_differences():
     chain = sc.SimpleChain(2, sc.Dense(4, "tanh"), sc.Dense(2))
     p = chain.init_params(seed=4, dtype=np.float64)
     ts = np.linspace(0.2, 1.0, 5)
-    node = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-10, atol=1e-12, sensealg=DiscreteAdjoint())
+    node = NeuralODE(
+        chain, (0.0, 1.0), ts, rtol=1e-10, atol=1e-12, sensealg=DiscreteAdjoint(), lockstep=None
+    )
     u0, rng = _many(3, seed=5)
     data = rng.standard_normal((3, ts.size, 2))
     loss, dp = node.loss_and_grad(u0, p, data, threads=2)
@@ -279,7 +282,7 @@ def test_many_trajectories_bad_shapes():
 
 def test_trajectories_with_own_times_and_batches():
     chain, p = _spiral_model(seed=6)
-    node = NeuralODE(chain, (0.0, 1.0), np.linspace(0.1, 1.0, 4))
+    node = NeuralODE(chain, (0.0, 1.0), np.linspace(0.1, 1.0, 4), lockstep=None)
     u0, rng = _many(4, seed=7)
     times = [np.linspace(0.1, 0.8, 5), np.linspace(0.2, 1.5, 9), np.array([0.4]), [0.3, 0.6]]
     specs = [Trajectory(u0[i], times[i], rng.standard_normal((len(times[i]), 2))) for i in range(4)]
@@ -341,7 +344,7 @@ def test_lockstep_solves_each_trajectory_within_tolerance():
     # lockstep=1 takes the solo solve's steps: the same solution up to the rounding of the
     # network (the tile kernels and the single-sample kernels sum in different orders; a
     # different step sequence would differ on the order of the tolerances)
-    solo = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8).predict(u0, p)
+    solo = NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8, lockstep=None).predict(u0, p)
     np.testing.assert_allclose(
         NeuralODE(chain, (0.0, 1.0), ts, rtol=1e-6, atol=1e-8, lockstep=1).predict(u0, p),
         solo,
@@ -449,7 +452,7 @@ def test_predict_beyond_tspan_extends_the_span():
     diffrax does with a new t1; times before t0 are refused."""
     chain, p = _spiral_model()
     tols = dict(rtol=1e-9, atol=1e-11)
-    node = NeuralODE(chain, (0.0, 1.5), np.linspace(0, 1.5, 4), **tols)
+    node = NeuralODE(chain, (0.0, 1.5), np.linspace(0, 1.5, 4), lockstep=None, **tols)
     u0 = np.array([2.0, 0.0])
     far = np.linspace(0.0, 3.0, 31)
     ref = _direct_solve(chain, u0, p, (0.0, 3.0), far, **tols)

@@ -11,6 +11,7 @@ for stochastic training (``batch=``).
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -86,36 +87,44 @@ def run_trajectories(
     names: Sequence[int] | None = None,
     total: int | None = None,
 ) -> list:
-    """``[one(worker, i) for i in range(m)]``, trajectory ``i`` run by the worker of its
-    contiguous chunk (one chunk per worker; chunk 0 on the calling thread, the others on the
-    module's pool). An exception is raised for the lowest failing trajectory, with a note
-    naming it (``names[i]`` of ``total`` when given: a batch of a larger set)."""
+    """``[one(worker, i) for i in range(m)]`` on the workers' threads (worker 0 on the
+    calling thread, the others on the module's pool): the trajectories are handed out in
+    order, each to the next worker that is free, so a worker whose core is busy with other
+    work runs fewer of them (what each computes does not depend on its worker, so the results
+    do not depend on the assignment). An exception is raised for the lowest failing
+    trajectory, with a note naming it (``names[i]`` of ``total`` when given: a batch of a
+    larger set): every trajectory below it was run (they are handed out in order), so it is
+    the same one for any thread count."""
     k = min(len(workers), m)
-    bounds = [m * j // k for j in range(k + 1)]
     results: list = [None] * m
+    counter = itertools.count()  # next() is atomic: each index is handed out once
+    lowest = [m]  # the lowest failing index so far: no worker starts one above it
 
-    def chunk(j):
-        for i in range(bounds[j], bounds[j + 1]):
+    def work(j):
+        while True:
+            i = next(counter)
+            if i >= m or i > lowest[0]:
+                return None
             try:
                 results[i] = one(workers[j], i)
-            except Exception as e:  # noqa: BLE001 - re-raised below, in trajectory order
+            except Exception as e:  # noqa: BLE001 - re-raised below, the lowest first
+                lowest[0] = min(lowest[0], i)
                 return i, e
-        return None
 
     if k <= 1:
-        failures = [chunk(0)]
+        failures = [work(0)]
     else:
-        futures = [_pool().submit(chunk, j) for j in range(1, k)]
-        failures = [chunk(0)]
+        futures = [_pool().submit(work, j) for j in range(1, k)]
+        failures = [work(0)]
         failures += [f.result() for f in futures]
-    for failure in failures:
-        if failure is not None:
-            i, e = failure
-            count = m if total is None else total
-            if count > 1:
-                name = i if names is None else int(names[i])
-                e.add_note(f"(in trajectory {name} of {count})")
-            raise e
+    failures = [x for x in failures if x is not None]
+    if failures:
+        i, e = min(failures, key=lambda x: x[0])
+        count = m if total is None else total
+        if count > 1:
+            name = i if names is None else int(names[i])
+            e.add_note(f"(in trajectory {name} of {count})")
+        raise e
     return results
 
 
@@ -307,11 +316,12 @@ class MultiObjective:
     full sum), ``dL/du0`` has shape ``(len(batch), n)``, row ``j`` for trajectory
     ``batch[j]``; ``u0`` is still the full ``(m, n)`` array (rows outside the batch unused).
 
-    Threads: the trajectories are split into ``threads`` contiguous chunks (default: numba's
-    thread count, at most ``m``), each run on its own thread with an :class:`Objective` of its
-    own; the sums are taken in trajectory (batch) order afterwards, so the results are
-    identical bit for bit for any ``threads`` (and to summing single-trajectory
-    :class:`Objective` calls in order). Calls from several threads at once are safe (a call
+    Threads: the trajectories run on ``threads`` threads (default: numba's thread count, at
+    most ``m``), each thread with an :class:`Objective` of its own, taking the next trajectory
+    whenever it is free (a thread slowed by other work on its core takes fewer); the sums are
+    taken in trajectory (batch) order afterwards, so the results are identical bit for bit
+    for any ``threads`` (and to summing single-trajectory :class:`Objective` calls in
+    order). Calls from several threads at once are safe (a call
     that finds the objectives in use runs on a set kept for its thread). With
     :class:`Trajectory` specs each trajectory keeps an :class:`Objective` (buffers) of its own.
     """

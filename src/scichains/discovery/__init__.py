@@ -9,7 +9,8 @@
 - Collocation (two-stage) fitting: :class:`CollocationObjective` (the right-hand side at the
   smoothed samples against their estimated derivatives, with its exact gradient, no solves)
   and :func:`collocate`, the warm start of a UDE before its adjoint fit.
-- Sparse regression: :func:`stlsq`, :func:`stlsq_path`, :func:`sparse_regression`
+- Sparse regression: :func:`stlsq`, :func:`sr3` (relaxed, :class:`SR3` as the
+  ``optimizer=`` of the regressions), :func:`stlsq_path`, :func:`sparse_regression`
   (``fit.equations()``, ``fit.to_sympy()``); from noisy samples without derivatives,
   :func:`weak_sparse_regression` (weak SINDy), with the same :class:`SparseFit` result;
   bagged (E-SINDy) with inclusion probabilities and intervals,
@@ -32,6 +33,7 @@ from ._ensemble import EnsembleFit, ensemble_sparse_regression
 from ._library import ConcatLibrary, CustomLibrary, Library, PolynomialLibrary
 from ._pysindy import PySINDyLibrary, to_pysindy
 from ._search import SearchResult, StructureSearch, select_structure, ude_samples
+from ._sr3 import SR3, sr3
 from ._stlsq import SparseFit, sparse_regression, stlsq, stlsq_path
 from ._structure import Structure
 from ._weak import weak_sparse_regression
@@ -45,6 +47,7 @@ __all__ = [
     "Library",
     "PolynomialLibrary",
     "PySINDyLibrary",
+    "SR3",
     "SearchResult",
     "SparseFit",
     "Structure",
@@ -60,6 +63,7 @@ __all__ = [
     "polynomial_sublibraries",
     "select_structure",
     "sparse_regression",
+    "sr3",
     "stlsq",
     "stlsq_path",
     "to_pysindy",

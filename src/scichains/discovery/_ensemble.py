@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._sr3 import optimizer_fn
 from ._stlsq import SparseFit, select_threshold, stlsq
 from ._weak import weak_rows
 
@@ -58,19 +59,19 @@ class EnsembleFit(SparseFit):
         return out
 
 
-def _bag(Theta, Y, thresholds, n_models, ridge, seed, n_eff):
+def _bag(Theta, Y, thresholds, n_models, ridge, seed, n_eff, fit=stlsq):
     rng = np.random.default_rng(seed)
     m = Theta.shape[0]
     out = np.empty((n_models, Theta.shape[1], Y.shape[1]))
     for k in range(n_models):
         rows = rng.integers(0, m, m)
         if np.ndim(thresholds) == 0:
-            out[k] = stlsq(Theta[rows], Y[rows], float(thresholds), ridge)
+            out[k] = fit(Theta[rows], Y[rows], float(thresholds), ridge)
         else:
             # a resample holds fewer independent rows than its length: count the distinct ones
             distinct = np.unique(rows).size / m
             n_k = distinct * (m if n_eff is None else n_eff)
-            out[k] = select_threshold(Theta[rows], Y[rows], thresholds, ridge, n_k)[1]
+            out[k] = select_threshold(Theta[rows], Y[rows], thresholds, ridge, n_k, fit)[1]
     return out
 
 
@@ -88,6 +89,7 @@ def ensemble_sparse_regression(
     input_names=None,
     target_names=None,
     ridge: float = 0.0,
+    optimizer="stlsq",
     **weak_options,
 ) -> EnsembleFit:
     """Bagged sparse regression (E-SINDy, U. Fasel, J. N. Kutz, B. W. Brunton and S. L.
@@ -130,8 +132,9 @@ def ensemble_sparse_regression(
         0.5).
     seed : int
         Seed of the resampling (default 0).
-    input_names, target_names, ridge
-        As in :func:`sparse_regression` / :func:`weak_sparse_regression`.
+    input_names, target_names, ridge, optimizer
+        As in :func:`sparse_regression` / :func:`weak_sparse_regression` (``optimizer``:
+        ``"stlsq"``, ``"sr3"`` or :class:`SR3`, run on every resample).
     **weak_options
         ``window``, ``n_windows``, ``p`` of :func:`weak_sparse_regression` (``weak=True``).
 
@@ -143,6 +146,7 @@ def ensemble_sparse_regression(
     """
     from ._library import Library
 
+    fit = optimizer_fn(optimizer)
     if not isinstance(library, Library):
         raise TypeError(f"library must be a scichains.discovery library, got {library!r}")
     if not (isinstance(n_models, (int, np.integer)) and n_models >= 1):
@@ -162,7 +166,7 @@ def ensemble_sparse_regression(
         Y = Y[:, None] if Y.ndim == 1 else Y
         Theta, n_eff, n = library(X), None, X.shape[1]
         default_targets = [f"y{j}" for j in range(Y.shape[1])]
-    threshold, _, path = select_threshold(Theta, Y, thresholds, ridge, n_eff)
+    threshold, _, path = select_threshold(Theta, Y, thresholds, ridge, n_eff, fit)
     # a fixed threshold stays fixed; otherwise each resample chooses among the candidates
     cands = float(thresholds) if np.ndim(thresholds) == 0 and thresholds is not None else None
     if cands is None:
@@ -170,7 +174,7 @@ def ensemble_sparse_regression(
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
     target_names = list(target_names) if target_names is not None else default_targets
     return EnsembleFit(
-        _bag(Theta, Y, cands, int(n_models), ridge, seed, n_eff),
+        _bag(Theta, Y, cands, int(n_models), ridge, seed, n_eff, fit),
         min_inclusion,
         threshold,
         path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._criteria import aicc
+from ._sr3 import optimizer_fn
 
 
 def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) -> np.ndarray:
@@ -156,11 +157,12 @@ def sparse_regression(
     input_names=None,
     target_names=None,
     ridge: float = 0.0,
+    optimizer="stlsq",
 ) -> SparseFit:
-    """Fit ``Y ~ library(X) Xi`` by STLSQ for each threshold in ``thresholds`` (default: 40
-    values log-spaced over the range of the least-squares coefficients) and keep the one with
-    the lowest corrected AIC, summed over the targets (each target scaled by its variance, so
-    that no target dominates). Returns a :class:`SparseFit`.
+    """Fit ``Y ~ library(X) Xi`` by STLSQ (or SR3, ``optimizer=``) for each threshold in
+    ``thresholds`` (default: 40 values log-spaced over the range of the least-squares
+    coefficients) and keep the one with the lowest corrected AIC, summed over the targets
+    (each target scaled by its variance, so that no target dominates). Returns a :class:`SparseFit`.
 
     Parameters
     ----------
@@ -185,12 +187,16 @@ def sparse_regression(
         One name per target (default ``y0, y1, ...``).
     ridge : float
         Ridge weight of each least-squares fit (default 0), as in :func:`stlsq`.
+    optimizer : ``"stlsq"`` (default), ``"sr3"`` or :class:`SR3`
+        The sparse solver run at each threshold (:func:`stlsq` or :func:`sr3`; a threshold
+        is the magnitude cut for both), the threshold selected by the same criterion.
     """
+    fit = optimizer_fn(optimizer)
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim == 1:
         Y = Y[:, None]
-    thr, Xi, path = select_threshold(library(X), Y, thresholds, ridge)
+    thr, Xi, path = select_threshold(library(X), Y, thresholds, ridge, fit=fit)
     d = X.shape[1]
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(d)]
     target_names = (
@@ -199,11 +205,14 @@ def sparse_regression(
     return SparseFit(Xi, thr, path, library.names(input_names), target_names, library, input_names)
 
 
-def select_threshold(Theta, Y, thresholds, ridge: float, n_effective: float | None = None):
-    """STLSQ of ``Y`` (``(m, n_targets)``) on ``Theta`` (``(m, n_features)``) at each
-    threshold (default: 40 log-spaced over the least-squares coefficients' magnitudes); the
-    one with the lowest variance-scaled AICc summed over the targets wins. ``n_effective``:
-    the number of independent rows for the AICc (default ``m``; fewer for correlated rows).
+def select_threshold(
+    Theta, Y, thresholds, ridge: float, n_effective: float | None = None, fit=stlsq
+):
+    """``fit`` (:func:`stlsq` or an :class:`SR3`) of ``Y`` (``(m, n_targets)``) on ``Theta``
+    (``(m, n_features)``) at each threshold (default: 40 log-spaced over the least-squares
+    coefficients' magnitudes); the one with the lowest variance-scaled AICc summed over the
+    targets wins. ``n_effective``: the number of independent rows for the AICc (default
+    ``m``; fewer for correlated rows).
     Returns ``(threshold, Xi, path)`` as stored in :class:`SparseFit`."""
     m = Theta.shape[0]
     n_eff = m if n_effective is None else n_effective
@@ -219,7 +228,7 @@ def select_threshold(Theta, Y, thresholds, ridge: float, n_effective: float | No
     path = []
     best = None
     for thr in np.atleast_1d(np.asarray(thresholds, dtype=np.float64)):
-        Xi = stlsq(Theta, Y, thr, ridge)
+        Xi = fit(Theta, Y, thr, ridge)
         score = 0.0
         for j in range(Y.shape[1]):
             rss = float(np.sum((Theta @ Xi[:, j] - Y[:, j]) ** 2))

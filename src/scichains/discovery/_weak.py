@@ -8,6 +8,7 @@ import numpy as np
 
 from ._derivatives import _check_samples, trapezoid_weights
 from ._library import Library
+from ._sr3 import optimizer_fn
 from ._stlsq import SparseFit, select_threshold
 
 
@@ -105,6 +106,7 @@ def weak_sparse_regression(
     input_names=None,
     target_names=None,
     ridge: float = 0.0,
+    optimizer="stlsq",
 ) -> SparseFit:
     """Sparse regression of ``x' = Theta(x) Xi`` from samples of ``x`` alone, in weak form
     (weak SINDy: D. A. Messenger and D. M. Bortz, "Weak SINDy: Galerkin-based data-driven
@@ -156,6 +158,8 @@ def weak_sparse_regression(
         As in :func:`sparse_regression` (default ``x0, x1, ...`` and ``x0', x1', ...``).
     ridge : float
         Ridge weight of each least-squares fit (default 0), as in :func:`stlsq`.
+    optimizer : ``"stlsq"`` (default), ``"sr3"`` or :class:`SR3`
+        The sparse solver, as in :func:`sparse_regression`.
 
     Returns
     -------
@@ -171,8 +175,9 @@ def weak_sparse_regression(
     """
     if not isinstance(library, Library):
         raise TypeError(f"library must be a scichains.discovery library, got {library!r}")
+    fit = optimizer_fn(optimizer)
     G, B, n_eff, n = weak_rows(t, X, library, window, n_windows, p)
-    thr, Xi, path = select_threshold(G, B, thresholds, ridge, n_eff)
+    thr, Xi, path = select_threshold(G, B, thresholds, ridge, n_eff, fit)
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
     target_names = (
         list(target_names) if target_names is not None else [f"{s}'" for s in input_names]

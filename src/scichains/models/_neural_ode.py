@@ -157,7 +157,9 @@ class NeuralODE:
         with the explicit methods, InterpolatingAdjoint() with the Rosenbrock methods; a
         method the solver's family has not raises ``TypeError`` naming those it has.
     rtol, atol, max_steps : as in :func:`scichains.ode.solve`
-    lockstep : block size ``k`` for many trajectories solved together (below), or None
+    lockstep : ``"auto"`` (default), a block size ``k``, or None: how many trajectories of
+        a batch are solved together (below; :meth:`lockstep_size` says what ``"auto"``
+        picks), None for each solved alone with its own step sizes
     inputs : :class:`scichains.ode.Interpolation`, optional
         Measured input signals (``m`` channels) driving the model: du/dt = chain([u, x(t)];
         p), ``x(t)`` the interpolated inputs, so the chain's input has size ``n + m`` (a
@@ -171,8 +173,10 @@ class NeuralODE:
     Many trajectories: ``u0`` of shape ``(m, n)`` (one initial state a row) with ``data`` of
     shape ``(m, len(saveat), n)`` gives the loss summed over the trajectories and the sum of
     their gradients; ``predict`` then returns shape ``(m, len(saveat), n)``. The trajectories
-    run in ``threads`` contiguous chunks on Python threads (default: numba's thread count; the
-    compiled solver and adjoint release the GIL), each with buffers of its own, and the sums are
+    (or lockstep blocks) run on ``threads`` Python threads (default: numba's thread count; the
+    compiled solver and adjoint release the GIL), handed out in order to whichever thread is
+    free (a thread slowed by other work on its core takes fewer), each thread with buffers of
+    its own, and the sums are
     taken in trajectory order: results are identical bit for bit for any ``threads`` (at
     most one thread per trajectory, or per block with ``lockstep``). One trajectory (``u0`` of
     shape ``(n,)``) runs on the calling thread: ``threads`` other than None or 1 then raise
@@ -183,7 +187,8 @@ class NeuralODE:
     Mini-batches: ``batch=`` indices (see :class:`scichains.adjoint.MultiObjective`: the loss
     and gradient are the sums over the batch).
 
-    ``lockstep=k``: trajectories (of ``u0`` of shape ``(m, n)``, in the order given or of
+    Lockstep blocks (the default for a batch, ``lockstep="auto"``, or ``lockstep=k``):
+    trajectories (of ``u0`` of shape ``(m, n)``, in the order given or of
     ``batch``) are solved in blocks of ``k`` as one system each, stepping together: every
     stage evaluates the network on the block's ``k`` states at once (the batched kernels:
     SIMD across trajectories, as ``jax.vmap`` in diffrax) and the adjoint back-propagates
@@ -194,19 +199,25 @@ class NeuralODE:
     spread over ``threads``; the blocks are fixed by ``k`` and summed in order, so results
     are identical bit for bit for any thread count. One trajectory (``u0`` of shape ``(n,)``)
     is a block of one: solved alone. Trajectory lists (times of their own) cannot step
-    together: :meth:`loss_and_grad` and :meth:`objective` refuse them on a lockstep model
-    (``ValueError``). 16 spiral trajectories: 2.7x faster than per-trajectory solves on one thread
-    (``benchmarks/neural_ode.py``). With the Rosenbrock and ESDIRK methods the block's
-    Jacobian is one dense ``(k n, k n)`` matrix (``k n`` vjp calls of the whole block to form
-    it, an LU of that size): keep ``k n`` small (tens of states). 16 spiral trajectories, one
+    together: with ``"auto"`` they are solved one by one; :meth:`loss_and_grad` and
+    :meth:`objective` refuse them on a model with ``lockstep=k`` (``ValueError``). ``"auto"``
+    picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`),
+    never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
+    2.2x faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x
+    and 2.4x (``benchmarks/neural_ode.py``, AMD EPYC Zen 2, 2026-12-05). ``lockstep=None``
+    gives each trajectory its own step sizes and error control (the gradient of each
+    trajectory's own discretisation, as in a loop over single solves). With the Rosenbrock
+    and ESDIRK methods the block's Jacobian is one dense ``(k n, k n)`` matrix (``k n`` vjp
+    calls of the whole block to form it, an LU of that size): keep ``k n`` small (tens of
+    states). 16 spiral trajectories, one
     loss and gradient at rtol 1e-6 on one thread (a shared machine, 2026-12-03): Rodas5P
     3.2 ms alone, 2.7 ms with ``lockstep=8``, 3.7 ms with 16; KenCarp4 (its Jacobian kept
     across steps) 5.4 ms alone, 2.9 ms with 16. The ESDIRK methods' Newton
     iteration stops on the block's RMS norm (below 0.01 of the tolerance), so one
     trajectory's Newton error may reach ``0.01 sqrt(k)`` of the tolerance; the step's error
-    control is per trajectory, as with the other methods. CVODE refuses ``lockstep``
-    (``ValueError``): its error norm, SUNDIALS' own, is taken over the whole state and cannot
-    be the largest of the trajectories' norms.
+    control is per trajectory, as with the other methods. CVODE refuses ``lockstep=k``
+    (``ValueError``; ``"auto"`` solves each alone): its error norm, SUNDIALS' own, is taken
+    over the whole state and cannot be the largest of the trajectories' norms.
 
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
@@ -225,7 +236,7 @@ class NeuralODE:
         rtol: float = 1e-6,
         atol: float = 1e-8,
         max_steps: int = 100_000,
-        lockstep: int | None = None,
+        lockstep: int | str | None = "auto",
         inputs: Interpolation | None = None,
     ):
         if not isinstance(chain, SimpleChain):
@@ -246,7 +257,17 @@ class NeuralODE:
                 f"must have size n + {m_in} = {chain.n_out + m_in} for its output of size n = "
                 f"{chain.n_out}; got input shape {chain.input_shape}"
             )
-        if inputs is not None and lockstep is not None:
+        if lockstep is not None and not (
+            lockstep == "auto"
+            if isinstance(lockstep, str)
+            else isinstance(lockstep, (int, np.integer))
+            and not isinstance(lockstep, bool)
+            and lockstep >= 1
+        ):
+            raise ValueError(
+                f"lockstep must be 'auto', a positive integer or None, got {lockstep!r}"
+            )
+        if inputs is not None and lockstep not in (None, "auto"):
             raise ValueError(
                 "lockstep= with inputs= is not supported: the trajectories are solved one by "
                 "one (drop lockstep=)"
@@ -269,19 +290,14 @@ class NeuralODE:
         saveat = as_real(saveat, "saveat")
         if saveat.ndim != 1 or saveat.size == 0:
             raise ValueError("saveat must be a non-empty vector of times")
-        if lockstep is not None and (
-            isinstance(lockstep, bool)
-            or not isinstance(lockstep, (int, np.integer))
-            or lockstep < 1
-        ):
-            raise ValueError(f"lockstep must be a positive integer or None, got {lockstep!r}")
-        if lockstep is not None and family in NO_LOCKSTEP:
+        if lockstep not in (None, "auto") and family in NO_LOCKSTEP:
             raise ValueError(
                 f"lockstep={lockstep} with {solver.name}: {NO_LOCKSTEP[family]}; use lockstep "
                 "with an explicit, Rosenbrock or ESDIRK method (Tsit5, Rodas5P, KenCarp4, ...), "
                 f"or {solver.name} without lockstep (the trajectories solved one by one)"
             )
-        self.lockstep = None if lockstep is None else int(lockstep)
+        self.lockstep = lockstep if lockstep in (None, "auto") else int(lockstep)
+        self._family = family
         self._settings = (tspan, saveat, solver, sensealg, rtol, atol, max_steps)
         self._obj, self._loss = self._objective()
         self.tspan = self._obj.prob.tspan
@@ -324,11 +340,35 @@ class NeuralODE:
         )
         return obj, loss
 
-    def _run_blocks(self, u0, p, threads, one, order):
+    def lockstep_size(self, m: int) -> int | None:
+        """The block size with which ``m`` trajectories sharing the model's ``saveat`` are
+        solved in lockstep, or None when each is solved alone.
+
+        With ``lockstep="auto"`` (the default) it depends on ``m``, the solver's family and
+        the state size only, never on the thread count (so results are the same bits for any
+        ``threads``): explicit methods: ``m`` itself up to 8, blocks of 8 up to 24
+        trajectories (two blocks or more for two threads), of 16 above (measured fastest:
+        ``benchmarks/neural_ode.py``); Rosenbrock and ESDIRK methods: blocks of
+        ``min(8, 16 // n)`` (their dense block Jacobian has ``(k n)^2`` entries), alone when
+        that is 1; CVODE, Radau, automatic switching, models with ``inputs``: alone.
+        """
+        if self.lockstep is None:
+            return None
+        if self.lockstep != "auto":
+            return self.lockstep
+        if m < 2 or self.inputs is not None:
+            return None
+        if self._family == "explicit":
+            return m if m <= 8 else (8 if m <= 24 else 16)
+        if self._family in ("rosenbrock", "esdirk"):
+            k = min(m, 8, 16 // self.n)
+            return k if k >= 2 else None
+        return None
+
+    def _run_blocks(self, u0, p, threads, one, order, size):
         """``one(objective, loss, p, idx)`` for each lockstep block ``idx`` (consecutive
-        entries of ``order``, ``lockstep`` of them, the last maybe fewer) on ``threads``
+        entries of ``order``, ``size`` of them, the last maybe fewer) on ``threads``
         threads; the results in block order."""
-        size = self.lockstep
         blocks = [order[j : j + size] for j in range(0, order.size, size)]
         k = min(resolve_trajectory_threads(threads), len(blocks))
         p, _ = self._obj._args(p, None)  # checked once (reads the problem only)
@@ -412,7 +452,7 @@ class NeuralODE:
     def _refuse_lockstep_for_trajectories(self) -> None:
         """``ValueError`` when the model has ``lockstep``: Trajectory specs (times of their
         own) are solved one by one, so the option could not apply."""
-        if self.lockstep is not None:
+        if self.lockstep not in (None, "auto"):
             raise ValueError(
                 f"lockstep={self.lockstep} steps trajectories that share the model's saveat "
                 "(u0 of shape (m, n), data of shape (m, len(saveat), n)); Trajectory specs "
@@ -467,14 +507,15 @@ class NeuralODE:
             return other.predict(u0, p, threads)
         if np.ndim(u0) >= 2:
             u0 = self._batched_u0(u0)
-            if self.lockstep is not None:
+            size = self.lockstep_size(u0.shape[0])
+            if size is not None:
 
                 def block(obj, _, p, idx):
                     y = obj.saved_states(p, u0[idx].ravel())  # a buffer: copied below
                     return y.reshape(y.shape[0], idx.size, self.n).transpose(1, 0, 2).copy()
 
                 order = np.arange(u0.shape[0])
-                return np.concatenate(self._run_blocks(u0, p, threads, block, order))
+                return np.concatenate(self._run_blocks(u0, p, threads, block, order, size))
 
             def one(obj, _, p, i):
                 return obj.saved_states(p, u0[i]).copy()
@@ -565,7 +606,8 @@ class NeuralODE:
         _finite_per_trajectory(data, "data")
 
         idx = None if batch is None else check_batch(batch, u0.shape[0])
-        if self.lockstep is not None:
+        size = self.lockstep_size(u0.shape[0] if idx is None else len(idx))
+        if size is not None:
 
             def block(obj, sq, p, b):
                 sq.data[...] = data[b].transpose(1, 0, 2).reshape(sq.data.shape)
@@ -573,7 +615,7 @@ class NeuralODE:
                 return value, dp, du0.reshape(b.size, self.n)
 
             order = np.arange(u0.shape[0]) if idx is None else np.asarray(idx)
-            results = self._run_blocks(u0, p, threads, block, order)
+            results = self._run_blocks(u0, p, threads, block, order, size)
             loss, dp = results[0][0], results[0][1].copy()
             for r in results[1:]:  # in block order: the same bits for any thread count
                 loss += r[0]

@@ -1,0 +1,92 @@
+"""The default batch strategy of NeuralODE (``lockstep="auto"``): which block size it picks,
+that it is exactly the explicit ``lockstep=k`` of that size, that it never depends on the
+thread count, and that what cannot step together is solved one by one instead of refused."""
+
+import numpy as np
+import pytest
+
+import scichains as sc
+from scichains import ode
+from scichains.adjoint import Trajectory
+from scichains.models import NeuralODE
+
+TS = np.linspace(0.1, 1.0, 6)
+
+
+def _model(seed=0, n=2):
+    chain = sc.SimpleChain(n, sc.Dense(8, "tanh"), sc.Dense(n))
+    return chain, chain.init_params(seed=seed, dtype=np.float64)
+
+
+def _batch(m, seed=1):
+    rng = np.random.default_rng(seed)
+    u0 = np.c_[rng.uniform(0.5, 1.5, m), rng.uniform(-0.5, 0.5, m)]
+    return u0, 0.3 * rng.standard_normal((m, TS.size, 2))
+
+
+def test_block_sizes_chosen_from_batch_size_family_and_state_size():
+    chain, _ = _model()
+    node = NeuralODE(chain, (0.0, 1.0), TS)
+    assert node.lockstep == "auto"
+    sizes = {m: node.lockstep_size(m) for m in (1, 2, 5, 8, 9, 16, 24, 25, 64, 256)}
+    assert sizes == {1: None, 2: 2, 5: 5, 8: 8, 9: 8, 16: 8, 24: 8, 25: 16, 64: 16, 256: 16}
+    assert NeuralODE(chain, (0.0, 1.0), TS, lockstep=None).lockstep_size(64) is None
+    assert NeuralODE(chain, (0.0, 1.0), TS, lockstep=3).lockstep_size(64) == 3
+    ros = NeuralODE(chain, (0.0, 1.0), TS, solver=ode.Rodas5P())
+    assert [ros.lockstep_size(m) for m in (3, 16)] == [3, 8]
+    wide, _ = _model(n=9)  # 16 // 9 = 1: a block would gain nothing, each is solved alone
+    assert NeuralODE(wide, (0.0, 1.0), TS, solver=ode.Rodas5P()).lockstep_size(16) is None
+    assert NeuralODE(chain, (0.0, 1.0), TS, solver=ode.CVODE_BDF()).lockstep_size(16) is None
+    forced = sc.SimpleChain(3, sc.Dense(8, "tanh"), sc.Dense(2))
+    inputs = ode.Interpolation(np.linspace(0, 1, 5), np.zeros((5, 1)))
+    assert NeuralODE(forced, (0.0, 1.0), TS, inputs=inputs).lockstep_size(16) is None
+
+
+def test_default_is_the_chosen_lockstep_exactly_for_any_thread_count():
+    chain, p = _model(seed=2)
+    u0, data = _batch(11)  # blocks of 8 and 3
+    auto = NeuralODE(chain, (0.0, 1.0), TS)
+    fixed = NeuralODE(chain, (0.0, 1.0), TS, lockstep=8)
+    alone = NeuralODE(chain, (0.0, 1.0), TS, lockstep=None)
+    ref_loss, ref_dp = fixed.loss_and_grad(u0, p, data, threads=1)
+    ref_du0 = fixed.last_du0
+    for threads in (1, 2, 3):
+        loss, dp = auto.loss_and_grad(u0, p, data, threads=threads)
+        assert loss == ref_loss and dp.tobytes() == ref_dp.tobytes()
+        assert auto.last_du0.tobytes() == ref_du0.tobytes()
+    np.testing.assert_array_equal(auto.predict(u0, p, threads=2), fixed.predict(u0, p))
+    # the same problem solved with other step sequences: equal to the tolerance's level
+    solo_loss, solo_dp = alone.loss_and_grad(u0, p, data)
+    assert loss != solo_loss  # a different discretisation, not the per-trajectory path
+    np.testing.assert_allclose(loss, solo_loss, rtol=1e-6)
+    np.testing.assert_allclose(dp, solo_dp, rtol=1e-4, atol=1e-6)
+    # a mini-batch of 3 is one block of 3, in the batch's order
+    batch = np.array([7, 2, 9])
+    loss_b, dp_b = auto.loss_and_grad(u0, p, data, batch=batch)
+    three = NeuralODE(chain, (0.0, 1.0), TS, lockstep=3)
+    loss_3, dp_3 = three.loss_and_grad(u0[batch], p, data[batch])
+    assert loss_b == loss_3 and dp_b.tobytes() == dp_3.tobytes()
+
+
+def test_what_cannot_step_together_is_solved_alone_not_refused():
+    chain, p = _model(seed=3)
+    u0, data = _batch(3)
+    specs = [Trajectory(u0[i], TS[: 3 + i], data[i, : 3 + i]) for i in range(3)]
+    auto = NeuralODE(chain, (0.0, 1.0), TS)
+    alone = NeuralODE(chain, (0.0, 1.0), TS, lockstep=None)
+    loss, dp = auto.loss_and_grad(specs, p, threads=2)
+    ref_loss, ref_dp = alone.loss_and_grad(specs, p, threads=1)
+    assert loss == ref_loss and dp.tobytes() == ref_dp.tobytes()
+    assert auto.objective(specs).value_and_grad(p)[0] == ref_loss
+    with pytest.raises(ValueError, match="Trajectory specs"):
+        NeuralODE(chain, (0.0, 1.0), TS, lockstep=2).loss_and_grad(specs, p)
+    # CVODE cannot step a block: with the default it solves each alone
+    cv = NeuralODE(chain, (0.0, 1.0), TS, solver=ode.CVODE_BDF())
+    assert cv.predict(u0, p).shape == (3, TS.size, 2)
+
+
+@pytest.mark.parametrize("bad", ["fast", 0, -2, True, 2.5, "AUTO"])
+def test_bad_lockstep_values_are_named(bad):
+    chain, _ = _model()
+    with pytest.raises(ValueError, match="lockstep must be 'auto', a positive integer or None"):
+        NeuralODE(chain, (0.0, 1.0), TS, lockstep=bad)
