@@ -293,8 +293,12 @@ for i in range(m):
     trajectories.append(Trajectory(U0[i], t, clean + 0.02 * rng.standard_normal(clean.shape)))
 print("samples per trajectory:", [len(tr.saveat) for tr in trajectories])""",
         Md(
-            "## Training on mini-batches\n\n`node.objective(trajectories)` builds a "
-            "`MultiObjective` once (buffers per trajectory); `value_and_grad(p, batch=idx)` "
+            "## Training on mini-batches\n\n`node.objective(trajectories)` builds the "
+            'objective once. With the default `lockstep="auto"` the trajectories of a batch '
+            "step together as one system (the network on all their states at once), saved at "
+            "the union of their times, each trajectory's data weighted at its own times; "
+            "`NeuralODE(..., lockstep=None)` would solve each alone. "
+            "`value_and_grad(p, batch=idx)` "
             "returns the loss and gradient summed over the batch, and dL/du0 for its rows; "
             "`scichains.fit` draws the batches (`batch_size=4`, reshuffled each epoch) and a "
             "callback lowers the learning rate."
@@ -302,7 +306,7 @@ print("samples per trajectory:", [len(tr.saveat) for tr in trajectories])""",
         """chain = sc.SimpleChain(2, sc.Activation("cube"), sc.Dense(50, "tanh"), sc.Dense(2))
 p = chain.init_params(seed=0, dtype=np.float64)
 node = NeuralODE(chain, (0.0, 1.5), np.linspace(0.0, 1.5, 2))  # saveat: per trajectory here
-obj = node.objective(trajectories)  # a MultiObjective: value_and_grad(p, batch=...), obj.m
+obj = node.objective(trajectories)  # value_and_grad(p, batch=...), obj.m trajectories
 epochs = 20 if QUICK else 600
 
 

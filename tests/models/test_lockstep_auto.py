@@ -7,8 +7,9 @@ import pytest
 
 import scichains as sc
 from scichains import ode
-from scichains.adjoint import Trajectory
+from scichains.adjoint import MultiObjective, Trajectory
 from scichains.models import NeuralODE
+from scichains.models._lockstep_lists import LockstepTrajectories
 
 TS = np.linspace(0.1, 1.0, 6)
 
@@ -71,18 +72,72 @@ def test_default_is_the_chosen_lockstep_exactly_for_any_thread_count():
 def test_what_cannot_step_together_is_solved_alone_not_refused():
     chain, p = _model(seed=3)
     u0, data = _batch(3)
-    specs = [Trajectory(u0[i], TS[: 3 + i], data[i, : 3 + i]) for i in range(3)]
+    # doses (jumps) differ per trajectory: these cannot step together
+    specs = [
+        Trajectory(u0[i], TS[: 3 + i], data[i, : 3 + i], jumps=[(0.05, 0, 0.1 * (i + 1))])
+        for i in range(3)
+    ]
     auto = NeuralODE(chain, (0.0, 1.0), TS)
     alone = NeuralODE(chain, (0.0, 1.0), TS, lockstep=None)
+    assert isinstance(auto.objective(specs), MultiObjective)
     loss, dp = auto.loss_and_grad(specs, p, threads=2)
     ref_loss, ref_dp = alone.loss_and_grad(specs, p, threads=1)
     assert loss == ref_loss and dp.tobytes() == ref_dp.tobytes()
-    assert auto.objective(specs).value_and_grad(p)[0] == ref_loss
     with pytest.raises(ValueError, match="Trajectory specs"):
         NeuralODE(chain, (0.0, 1.0), TS, lockstep=2).loss_and_grad(specs, p)
     # CVODE cannot step a block: with the default it solves each alone
     cv = NeuralODE(chain, (0.0, 1.0), TS, solver=ode.CVODE_BDF())
     assert cv.predict(u0, p).shape == (3, TS.size, 2)
+
+
+def test_trajectories_with_shared_times_match_the_batch_path_exactly():
+    """Specs that all have the model's save times (and tspan ending at the last) are the
+    u0/data batch: the same blocks, the same bits."""
+    chain, p = _model(seed=4)
+    u0, data = _batch(5)
+    node = NeuralODE(chain, (0.0, TS[-1]), TS)
+    specs = [Trajectory(u0[i], TS, data[i]) for i in range(5)]
+    obj = node.objective(specs)
+    assert isinstance(obj, LockstepTrajectories)
+    loss, dp, du0 = obj.value_and_grad(p)
+    ref_loss, ref_dp = node.loss_and_grad(u0, p, data)
+    assert loss == ref_loss and dp.tobytes() == ref_dp.tobytes()
+    assert du0.tobytes() == node.last_du0.tobytes()
+
+
+def test_trajectories_with_own_times_step_together():
+    chain, p = _model(seed=5)
+    rng = np.random.default_rng(6)
+    u0, _ = _batch(11, seed=7)
+    times = [np.sort(rng.uniform(0.05, 1.0, rng.integers(3, 9))) for _ in range(11)]
+    data = [0.3 * rng.standard_normal((t.size, 2)) for t in times]
+    weights = [np.where(rng.random((t.size, 2)) < 0.2, 0.0, 1.0) for t in times]
+    specs = [Trajectory(u0[i], times[i], data[i], weights[i]) for i in range(11)]
+    node = NeuralODE(chain, (0.0, 1.0), TS, rtol=1e-9, atol=1e-11)
+    alone = NeuralODE(chain, (0.0, 1.0), TS, rtol=1e-9, atol=1e-11, lockstep=None)
+    obj = node.objective(specs)
+    assert isinstance(obj, LockstepTrajectories) and obj.saveat.size == sum(map(len, times))
+    loss, dp, du0 = obj.value_and_grad(p, threads=1)
+    for threads in (2, 3):  # blocks of 8 and 3, summed in order
+        again = obj.value_and_grad(p, threads=threads)
+        assert again[0] == loss and again[1].tobytes() == dp.tobytes()
+    # each trajectory's loss is the one it has alone, to the tolerance's level
+    ref_loss, ref_dp, ref_du0 = alone.objective(specs).value_and_grad(p)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-7)
+    np.testing.assert_allclose(dp, ref_dp, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(du0, ref_du0, rtol=1e-5, atol=1e-8)
+    # a mini-batch: its trajectories in its order, one block of 3 (saved at the union of all
+    # times and run to the last of them: close to, not the bits of, an objective on the 3)
+    batch = np.array([9, 0, 4])
+    lb, dpb, du0b = obj.value_and_grad(p, batch=batch)
+    sub = alone.objective([specs[i] for i in batch]).value_and_grad(p)
+    np.testing.assert_allclose(lb, sub[0], rtol=1e-7)
+    np.testing.assert_allclose(dpb, sub[1], rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(du0b, sub[2], rtol=1e-5, atol=1e-8)
+    full = obj.value_and_grad(p, batch=np.arange(11))
+    assert full[0] == loss and full[1].tobytes() == dp.tobytes()
+    # and through loss_and_grad, the same objective
+    assert node.loss_and_grad(specs, p)[0] == loss
 
 
 @pytest.mark.parametrize("bad", ["fast", 0, -2, True, 2.5, "AUTO"])

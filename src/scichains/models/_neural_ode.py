@@ -35,6 +35,7 @@ from ..ode.explicit._tableaus import SOLVERS, ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._lockstep import NO_LOCKSTEP, lockstep_problem
+from ._lockstep_lists import LockstepTrajectories, blockable
 
 
 def _rhs(du, u, p, t, k):
@@ -198,9 +199,11 @@ class NeuralODE:
     from the per-trajectory solves' at the tolerance's level). Blocks, not trajectories, are
     spread over ``threads``; the blocks are fixed by ``k`` and summed in order, so results
     are identical bit for bit for any thread count. One trajectory (``u0`` of shape ``(n,)``)
-    is a block of one: solved alone. Trajectory lists (times of their own) cannot step
-    together: with ``"auto"`` they are solved one by one; :meth:`loss_and_grad` and
-    :meth:`objective` refuse them on a model with ``lockstep=k`` (``ValueError``). ``"auto"``
+    is a block of one: solved alone. Trajectory lists (times of their own) step together
+    with ``"auto"`` when they can (:meth:`objective`: saved at the union of their times,
+    each trajectory's data weighted at its own) and are solved one by one otherwise;
+    :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with ``lockstep=k``
+    (``ValueError``). ``"auto"``
     picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`),
     never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
     2.2x faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x
@@ -351,6 +354,7 @@ class NeuralODE:
         ``benchmarks/neural_ode.py``); Rosenbrock and ESDIRK methods: blocks of
         ``min(8, 16 // n)`` (their dense block Jacobian has ``(k n)^2`` entries), alone when
         that is 1; CVODE, Radau, automatic switching, models with ``inputs``: alone.
+        Trajectory lists use it too (:meth:`objective`).
         """
         if self.lockstep is None:
             return None
@@ -460,16 +464,24 @@ class NeuralODE:
                 "the NeuralODE without lockstep= for them"
             )
 
-    def objective(self, trajectories) -> MultiObjective:
-        """A :class:`~scichains.adjoint.MultiObjective` on this model for ``trajectories``
-        (a list of :class:`~scichains.adjoint.Trajectory` or tuples ``(u0, saveat, data[,
-        weights[, jumps]])``, times of their own; ``t0`` defaults to ``tspan[0]``), with the
-        model's solver, sensealg and tolerances: build it once for a training loop
-        (``obj.value_and_grad(p, threads=..., batch=...)`` -> ``(L, dL/dp, dL/du0)``)."""
+    def objective(self, trajectories) -> MultiObjective | LockstepTrajectories:
+        """An objective on this model for ``trajectories`` (a list of
+        :class:`~scichains.adjoint.Trajectory` or tuples ``(u0, saveat, data[, weights[,
+        jumps]])``, times of their own; ``t0`` defaults to ``tspan[0]``), with the model's
+        solver, sensealg and tolerances: build it once for a training loop
+        (``obj.value_and_grad(p, threads=..., batch=...)`` -> ``(L, dL/dp, dL/du0)``).
+
+        With ``lockstep="auto"`` and trajectories that can step together (squared-error data,
+        weights allowed, no doses, starting at ``tspan[0]``, forward in time; a family that
+        steps blocks), a ``LockstepTrajectories``: blocks of :meth:`lockstep_size` of the
+        batch, saved at the union of the save times, each trajectory's data weighted at its
+        own times only (its loss the one it has alone, on the block's discretisation; a block
+        runs to the last time of all). Otherwise, or with ``lockstep=None``, a
+        :class:`~scichains.adjoint.MultiObjective` solving each trajectory alone."""
         self._refuse_lockstep_for_trajectories()
         _, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
         prob = self._obj.prob
-        return MultiObjective(
+        multi = MultiObjective(
             prob,
             trajectories,
             None,
@@ -479,6 +491,13 @@ class NeuralODE:
             atol=atol,
             max_steps=max_steps,
         )
+        if (
+            self.lockstep == "auto"
+            and self.lockstep_size(multi.m) is not None
+            and blockable(self, trajectories)
+        ):
+            return LockstepTrajectories(self, multi)
+        return multi
 
     def predict(self, u0, p, threads: int | None = None, saveat=None) -> np.ndarray:
         """The solution at ``saveat``: a new array of shape ``(len(saveat), n)``, or
