@@ -301,3 +301,24 @@ def test_bootstrap_refuses_bad_input(theoph_fit):
     held = replace(res, fixed=("tka",))
     with pytest.raises(ValueError, match="pass the same fix="):
         pk.bootstrap(model, data, held, n=2)
+
+
+@pytest.mark.slow
+def test_bootstrap_on_worker_processes_gives_the_same_bits(theoph_fit):
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    model, data, res = theoph_fit
+    t = time.perf_counter()
+    serial = pk.bootstrap(model, data, res, n=6, seed=3)
+    t_serial = time.perf_counter() - t
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        t = time.perf_counter()
+        par = pk.bootstrap(model, data, res, n=6, seed=3, executor=pool)
+        t_par = time.perf_counter() - t
+    np.testing.assert_array_equal(par.x, serial.x)
+    np.testing.assert_array_equal(par.ofv, serial.ofv)
+    assert list(par.status) == list(serial.status)
+    print(f"6 resamples: {t_serial:.1f} s in process, {t_par:.1f} s on 2 worker processes")
