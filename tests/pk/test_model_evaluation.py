@@ -244,10 +244,14 @@ def test_bootstrap_of_theophylline(theoph_fit):
     matplotlib.pyplot.close(fig)
 
 
-def test_bootstrap_counts_unconverged_and_failed_refits(theoph_fit):
+def test_bootstrap_counts_unconverged_and_failed_refits(theoph_fit, capsys, monkeypatch):
+    import scichains._fit_report
+
     model, data, res = theoph_fit
     # one iteration: every refit ends unconverged, counted and left out of the summaries
-    b = pk.bootstrap(model, data, res, n=2, seed=1, maxiter=1)
+    monkeypatch.setattr(scichains._fit_report, "_use_tqdm", lambda progress: False)
+    b = pk.bootstrap(model, data, res, n=2, seed=1, maxiter=1, progress=True)
+    assert "bootstrap: 2/2  failed 0  unconverged 2\n" in capsys.readouterr().err
     assert list(b.status) == ["unconverged"] * 2 and b.n_unconverged == 2
     assert b.success_rate == 0.0 and not np.any(b.used) and np.all(np.isnan(b.low))
     assert all("iteration" in m or "maxiter" in m.lower() for m in b.messages), b.messages
@@ -296,6 +300,8 @@ def test_bootstrap_refuses_bad_input(theoph_fit):
         pk.bootstrap(model, data, res, n=2, executor=object())
     with pytest.raises(ValueError, match="finite values"):
         pk.bootstrap(model, data, res.x[:-1], n=2)
+    with pytest.raises(ValueError, match="finite values"):
+        pk.bootstrap(model, data, np.full(model.size, np.nan), n=2)
     with pytest.raises(ValueError, match="no subjects"):
         pk.bootstrap(model, pk.EventData([], ()), res, n=2)
     held = replace(res, fixed=("tka",))

@@ -3,6 +3,7 @@ subjects with replacement, each resample fitted again from the original estimate
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import warnings
@@ -136,6 +137,7 @@ def bootstrap(
     executor=None,
     stratify: str | None = None,
     include_unconverged: bool = False,
+    progress: bool | None = None,
     **fit_kwargs,
 ) -> Bootstrap:
     """The nonparametric (case-resampling) bootstrap of a population fit, as PsN's
@@ -164,6 +166,9 @@ def bootstrap(
         each subject's first record), so every resample keeps the strata's sizes
     include_unconverged : whether the summaries use the refits that ended without
         converging (default False: only the converged ones; they are counted either way)
+    progress : a progress bar over the resamples, with the counts of failed and unconverged
+        refits: tqdm's where installed, else a line on stderr (``True``); ``None`` (default):
+        tqdm's in a terminal or a notebook, nothing otherwise; ``False``: none
     **fit_kwargs : options of :func:`fit` for every refit: ``gtol``, ``maxiter``, ``l2``,
         ``fix`` (give the original fit's again: it is not read from the :class:`FitResult`),
         and the objective's ``rtol``, ``atol``, ``inner_tol``, ``inner_maxiter``,
@@ -232,13 +237,24 @@ def bootstrap(
         for b in range(n)
     ]
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FitWarning)
-        if executor is None:
-            out = [_refit(model, r, x0, method, fit_kwargs) for r in resamples]
-        else:
-            futures = [executor.submit(_refit, model, r, x0, method, fit_kwargs) for r in resamples]
-            out = [f.result() for f in futures]
+    bar = _Progress(progress, n)
+    out = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FitWarning)
+            if executor is None:
+                for r in resamples:
+                    out.append(_refit(model, r, x0, method, fit_kwargs))
+                    bar.update(out[-1][2])
+            else:
+                futures = [
+                    executor.submit(_refit, model, r, x0, method, fit_kwargs) for r in resamples
+                ]
+                for f in futures:
+                    out.append(f.result())
+                    bar.update(out[-1][2])
+    finally:
+        bar.close()
     seconds = time.perf_counter() - t0
     if original is None:  # a vector: a FitResult-like record of it for the summaries
         original = _vector_result(model, x0, method)
@@ -289,6 +305,45 @@ def _refit(model, data, x0, method, fit_kwargs):
                 raise
             return np.full(model.size, np.nan), np.nan, "failed", f"{type(e).__name__}: {e}"
     return res.x, res.ofv, "ok" if res.success else "unconverged", res.message
+
+
+class _Progress:
+    """The bootstrap's progress bar (see :func:`bootstrap`'s ``progress``)."""
+
+    def __init__(self, progress, total):
+        from .._fit_report import _tqdm_class, _use_tqdm
+
+        self.mode = "tqdm" if _use_tqdm(progress) else ("text" if progress else "off")
+        self.total, self.done, self.counts = total, 0, {"failed": 0, "unconverged": 0}
+        self.t_draw = 0.0
+        self.bar = None
+        if self.mode == "tqdm":
+            self.bar = _tqdm_class()(total=total, desc="bootstrap", leave=True, dynamic_ncols=True)
+
+    def update(self, status: str):
+        self.done += 1
+        if status in self.counts:
+            self.counts[status] += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(self.counts, refresh=False)
+        elif self.mode == "text" and time.perf_counter() - self.t_draw > 0.5:
+            self._line("")
+            self.t_draw = time.perf_counter()
+
+    def _line(self, end):
+        c = self.counts
+        sys.stderr.write(
+            f"\rbootstrap: {self.done}/{self.total}  failed {c['failed']}  unconverged "
+            f"{c['unconverged']}{end}"
+        )
+        sys.stderr.flush()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.mode == "text":
+            self._line("\n")
 
 
 class _nothing:
