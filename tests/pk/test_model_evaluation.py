@@ -11,7 +11,7 @@ from scipy.special import ndtri
 
 from scichains import pk
 
-from .models import iv_model, simulated_oral
+from .models import iv_model, oral_model, simulated_oral, theoph_subset
 
 matplotlib.use("Agg")
 
@@ -267,6 +267,19 @@ def test_bootstrap_counts_unconverged_and_failed_refits(theoph_fit, capsys, monk
     # an error that is not numerical is raised, not counted
     with pytest.raises(ValueError, match="fix names 'nothing'"):
         pk.bootstrap(model, data, res, n=1, fix=["nothing"])
+
+
+def test_bootstrap_without_a_fit_fits_the_data_first():
+    model = oral_model()
+    data = theoph_subset(4)
+    # the fit to the data is the user's: its warning is not silenced (the refits' are)
+    with pytest.warns(pk.FitWarning, match="did not converge"):
+        b = pk.bootstrap(model, data, n=2, seed=0, maxiter=2, method="laplace")
+    assert b.fit.method == "laplace" and b.fit.n_evaluations > 1 and not b.fit.success
+    np.testing.assert_allclose(
+        b.original, [*b.fit.x[:3], *np.diag(b.fit.omega), b.fit.sd["add"]], rtol=1e-15
+    )
+    assert list(b.status) == ["unconverged"] * 2
 
 
 def test_bootstrap_stratified(theoph_fit):
