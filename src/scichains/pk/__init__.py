@@ -11,9 +11,11 @@ and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObje
 objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,
 fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
-(:func:`gof_plot`, :func:`vpc`, with :func:`simulate`).
+(:func:`gof_plot`, :func:`vpc`, prediction-corrected or not, with :func:`simulate`); model
+evaluation (:func:`npde`, :func:`bootstrap`).
 """
 
+from ._bootstrap import Bootstrap, bootstrap
 from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
@@ -21,12 +23,14 @@ from ._fit import FitResult, FitWarning, fit
 from ._inner import InnerFailure
 from ._model import PKModel
 from ._network import Network
+from ._npde import NPDE, npde
 from ._objective import PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
 from ._predict import PKSolveError
 
 __all__ = [
     "Additive",
+    "Bootstrap",
     "Combined",
     "Covariance",
     "Dose",
@@ -37,6 +41,7 @@ __all__ = [
     "FitResult",
     "FitWarning",
     "InnerFailure",
+    "NPDE",
     "Network",
     "PKModel",
     "PKSolveError",
@@ -44,9 +49,11 @@ __all__ = [
     "Proportional",
     "Subject",
     "VPC",
+    "bootstrap",
     "covariance",
     "fit",
     "gof_plot",
+    "npde",
     "read_events",
     "residuals",
     "shrinkage",

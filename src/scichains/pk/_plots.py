@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,6 +112,11 @@ class VPC:
     endpoint : the ``DVID`` of the endpoint checked (``vpc(..., endpoint=)``), or None (a
         model with one endpoint); ``times``, ``dv``, ``lloq`` and ``cens`` then hold its
         observations only
+    prediction_corrected : whether this is a prediction-corrected VPC (``vpc(...,
+        prediction_corrected=True)``): ``dv``, ``lloq``, the observed and simulated
+        percentiles are then prediction-corrected values
+    n_excluded : the observations left out of a prediction-corrected VPC because their
+        population prediction is not positive (0 otherwise)
     """
 
     percentiles: tuple
@@ -130,6 +136,8 @@ class VPC:
     simulated_below_high: np.ndarray | None = None
     cens: np.ndarray | None = None
     endpoint: int | None = None
+    prediction_corrected: bool = False
+    n_excluded: int = 0
 
     def plot(self, ax=None):
         """Observed data and percentiles (lines) over the simulated intervals (bands);
@@ -162,7 +170,10 @@ class VPC:
                 self.centers, self.observed[:, k], color=color, lw=1.5, label=f"observed P{pct:g}"
             )
         ax.set_xlabel("TIME")
-        ax.set_ylabel("DV" if self.endpoint is None else f"DV (DVID {self.endpoint})")
+        label = "prediction-corrected DV" if self.prediction_corrected else "DV"
+        ax.set_ylabel(label if self.endpoint is None else f"{label} (DVID {self.endpoint})")
+        if self.prediction_corrected:
+            ax.set_title("prediction-corrected VPC", fontsize=10)
         ax.legend(fontsize=8)
         return ax
 
@@ -241,6 +252,7 @@ def vpc(
     seed=0,
     lloq=None,
     endpoint=None,
+    prediction_corrected: bool = False,
     **objective_kwargs,
 ) -> VPC:
     """A visual predictive check of ``fit``: ``n_sim`` replicates of the data simulated with
@@ -273,6 +285,15 @@ def vpc(
         not have): its observations alone are binned and compared, the simulations being
         those of every endpoint. ``lloq`` per observation then holds one value per
         observation of the data (all endpoints), of which the endpoint's are used
+    prediction_corrected : a prediction-corrected VPC (pcVPC, Bergstrand et al. 2011; PsN's
+        ``vpc -predcorr``; default False): each observed and simulated value ``Y_ij`` (and
+        its LLOQ) is multiplied by ``PRED_bin / PRED_ij``, with ``PRED_ij`` its population
+        prediction (random effects 0) and ``PRED_bin`` the median of ``PRED`` over the
+        observations of its bin, so that the spread that the design (doses, covariates,
+        times within a bin) explains is removed. Observations whose ``PRED`` is not positive
+        (e.g. a sample before an oral dose is absorbed) cannot be corrected: they are left
+        out, with a warning, and counted in ``VPC.n_excluded``. The variability correction
+        and the additive (lower-bound) variant are not implemented
     **objective_kwargs : options of :class:`PopulationObjective` for the simulations
 
     Returns a :class:`VPC`.
@@ -301,6 +322,24 @@ def vpc(
         if not np.all(np.isfinite(lloq)):
             raise ValueError("lloq must be finite")
     below_obs = None if lloq is None else (cens == 1) | (dv < lloq)
+    keep = np.ones(dv.size, dtype=bool)
+    if prediction_corrected:
+        kw = {k: v for k, v in objective_kwargs.items() if k != "blq"}
+        pred = np.concatenate(PopulationObjective(model, data, **kw).predict(x) or [np.zeros(0)])
+        pred = pred if rows is None else pred[rows]
+        keep = pred > 0
+        if not np.all(keep):
+            warnings.warn(
+                f"pk.vpc(prediction_corrected=True): {np.count_nonzero(~keep)} observation(s) "
+                "whose population prediction is not positive are left out (they cannot be "
+                "prediction-corrected)",
+                stacklevel=2,
+            )
+            times, dv, cens, pred = times[keep], dv[keep], cens[keep], pred[keep]
+            if lloq is not None:
+                lloq, below_obs = lloq[keep], below_obs[keep]
+        if dv.size == 0:
+            raise ValueError("no observation has a positive population prediction")
     if np.isscalar(bins):
         edges = np.unique(np.quantile(times, np.linspace(0, 1, int(bins) + 1)))
     else:
@@ -310,6 +349,12 @@ def vpc(
     sims = simulate(model, data, x, n_sim, seed=seed, **objective_kwargs)
     if rows is not None:
         sims = sims[:, rows]
+    sims = sims[:, keep]
+    if prediction_corrected:
+        factor = prediction_correction(pred, which, nb)
+        dv, sims = dv * factor, sims * factor
+        if lloq is not None:
+            lloq = lloq * factor
     pct = np.asarray(percentiles, dtype=np.float64)
     observed = np.full((nb, pct.size), np.nan)
     med = np.full((nb, pct.size), np.nan)
@@ -350,8 +395,21 @@ def vpc(
         tuple(percentiles), ci, edges, centers, observed, med, low, high, times, dv,
         lloq=lloq, observed_below=below[0], simulated_below_median=below[1],
         simulated_below_low=below[2], simulated_below_high=below[3], cens=cens,
-        endpoint=endpoint,
+        endpoint=endpoint, prediction_corrected=bool(prediction_corrected),
+        n_excluded=int(np.count_nonzero(~keep)),
     )  # fmt: skip
+
+
+def prediction_correction(pred, which, n_bins) -> np.ndarray:
+    """``PRED_bin / PRED_ij`` per observation (Bergstrand et al. 2011): ``pred`` the
+    population predictions, shape ``(n,)`` (positive), ``which`` each one's bin (``0 ..
+    n_bins - 1``); ``PRED_bin`` is the median of ``pred`` over the bin."""
+    med = np.full(n_bins, np.nan)
+    for b in range(n_bins):
+        sel = which == b
+        if np.any(sel):
+            med[b] = np.median(pred[sel])
+    return med[which] / pred
 
 
 def _endpoint_selection(model, data, endpoint):
