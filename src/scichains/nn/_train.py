@@ -65,6 +65,7 @@ def train_steps(
     seed,
     step0,
     XYt,
+    claim,
 ):
     """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
 
@@ -107,6 +108,7 @@ def train_steps(
             seed,
             step0 + k,
             XYt,
+            claim,
         )
         value += penalty_grad(pen, p, grad)
         losses[k] = value
@@ -202,8 +204,12 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
+        # chunks of whole tiles, taken by the threads one by one (see _batch.chunk_count)
+        self.chunks = _batch.chunk_count(self.batch, self.nthreads, self.tile)
         store = {} if store is None else store
-        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile, store)
+        self.work, self.gbuf, self.lbuf, self.claim = cwl.buffers(
+            self.p.dtype, self.nthreads, self.tile, store, self.chunks
+        )
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -215,7 +221,7 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
+            nt = _batch.pretiled_count(self.N, self.chunks, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 # kept in the store with the work buffers (in huge pages: see _memory), filled
                 # anew by every call
@@ -230,7 +236,7 @@ class _Trainer:
                     self.samples,
                     0,
                     self.N,
-                    self.nthreads,
+                    self.chunks,
                     self.tile,
                     nf,
                     nk,
@@ -276,7 +282,7 @@ class _Trainer:
             self.samples,
             self.batch,
             nsteps,
-            self.nthreads,
+            self.chunks,
             self.tile,
             self.work,
             self.gbuf,
@@ -293,6 +299,7 @@ class _Trainer:
             0,
             self.opt.steps,
             self.XYt,
+            self.claim,
         )
 
 
