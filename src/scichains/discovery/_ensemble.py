@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sr3 import optimizer_fn
-from ._stlsq import SparseFit, select_threshold, stlsq
+from ._stlsq import SparseFit, optimizer_fn, select_threshold, stlsq
 from ._weak import weak_rows
 
 

@@ -141,17 +141,3 @@ class SR3:
             tol=self.tol,
             unbias=self.unbias,
         )
-
-
-def optimizer_fn(optimizer):
-    """``fit(Theta, Y, threshold, ridge) -> Xi`` for ``optimizer`` (``"stlsq"``, ``"sr3"``
-    or an :class:`SR3`), else ``ValueError`` naming the choices."""
-    from ._stlsq import stlsq
-
-    if isinstance(optimizer, SR3):
-        return optimizer
-    if isinstance(optimizer, str) and optimizer.lower() == "stlsq":
-        return stlsq
-    if isinstance(optimizer, str) and optimizer.lower() == "sr3":
-        return SR3()
-    raise ValueError(f"optimizer must be 'stlsq', 'sr3' or an SR3(...), got {optimizer!r}")

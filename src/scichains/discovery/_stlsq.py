@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._criteria import aicc
-from ._sr3 import optimizer_fn
+from ._sr3 import SR3
 
 
 def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) -> np.ndarray:
@@ -273,3 +273,15 @@ def stlsq_path(Theta, Y, thresholds, ridge: float = 0.0) -> list[tuple[float, np
             seen.add(key)
             out.append((float(thr), Xi))
     return out
+
+
+def optimizer_fn(optimizer):
+    """``fit(Theta, Y, threshold, ridge) -> Xi`` for ``optimizer`` (``"stlsq"``, ``"sr3"``
+    or an :class:`SR3`), else ``ValueError`` naming the choices."""
+    if isinstance(optimizer, SR3):
+        return optimizer
+    if isinstance(optimizer, str) and optimizer.lower() == "stlsq":
+        return stlsq
+    if isinstance(optimizer, str) and optimizer.lower() == "sr3":
+        return SR3()
+    raise ValueError(f"optimizer must be 'stlsq', 'sr3' or an SR3(...), got {optimizer!r}")

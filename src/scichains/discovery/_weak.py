@@ -8,8 +8,7 @@ import numpy as np
 
 from ._derivatives import _check_samples, trapezoid_weights
 from ._library import Library
-from ._sr3 import optimizer_fn
-from ._stlsq import SparseFit, select_threshold
+from ._stlsq import SparseFit, optimizer_fn, select_threshold
 
 
 def _trajectories(t, X) -> list[tuple[np.ndarray, np.ndarray]]:
