@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._stlsq import SparseFit, optimizer_fn, select_threshold, stlsq
-from ._weak import weak_rows
+from ._stlsq import SparseFit, optimizer_fn, select_threshold, stlsq, with_controls
+from ._weak import control_names_for, weak_rows
 
 
 class EnsembleFit(SparseFit):
@@ -89,6 +89,8 @@ def ensemble_sparse_regression(
     target_names=None,
     ridge: float = 0.0,
     optimizer="stlsq",
+    u=None,
+    control_names=None,
     **weak_options,
 ) -> EnsembleFit:
     """Bagged sparse regression (E-SINDy, U. Fasel, J. N. Kutz, B. W. Brunton and S. L.
@@ -131,9 +133,10 @@ def ensemble_sparse_regression(
         0.5).
     seed : int
         Seed of the resampling (default 0).
-    input_names, target_names, ridge, optimizer
+    input_names, target_names, ridge, optimizer, u, control_names
         As in :func:`sparse_regression` / :func:`weak_sparse_regression` (``optimizer``:
-        ``"stlsq"``, ``"sr3"`` or :class:`SR3`, run on every resample).
+        ``"stlsq"``, ``"sr3"`` or :class:`SR3`, run on every resample; ``u``: control
+        inputs, SINDYc).
     **weak_options
         ``window``, ``n_windows``, ``p`` of :func:`weak_sparse_regression` (``weak=True``).
 
@@ -155,7 +158,7 @@ def ensemble_sparse_regression(
     if weak:
         if t is None or Y is not None:
             raise ValueError("weak=True takes the samples X with their times t=, and no Y")
-        Theta, Y, n_eff, n = weak_rows(t, X, library, **weak_options)
+        Theta, Y, n_eff, n = weak_rows(t, X, library, **weak_options, u=u)
         default_targets = [f"{s}'" for s in (input_names or [f"x{i}" for i in range(n)])]
     else:
         if Y is None or t is not None or weak_options:
@@ -163,7 +166,8 @@ def ensemble_sparse_regression(
         X = np.asarray(X, dtype=np.float64)
         Y = np.asarray(Y, dtype=np.float64)
         Y = Y[:, None] if Y.ndim == 1 else Y
-        Theta, n_eff, n = library(X), None, X.shape[1]
+        XU, _ = with_controls(X, u, [""] * X.shape[1], control_names)
+        Theta, n_eff, n = library(XU), None, X.shape[1]
         default_targets = [f"y{j}" for j in range(Y.shape[1])]
     threshold, _, path = select_threshold(Theta, Y, thresholds, ridge, n_eff, fit)
     # a fixed threshold stays fixed; otherwise each resample chooses among the candidates
@@ -171,6 +175,7 @@ def ensemble_sparse_regression(
     if cands is None:
         cands = np.array([row[0] for row in path])
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
+    input_names = input_names + control_names_for(u, control_names, n)
     target_names = list(target_names) if target_names is not None else default_targets
     return EnsembleFit(
         _bag(Theta, Y, cands, int(n_models), ridge, seed, n_eff, fit),

@@ -158,6 +158,8 @@ def sparse_regression(
     target_names=None,
     ridge: float = 0.0,
     optimizer="stlsq",
+    u=None,
+    control_names=None,
 ) -> SparseFit:
     """Fit ``Y ~ library(X) Xi`` by STLSQ (or SR3, ``optimizer=``) for each threshold in
     ``thresholds`` (default: 40 values log-spaced over the range of the least-squares
@@ -190,15 +192,21 @@ def sparse_regression(
     optimizer : ``"stlsq"`` (default), ``"sr3"`` or :class:`SR3`
         The sparse solver run at each threshold (:func:`stlsq` or :func:`sr3`; a threshold
         is the magnitude cut for both), the threshold selected by the same criterion.
+    u : array_like, optional
+        Control inputs at the same rows, shape ``(m,)`` or ``(m, q)`` (SINDYc, PySINDy's
+        ``fit(x, u=...)``): the library is evaluated on ``[X, u]``, so its terms may mix
+        states and controls (``x*u``); the targets stay the states' derivatives. The
+        controls are named ``control_names`` (default ``u0, u1, ...``) after the inputs.
     """
     fit = optimizer_fn(optimizer)
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim == 1:
         Y = Y[:, None]
-    thr, Xi, path = select_threshold(library(X), Y, thresholds, ridge, fit=fit)
     d = X.shape[1]
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(d)]
+    X, input_names = with_controls(X, u, input_names, control_names)
+    thr, Xi, path = select_threshold(library(X), Y, thresholds, ridge, fit=fit)
     target_names = (
         list(target_names) if target_names is not None else [f"y{j}" for j in range(Y.shape[1])]
     )
@@ -285,3 +293,27 @@ def optimizer_fn(optimizer):
     if isinstance(optimizer, str) and optimizer.lower() == "sr3":
         return SR3()
     raise ValueError(f"optimizer must be 'stlsq', 'sr3' or an SR3(...), got {optimizer!r}")
+
+
+def with_controls(X, u, input_names, control_names):
+    """``([X, u], input_names + control names)`` for control inputs ``u`` (rows as ``X``;
+    ``(m,)`` or ``(m, q)``), or ``(X, input_names)`` without; ``ValueError`` for other rows,
+    NaN/inf or a wrong number of names."""
+    if u is None:
+        if control_names is not None:
+            raise ValueError("control_names without u: give the control inputs as u=")
+        return X, input_names
+    U = np.asarray(u, dtype=np.float64)
+    U = U[:, None] if U.ndim == 1 else U
+    if U.ndim != 2 or U.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"u must have shape ({X.shape[0]},) or ({X.shape[0]}, q): one row per sample of X, "
+            f"got {np.shape(u)}"
+        )
+    if not np.all(np.isfinite(U)):
+        raise ValueError("u contains NaN or infinite values")
+    q = U.shape[1]
+    names = [f"u{i}" for i in range(q)] if control_names is None else list(control_names)
+    if len(names) != q:
+        raise ValueError(f"control_names has {len(names)} names for {q} control inputs")
+    return np.hstack([X, U]), list(input_names) + names

@@ -11,21 +11,47 @@ from ._library import Library
 from ._stlsq import SparseFit, optimizer_fn, select_threshold
 
 
-def _trajectories(t, X) -> list[tuple[np.ndarray, np.ndarray]]:
-    if isinstance(t, (list, tuple)) and len(t) > 0 and np.ndim(t[0]) == 1:
+def _trajectories(t, X, u=None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """``(t, X, U)`` per trajectory, checked (``U`` None without controls)."""
+    several = isinstance(t, (list, tuple)) and len(t) > 0 and np.ndim(t[0]) == 1
+    if several:
         if not isinstance(X, (list, tuple)) or len(X) != len(t):
             raise ValueError("a list of time arrays needs a list of trajectories X of its length")
-        pairs = [_check_samples(ti, Xi)[:2] for ti, Xi in zip(t, X)]
+        if u is not None and (not isinstance(u, (list, tuple)) or len(u) != len(t)):
+            raise ValueError("a list of time arrays needs a list of controls u of its length")
+        us = [None] * len(t) if u is None else list(u)
+        pairs = [(*_check_samples(ti, Xi)[:2], ui) for ti, Xi, ui in zip(t, X, us)]
     else:
-        pairs = [_check_samples(t, X)[:2]]
-    n = {Xi.shape[1] for _, Xi in pairs}
+        pairs = [(*_check_samples(t, X)[:2], u)]
+    out = []
+    for ti, Xi, ui in pairs:
+        if ui is None:
+            out.append((ti, Xi, None))
+            continue
+        U = np.asarray(ui, dtype=np.float64)
+        U = U[:, None] if U.ndim == 1 else U
+        if U.ndim != 2 or U.shape[0] != ti.size:
+            raise ValueError(
+                f"u must have one row per sample ({ti.size}), got shape {np.shape(ui)}"
+            )
+        if not np.all(np.isfinite(U)):
+            raise ValueError("u contains NaN or infinite values")
+        out.append((ti, Xi, U))
+    pairs = out
+    n = {Xi.shape[1] for _, Xi, _ in pairs}
     if len(n) > 1:
         raise ValueError(f"the trajectories have different numbers of states: {sorted(n)}")
     return pairs
 
 
 def weak_system(
-    t: np.ndarray, X: np.ndarray, library: Library, window: int, n_windows: int, p: int
+    t: np.ndarray,
+    X: np.ndarray,
+    library: Library,
+    window: int,
+    n_windows: int,
+    p: int,
+    U: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The weak-form rows of one trajectory (``t``: ``(m,)``, ``X``: ``(m, n)``): for each of
     ``n_windows`` windows of ``window`` consecutive samples, evenly spread over the samples,
@@ -33,9 +59,10 @@ def weak_system(
     unit integral. Returns ``(G, B)``: ``G[k] = integral phi_k Theta(x)`` (``(n_windows,
     n_features)``) and ``B[k] = -integral phi_k' x`` (``(n_windows, n)``), both by the
     trapezoidal rule on the samples (``integral phi x' = -integral phi' x``: ``phi`` vanishes
-    at the window's ends)."""
+    at the window's ends). ``U``: control inputs at the samples (``(m, q)``): the library is
+    evaluated on ``[X, U]``, the left-hand side stays ``x``."""
     m = t.size
-    Theta = library(X)
+    Theta = library(X if U is None else np.hstack([X, U]))
     starts = np.unique(np.round(np.linspace(0, m - window, n_windows)).astype(int))
     G = np.empty((starts.size, Theta.shape[1]))
     B = np.empty((starts.size, X.shape[1]))
@@ -53,16 +80,16 @@ def weak_system(
     return G, B
 
 
-def weak_rows(t, X, library: Library, window=0.1, n_windows=None, p: int = 4):
+def weak_rows(t, X, library: Library, window=0.1, n_windows=None, p: int = 4, u=None):
     """The weak-form rows of all trajectories, checked: ``(G, B, n_eff, n)`` with ``G``
     ``(rows, n_features)``, ``B`` ``(rows, n)``, ``n_eff`` the number of disjoint windows
     (the criterion's independent rows) and ``n`` the number of states."""
     if not (isinstance(p, (int, np.integer)) and p >= 1):
         raise ValueError(f"p must be an integer of at least 1, got {p!r}")
-    pairs = _trajectories(t, X)
+    pairs = _trajectories(t, X, u)
     rows_G, rows_B = [], []
     n_eff = 0.0
-    for ti, Xi in pairs:
+    for ti, Xi, Ui in pairs:
         m = ti.size
         if isinstance(window, (float, np.floating)) and 0 < window <= 1:
             w = max(2 * p + 1, int(round(window * m)))
@@ -80,7 +107,7 @@ def weak_rows(t, X, library: Library, window=0.1, n_windows=None, p: int = 4):
         k = min(m - w + 1, 200) if n_windows is None else n_windows
         if not (isinstance(k, (int, np.integer)) and k >= 1):
             raise ValueError(f"n_windows must be a positive integer, got {n_windows!r}")
-        G, B = weak_system(ti, Xi, library, w, int(k), int(p))
+        G, B = weak_system(ti, Xi, library, w, int(k), int(p), Ui)
         rows_G.append(G)
         rows_B.append(B)
         n_eff += min(G.shape[0], m / w)  # disjoint windows: the independent rows
@@ -106,6 +133,8 @@ def weak_sparse_regression(
     target_names=None,
     ridge: float = 0.0,
     optimizer="stlsq",
+    u=None,
+    control_names=None,
 ) -> SparseFit:
     """Sparse regression of ``x' = Theta(x) Xi`` from samples of ``x`` alone, in weak form
     (weak SINDy: D. A. Messenger and D. M. Bortz, "Weak SINDy: Galerkin-based data-driven
@@ -159,6 +188,9 @@ def weak_sparse_regression(
         Ridge weight of each least-squares fit (default 0), as in :func:`stlsq`.
     optimizer : ``"stlsq"`` (default), ``"sr3"`` or :class:`SR3`
         The sparse solver, as in :func:`sparse_regression`.
+    u, control_names : control inputs sampled with ``X`` (``(m,)`` or ``(m, q)``, a list for
+        several trajectories) and their names, as in :func:`sparse_regression`: the library
+        runs on ``[x, u]`` (SINDYc); the equations are the states'.
 
     Returns
     -------
@@ -175,10 +207,25 @@ def weak_sparse_regression(
     if not isinstance(library, Library):
         raise TypeError(f"library must be a scichains.discovery library, got {library!r}")
     fit = optimizer_fn(optimizer)
-    G, B, n_eff, n = weak_rows(t, X, library, window, n_windows, p)
+    G, B, n_eff, n = weak_rows(t, X, library, window, n_windows, p, u)
     thr, Xi, path = select_threshold(G, B, thresholds, ridge, n_eff, fit)
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
     target_names = (
         list(target_names) if target_names is not None else [f"{s}'" for s in input_names]
     )
-    return SparseFit(Xi, thr, path, library.names(input_names), target_names, library, input_names)
+    names = input_names + control_names_for(u, control_names, n)
+    return SparseFit(Xi, thr, path, library.names(names), target_names, library, names)
+
+
+def control_names_for(u, control_names, n) -> list[str]:
+    """The control inputs' names (default ``u0, u1, ...``); [] without controls."""
+    if u is None:
+        if control_names is not None:
+            raise ValueError("control_names without u: give the control inputs as u=")
+        return []
+    first = u[0] if isinstance(u, (list, tuple)) and np.ndim(u[0]) >= 1 else u
+    q = 1 if np.ndim(first) == 1 else np.shape(first)[1]
+    names = [f"u{i}" for i in range(q)] if control_names is None else list(control_names)
+    if len(names) != q:
+        raise ValueError(f"control_names has {len(names)} names for {q} control inputs")
+    return names
