@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import prange
 
 from .._jit import kernel, parallel_kernel
 from .._native import call_native, native_for
@@ -37,35 +34,6 @@ from ._simd import MAX_LANES, lanes, vload, vstore, vsum
 #: threads; 264 is also 22 blocks of 16-byte vectors; with 64-byte vectors, 288 (6 blocks of 48)
 #: was the best of 96-384 measured.
 TILE = 288 if MAX_LANES == 16 else 264
-
-
-@intrinsic
-def fetch_add(typingctx, counter):
-    """``counter[0] += 1`` atomically (an int64 array); returns the value before."""
-    sig = types.int64(counter)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        zero = context.get_constant(types.intp, 0)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [zero])
-        one = ir.Constant(ir.IntType(64), 1)
-        return builder.atomic_rmw("add", ptr, one, "monotonic")
-
-    return sig, codegen
-
-
-def chunk_count(count: int, nthreads: int, T: int) -> int:
-    """Chunks of whole tiles that a batch of ``count`` samples is split into for ``nthreads``
-    threads: 4 per thread when each still holds 2 tiles or more, fewer otherwise, one per
-    thread at least. The threads take the chunks one by one as they finish the last
-    (:func:`valgrad_batch`), so a thread slowed by another process on its core takes fewer
-    instead of holding the others up; the gradient is reduced over the chunks in order, so a
-    given thread count still gives the same bits."""
-    if nthreads <= 1:
-        return 1
-    per_thread = -(-int(count) // int(T)) // int(nthreads)
-    return int(nthreads) * max(1, min(4, per_thread // 2))
 
 
 def tile_width(batch: int, nthreads: int) -> int:
@@ -213,7 +181,6 @@ def forward_batch(body, spec, fspec, meta, p, X, out, samples, nthreads, T, work
 @kernel
 def valgrad_thread(
     t,
-    slot,
     spec,
     fspec,
     meta,
@@ -236,8 +203,7 @@ def valgrad_thread(
     step,
     XYt,
 ):
-    """Chunk ``t`` (of ``nthreads`` chunks: consecutive whole tiles) of :func:`valgrad_batch`,
-    run by thread ``slot`` in its work buffer ``work[slot]``: its loss (not yet scaled by
+    """Thread ``t``'s share of :func:`valgrad_batch`: its loss (not yet scaled by
     ``1/count``) returned, its gradient in ``gbuf[t]``, its rows of ``gX`` when ``want_gx``.
 
     Called through its address (``valgrad_batch``'s ``body``): compiled once, its machine code
@@ -252,8 +218,9 @@ def valgrad_thread(
     scale = 1.0 / count
     P = p.shape[0]
     pretiled = XYt.shape[0] > 0
-    lo, hi, tix = _chunk_span(start, count, nthreads, T, t)
-    w = work[slot]
+    lo = start + (count * t) // nthreads
+    hi = start + (count * (t + 1)) // nthreads
+    w = work[t]
     g = gbuf[t]
     for j in range(P):
         g[j] = 0
@@ -264,6 +231,7 @@ def valgrad_thread(
     if not direct:
         zero_partials(spec, gv)
     acc = 0.0
+    tix = _first_tile(start, count, nthreads, T, t)
     for c0 in range(lo, hi, T):
         m = min(T, hi - c0)
         if pretiled:
@@ -290,7 +258,7 @@ def valgrad_body(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, work, g
     scalars typed as ``valgrad_batch`` passes them), to pass as ``valgrad_batch``'s ``body``."""
     return native_for(
         valgrad_thread,
-        (0, 0, spec, fspec, meta, loss_kind, p, X, Y, labels, samples, 0, 0, 0, 0)
+        (0, spec, fspec, meta, loss_kind, p, X, Y, labels, samples, 0, 0, 0, 0)
         + (work, gbuf, gX, False, False, 0, 0, XYt),
     )
 
@@ -321,7 +289,6 @@ def valgrad_batch(
     seed,
     step,
     XYt,
-    claim,
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
 
@@ -330,46 +297,37 @@ def valgrad_batch(
     buffer), copied instead of gathered; shape ``(0, 0)`` to gather (a squared or absolute
     loss only).
 
-    The batch is split into ``nthreads`` chunks of whole tiles (:func:`chunk_count`; one
-    gradient buffer ``gbuf[c]`` and loss ``lbuf[c]`` each); each of the ``work.shape[0]``
-    threads takes the next chunk (``claim``: an int64 counter) until none is left. Writes dL/dp
-    into ``grad`` (after a fixed-order reduction over the chunks, so a given thread count gives
-    bit-identical results, whichever thread ran which chunk) and, when ``want_gx``, dL/dX into
-    the rows ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
+    Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
+    given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
+    ``samples[start:start+count]`` of ``gX``. Returns the loss (float64).
     """
     P = p.shape[0]
-    claim[0] = 0
-    for slot in prange(work.shape[0]):
-        while True:
-            t = fetch_add(claim)
-            if t >= nthreads:
-                break
-            lbuf[t] = call_native(
-                body,
-                t,
-                slot,
-                spec,
-                fspec,
-                meta,
-                loss_kind,
-                p,
-                X,
-                Y,
-                labels,
-                samples,
-                start,
-                count,
-                nthreads,
-                T,
-                work,
-                gbuf,
-                gX,
-                want_gx,
-                train,
-                seed,
-                step,
-                XYt,
-            )
+    for t in prange(nthreads):
+        lbuf[t] = call_native(
+            body,
+            t,
+            spec,
+            fspec,
+            meta,
+            loss_kind,
+            p,
+            X,
+            Y,
+            labels,
+            samples,
+            start,
+            count,
+            nthreads,
+            T,
+            work,
+            gbuf,
+            gX,
+            want_gx,
+            train,
+            seed,
+            step,
+            XYt,
+        )
     for j in range(P):
         grad[j] = gbuf[0, j]
     for t in range(1, nthreads):
@@ -383,27 +341,28 @@ def valgrad_batch(
 
 
 @kernel
-def _chunk_span(start, count, nchunks, T, c):
-    """``(lo, hi, first tile)`` of chunk ``c``: the batch ``start..start+count`` in tiles of
-    ``T``, the tiles shared out in consecutive runs over ``nchunks`` chunks (an empty span
-    when there are fewer tiles than chunks)."""
-    tiles = (count + T - 1) // T
-    t_lo = (tiles * c) // nchunks
-    t_hi = (tiles * (c + 1)) // nchunks
-    return start + t_lo * T, min(start + t_hi * T, start + count), t_lo
+def _first_tile(start, count, nthreads, T, t):
+    """Index of thread ``t``'s first tile when the threads' shares are tiled in turn."""
+    k = 0
+    for u in range(t):
+        lo = start + (count * u) // nthreads
+        hi = start + (count * (u + 1)) // nthreads
+        k += (hi - lo + T - 1) // T
+    return k
 
 
 @kernel
 def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
     """Lay out the batch ``samples[start:start+count]`` as :func:`valgrad_batch` tiles it:
     ``XYt[k]`` holds tile ``k``'s ``F`` input rows then its ``K`` target rows (length ``T``
-    each; columns past the tile's width are zero). The tiles do not depend on the number of
-    chunks (``nthreads``)."""
+    each; columns past the tile's width are zero)."""
     for j in range(XYt.shape[0]):
         for i in range(XYt.shape[1]):
             XYt[j, i] = 0
     for t in range(nthreads):
-        lo, hi, tix = _chunk_span(start, count, nthreads, T, t)
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        tix = _first_tile(start, count, nthreads, T, t)
         for c0 in range(lo, hi, T):
             m = min(T, hi - c0)
             gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
@@ -413,7 +372,7 @@ def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
 
 def pretiled_count(count, nthreads, T):
     """Number of tiles :func:`pretile` makes."""
-    return -(-int(count) // int(T))
+    return int(_first_tile(0, count, nthreads, T, nthreads))
 
 
 @kernel

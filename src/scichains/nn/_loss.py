@@ -268,20 +268,17 @@ class ChainWithLoss:
         Y, labels = loss.targets(self.chain, X.shape[0], p.dtype)
         return X, Y, labels
 
-    def buffers(self, dtype, nthreads: int, tile: int, store: dict, chunks: int | None = None):
-        """Work buffers (one row per numba thread), gradient buffers and losses (one per
-        chunk of the batch: ``chunks``, default ``nthreads``) and the chunks' claim counter,
-        from ``store`` (as given by :meth:`claim_buffers`), made on first use and kept between
-        calls; never returned to users."""
-        chunks = nthreads if chunks is None else int(chunks)
-        key = (np.dtype(dtype), nthreads, tile, chunks)
+    def buffers(self, dtype, nthreads: int, tile: int, store: dict):
+        """Work and gradient buffers (one row per numba thread) from ``store`` (as given by
+        :meth:`claim_buffers`), made on first use and kept between calls; never returned to
+        users."""
+        key = (np.dtype(dtype), nthreads, tile)
         b = store.get(key)
         if b is None:
             b = (
                 self.chain.workspace(dtype, nthreads, tile, huge=True),
-                np.zeros((chunks, self.chain.num_params), dtype=dtype),
-                np.zeros(chunks, dtype=np.float64),
-                np.zeros(1, dtype=np.int64),
+                np.zeros((nthreads, self.chain.num_params), dtype=dtype),
+                np.zeros(nthreads, dtype=np.float64),
             )
             store[key] = b
         return b
@@ -314,21 +311,20 @@ def _run_valgrad(
 ):
     chain = cwl.chain
     T = tile_width(count, nthreads)
-    chunks = _batch.chunk_count(count, nthreads, T)
     store, owned = cwl.claim_buffers()
     lock = parallel_lock()
     if lock is not None:
         lock.acquire()
     try:
-        work, gbuf, lbuf, claim = cwl.buffers(p.dtype, nthreads, T, store, chunks)
+        work, gbuf, lbuf = cwl.buffers(p.dtype, nthreads, T, store)
         spec, fspec, meta = chain.spec_for(p.dtype), chain._fspec, chain._meta
         kind = cwl.loss.kind
         XYt = _NOT_PRETILED[p.dtype.type]
         data = (X, Y, labels, samples)
         body = _batch.valgrad_body(spec, fspec, meta, kind, p, *data, work, gbuf, gX, XYt)
         value = _batch.valgrad_batch(
-            body, spec, fspec, meta, kind, p, *data, start, count, chunks, T, work, gbuf,
-            lbuf, grad, gX, want_gx, train, seed, step, XYt, claim,
+            body, spec, fspec, meta, kind, p, *data, start, count, nthreads, T, work, gbuf,
+            lbuf, grad, gX, want_gx, train, seed, step, XYt,
         )  # fmt: skip
     finally:
         if lock is not None:

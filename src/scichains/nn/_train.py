@@ -65,7 +65,6 @@ def train_steps(
     seed,
     step0,
     XYt,
-    claim,
 ):
     """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
 
@@ -108,7 +107,6 @@ def train_steps(
             seed,
             step0 + k,
             XYt,
-            claim,
         )
         value += penalty_grad(pen, p, grad)
         losses[k] = value
@@ -204,12 +202,8 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
-        # chunks of whole tiles, taken by the threads one by one (see _batch.chunk_count)
-        self.chunks = _batch.chunk_count(self.batch, self.nthreads, self.tile)
         store = {} if store is None else store
-        self.work, self.gbuf, self.lbuf, self.claim = cwl.buffers(
-            self.p.dtype, self.nthreads, self.tile, store, self.chunks
-        )
+        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile, store)
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -221,7 +215,7 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = _batch.pretiled_count(self.N, self.chunks, self.tile)
+            nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 # kept in the store with the work buffers (in huge pages: see _memory), filled
                 # anew by every call
@@ -236,7 +230,7 @@ class _Trainer:
                     self.samples,
                     0,
                     self.N,
-                    self.chunks,
+                    self.nthreads,
                     self.tile,
                     nf,
                     nk,
@@ -282,7 +276,7 @@ class _Trainer:
             self.samples,
             self.batch,
             nsteps,
-            self.chunks,
+            self.nthreads,
             self.tile,
             self.work,
             self.gbuf,
@@ -299,7 +293,6 @@ class _Trainer:
             0,
             self.opt.steps,
             self.XYt,
-            self.claim,
         )
 
 
