@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._regression import control_names_for
 from ._stlsq import SparseFit, optimizer_fn, select_threshold, stlsq, with_controls
-from ._weak import control_names_for, weak_rows
+from ._weak import weak_rows
 
 
 class EnsembleFit(SparseFit):
@@ -175,7 +176,7 @@ def ensemble_sparse_regression(
     if cands is None:
         cands = np.array([row[0] for row in path])
     input_names = list(input_names) if input_names is not None else [f"x{i}" for i in range(n)]
-    input_names = input_names + control_names_for(u, control_names, n)
+    input_names = input_names + control_names_for(u, control_names)
     target_names = list(target_names) if target_names is not None else default_targets
     return EnsembleFit(
         _bag(Theta, Y, cands, int(n_models), ridge, seed, n_eff, fit),

@@ -17,17 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _check(Theta, Y):
-    Theta = np.asarray(Theta, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    if Theta.ndim != 2 or Theta.shape[0] != Y.shape[0]:
-        raise ValueError(f"Theta {Theta.shape} and Y {Y.shape} must have the same rows")
-    if not (np.all(np.isfinite(Theta)) and np.all(np.isfinite(Y))):
-        raise ValueError("Theta and Y must be finite")
-    return Theta, Y
+from ._regression import check_regression, ridge_lstsq
 
 
 def sr3(
@@ -71,7 +61,7 @@ def sr3(
     numpy.ndarray
         float64, shape ``(n_features, n_targets)``, zero off the selected support.
     """
-    Theta, Y = _check(Theta, Y)
+    Theta, Y = check_regression(Theta, Y)
     if not (np.isfinite(threshold) and threshold >= 0):
         raise ValueError(f"threshold must be a finite number >= 0, got {threshold!r}")
     if not (np.isfinite(nu) and nu > 0):
@@ -106,13 +96,7 @@ def sr3(
     for j in range(Y.shape[1]):
         support = W[:, j] != 0
         if support.any():
-            A = Theta[:, support]
-            if ridge > 0:
-                out[support, j] = np.linalg.solve(
-                    A.T @ A + ridge * np.eye(A.shape[1]), A.T @ Y[:, j]
-                )
-            else:
-                out[support, j] = np.linalg.lstsq(A, Y[:, j], rcond=None)[0]
+            out[support, j] = ridge_lstsq(Theta[:, support], Y[:, j], ridge)
     return out
 
 

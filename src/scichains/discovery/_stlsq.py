@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._criteria import aicc
+from ._regression import check_controls, check_regression, control_names_for, ridge_lstsq
 from ._sr3 import SR3
 
 
@@ -35,20 +36,13 @@ def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) ->
         ``Xi``, float64, shape ``(n_features, n_targets)`` (``n_targets = 1`` for a vector
         ``Y``), zero off the selected support.
     """
-    Theta = np.asarray(Theta, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    if Theta.ndim != 2 or Theta.shape[0] != Y.shape[0]:
-        raise ValueError(f"Theta {Theta.shape} and Y {Y.shape} must have the same rows")
-    if not (np.all(np.isfinite(Theta)) and np.all(np.isfinite(Y))):
-        raise ValueError("Theta and Y must be finite")
+    Theta, Y = check_regression(Theta, Y)
     nf = Theta.shape[1]
     Xi = np.zeros((nf, Y.shape[1]))
     for j in range(Y.shape[1]):
         support = np.ones(nf, dtype=bool)
         for _ in range(max_iter):
-            coef = _lstsq(Theta[:, support], Y[:, j], ridge)
+            coef = ridge_lstsq(Theta[:, support], Y[:, j], ridge)
             small = np.abs(coef) < threshold
             if not small.any():
                 break
@@ -58,15 +52,8 @@ def stlsq(Theta, Y, threshold: float, ridge: float = 0.0, max_iter: int = 20) ->
                 break
         Xi[:, j] = 0.0
         if support.any():
-            Xi[support, j] = _lstsq(Theta[:, support], Y[:, j], ridge)
+            Xi[support, j] = ridge_lstsq(Theta[:, support], Y[:, j], ridge)
     return Xi
-
-
-def _lstsq(A, y, ridge):
-    if ridge > 0:
-        n = A.shape[1]
-        return np.linalg.solve(A.T @ A + ridge * np.eye(n), A.T @ y)
-    return np.linalg.lstsq(A, y, rcond=None)[0]
 
 
 class SparseFit:
@@ -226,7 +213,7 @@ def select_threshold(
     n_eff = m if n_effective is None else n_effective
     if thresholds is None:
         full = (
-            np.abs(_lstsq(Theta, Y, ridge))
+            np.abs(ridge_lstsq(Theta, Y, ridge))
             if ridge
             else np.abs(np.linalg.lstsq(Theta, Y, rcond=None)[0])
         )
@@ -300,20 +287,8 @@ def with_controls(X, u, input_names, control_names):
     ``(m,)`` or ``(m, q)``), or ``(X, input_names)`` without; ``ValueError`` for other rows,
     NaN/inf or a wrong number of names."""
     if u is None:
-        if control_names is not None:
-            raise ValueError("control_names without u: give the control inputs as u=")
+        control_names_for(u, control_names)  # names without inputs: ValueError
         return X, input_names
-    U = np.asarray(u, dtype=np.float64)
-    U = U[:, None] if U.ndim == 1 else U
-    if U.ndim != 2 or U.shape[0] != X.shape[0]:
-        raise ValueError(
-            f"u must have shape ({X.shape[0]},) or ({X.shape[0]}, q): one row per sample of X, "
-            f"got {np.shape(u)}"
-        )
-    if not np.all(np.isfinite(U)):
-        raise ValueError("u contains NaN or infinite values")
-    q = U.shape[1]
-    names = [f"u{i}" for i in range(q)] if control_names is None else list(control_names)
-    if len(names) != q:
-        raise ValueError(f"control_names has {len(names)} names for {q} control inputs")
+    U = check_controls(u, X.shape[0])
+    names = control_names_for(u, control_names, U.shape[1])
     return np.hstack([X, U]), list(input_names) + names

@@ -8,6 +8,7 @@ import numpy as np
 
 from ._derivatives import _check_samples, trapezoid_weights
 from ._library import Library
+from ._regression import check_controls, control_names_for
 from ._stlsq import SparseFit, optimizer_fn, select_threshold
 
 
@@ -28,15 +29,7 @@ def _trajectories(t, X, u=None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray
         if ui is None:
             out.append((ti, Xi, None))
             continue
-        U = np.asarray(ui, dtype=np.float64)
-        U = U[:, None] if U.ndim == 1 else U
-        if U.ndim != 2 or U.shape[0] != ti.size:
-            raise ValueError(
-                f"u must have one row per sample ({ti.size}), got shape {np.shape(ui)}"
-            )
-        if not np.all(np.isfinite(U)):
-            raise ValueError("u contains NaN or infinite values")
-        out.append((ti, Xi, U))
+        out.append((ti, Xi, check_controls(ui, ti.size)))
     pairs = out
     n = {Xi.shape[1] for _, Xi, _ in pairs}
     if len(n) > 1:
@@ -213,19 +206,5 @@ def weak_sparse_regression(
     target_names = (
         list(target_names) if target_names is not None else [f"{s}'" for s in input_names]
     )
-    names = input_names + control_names_for(u, control_names, n)
+    names = input_names + control_names_for(u, control_names)
     return SparseFit(Xi, thr, path, library.names(names), target_names, library, names)
-
-
-def control_names_for(u, control_names, n) -> list[str]:
-    """The control inputs' names (default ``u0, u1, ...``); [] without controls."""
-    if u is None:
-        if control_names is not None:
-            raise ValueError("control_names without u: give the control inputs as u=")
-        return []
-    first = u[0] if isinstance(u, (list, tuple)) and np.ndim(u[0]) >= 1 else u
-    q = 1 if np.ndim(first) == 1 else np.shape(first)[1]
-    names = [f"u{i}" for i in range(q)] if control_names is None else list(control_names)
-    if len(names) != q:
-        raise ValueError(f"control_names has {len(names)} names for {q} control inputs")
-    return names
