@@ -10,12 +10,18 @@ as long, like a browser or an editor). Each round is the median of ``--calls`` c
 figure reported per condition is the median over ``--rounds`` rounds and its ratio to idle.
 The issue's floors: at most 1.6x idle with a steady neighbour, 2x with a bursty one.
 
+Two more workloads (not in the default list) time L-BFGS, the second stage of the UDE recipe:
+20 iterations on the spiral neural ODE (one trajectory, 252 weights) through
+``scichains.fit``'s ``LBFGS`` stage (``lbfgs``: SciPy's L-BFGS-B with one BLAS thread,
+``scichains._blas``) and through ``scipy.optimize.minimize`` called directly
+(``lbfgs_scipy``: the BLAS threads the process has), per iteration.
+
 Environment variables that matter are printed (``NUMBA_NUM_THREADS``,
 ``NUMBA_THREADING_LAYER``, ``OMP_WAIT_POLICY``, ``OMP_NUM_THREADS``); set them before the run
 to compare (e.g. ``OMP_WAIT_POLICY=passive``).
 
 Usage: python benchmarks/under_load.py [--rounds 5] [--calls 20] [--burst-ms 5]
-       [--workloads matexp,lenet5,node]
+       [--workloads matexp,lenet5,node,lbfgs,lbfgs_scipy]
 """
 
 from __future__ import annotations
@@ -104,7 +110,59 @@ def node_gradient():
     return lambda: node.loss_and_grad(u0, p, data), 1
 
 
-WORKLOADS = {"matexp": matexp_step, "lenet5": lenet5_step, "node": node_gradient}
+def _spiral_lbfgs_problem():
+    import neural_ode as spiral
+
+    from scichains.models import NeuralODE
+
+    u0 = np.array(spiral.U0, dtype=np.float64)
+    data = spiral.truth(u0)
+    chain = spiral.model()
+    p0 = chain.init_params(seed=0, dtype=np.float64)
+    node = NeuralODE(chain, spiral.TSPAN, spiral.SAVEAT, rtol=spiral.RTOL, atol=spiral.ATOL)
+    return (lambda q: node.loss_and_grad(u0, q, data)[:2]), p0
+
+
+LBFGS_ITERS = 20
+
+
+def lbfgs_stage():
+    """20 iterations of ``scichains.fit``'s L-BFGS stage (one BLAS thread) on the spiral."""
+    import scichains as sc
+
+    fun, p0 = _spiral_lbfgs_problem()
+
+    def run():
+        res = sc.fit(fun, p0.copy(), sc.LBFGS(LBFGS_ITERS, gtol=0.0), progress=False)
+        assert res.stages[0]["nit"] == LBFGS_ITERS, res.stages[0]
+
+    run()  # compile
+    return run, LBFGS_ITERS
+
+
+def lbfgs_scipy():
+    """The same 20 iterations by ``scipy.optimize.minimize`` called directly (BLAS threads as
+    the process has them), the peer of ``lbfgs``."""
+    import scipy.optimize
+
+    fun, p0 = _spiral_lbfgs_problem()
+    opts = {"maxiter": LBFGS_ITERS, "gtol": 0.0, "ftol": 0.0}
+
+    def run():
+        res = scipy.optimize.minimize(fun, p0.copy(), jac=True, method="L-BFGS-B", options=opts)
+        assert res.nit == LBFGS_ITERS, res.message
+
+    run()
+    return run, LBFGS_ITERS
+
+
+WORKLOADS = {
+    "matexp": matexp_step,
+    "lenet5": lenet5_step,
+    "node": node_gradient,
+    "lbfgs": lbfgs_stage,
+    "lbfgs_scipy": lbfgs_scipy,
+}
 
 
 def one_round(fn, per: int, calls: int) -> float:

@@ -16,6 +16,7 @@ EXPECTED = {
     "ensembles",
     "hybrid_pkpd",
     "lotka_volterra_discovery",
+    "lynx_hare_discovery",
     "multi_trajectory",
     "neural_ode_spiral",
     "sir_discovery",

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ._blas import one_blas_thread
 from ._fit_report import FitInfo, FitResult, _Bar, _use_tqdm
 from .nn._optim import Optimizer
 from .nn._train import _exclusive
@@ -456,15 +457,16 @@ def _lbfgs(run: _Run, i: int, opt: LBFGS, n: int) -> tuple[str, str]:
             if end is not None:
                 return end, f"{end} at the start"
             try:
-                res = scipy.optimize.minimize(
-                    fun,
-                    p.astype(np.float64),
-                    jac=True,
-                    method="L-BFGS-B",
-                    bounds=opt.bounds,
-                    callback=callback,
-                    options=opt.options(n),
-                )
+                with one_blas_thread():  # (SciPy's BLAS threads beside a busy core: _blas)
+                    res = scipy.optimize.minimize(
+                        fun,
+                        p.astype(np.float64),
+                        jac=True,
+                        method="L-BFGS-B",
+                        bounds=opt.bounds,
+                        callback=callback,
+                        options=opt.options(n),
+                    )
             except _Stop as s:
                 return s.status, f"{s.status} after {run.nit} iterations in all"
             msg = res.message if isinstance(res.message, str) else str(res.message)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._blas import one_blas_thread
 from .._jit import FLAGS
 from ..ode._abi import call_rhs, rhs_function, vjp_from_address
 from ..ode._problem import ODEProblem, _check_p
@@ -262,11 +263,12 @@ def collocate(
         for _ in range(adam_iters):
             _, g = obj.value_and_grad(p)
             opt.step(p, g)
-    res = scipy.optimize.minimize(
-        obj.value_and_grad,
-        p,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": maxiter, "gtol": gtol},
-    )
+    with one_blas_thread():
+        res = scipy.optimize.minimize(
+            obj.value_and_grad,
+            p,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": maxiter, "gtol": gtol},
+        )
     return np.asarray(res.x, dtype=np.float64)

@@ -10,6 +10,7 @@ import numpy as np
 import scipy.optimize
 import sympy as sp
 
+from .._blas import one_blas_thread
 from ..adjoint import Objective, ScipyFun, SquaredError
 from ..ode import SymbolicModel, solve
 
@@ -128,9 +129,10 @@ class LibraryModel:
             full[free] = q0
             sse = fun(r0)[0] if q0.size == 0 else np.inf
             return self._split(full) + (float(sse),)
-        res = scipy.optimize.minimize(
-            fun, r0, jac=True, method="L-BFGS-B", options={"ftol": 1e-13, "gtol": 1e-9}
-        )
+        with one_blas_thread():
+            res = scipy.optimize.minimize(
+                fun, r0, jac=True, method="L-BFGS-B", options={"ftol": 1e-13, "gtol": 1e-9}
+            )
         full[free] = q0 + scale * res.x
         return self._split(full) + (float(res.fun),)
 
