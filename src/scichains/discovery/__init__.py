@@ -13,8 +13,8 @@
   ``optimizer=`` of the regressions), :func:`stlsq_path`, :func:`sparse_regression`
   (``fit.equations()``, ``fit.to_sympy()``); from noisy samples without derivatives,
   :func:`weak_sparse_regression` (weak SINDy), with the same :class:`SparseFit` result;
-  bagged (E-SINDy) with inclusion probabilities and intervals,
-  :func:`ensemble_sparse_regression` (:class:`EnsembleFit`).
+  bagged (E-SINDy: rows and/or library terms, optionally on an executor) with inclusion
+  probabilities and intervals, :func:`ensemble_sparse_regression` (:class:`EnsembleFit`).
 - Structure search on the data: :func:`candidate_structures` (STLSQ paths of learned terms),
   :class:`StructureSearch` (each candidate refitted to the data through the adjoint, scored
   by BIC/AIC plus a per-term margin, improved by a stepwise add/drop search) and
