@@ -105,6 +105,46 @@ def test_trajectories_with_shared_times_match_the_batch_path_exactly():
     assert du0.tobytes() == node.last_du0.tobytes()
 
 
+def test_one_objective_shared_by_two_python_threads_gives_the_serial_results():
+    # the README's threading contract: an objective used from several Python threads at once
+    # gives the results of serial calls (per-thread solver buffers)
+    import threading
+
+    chain, p = _model(seed=8)
+    rng = np.random.default_rng(9)
+    u0, _ = _batch(10, seed=10)
+    times = [np.sort(rng.uniform(0.05, 1.0, rng.integers(3, 9))) for _ in range(10)]
+    specs = [
+        Trajectory(u0[i], t, 0.3 * rng.standard_normal((t.size, 2))) for i, t in enumerate(times)
+    ]
+    obj = NeuralODE(chain, (0.0, 1.0), TS, rtol=1e-8, atol=1e-10).objective(specs)
+    assert isinstance(obj, LockstepTrajectories)
+    ps = [p, p + 0.01 * rng.standard_normal(p.size)]
+    batches = [None, np.array([7, 2, 5])]
+    want = {(i, j): obj.value_and_grad(ps[i], batch=batches[j]) for i in (0, 1) for j in (0, 1)}
+    got, errors = {}, []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                for j in (0, 1):
+                    got.setdefault((i, j), []).append(obj.value_and_grad(ps[i], batch=batches[j]))
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for key, runs in got.items():
+        for loss, dp, du0 in runs:
+            assert loss == want[key][0]
+            assert dp.tobytes() == want[key][1].tobytes()
+            assert du0.tobytes() == want[key][2].tobytes()
+
+
 def test_trajectories_with_own_times_step_together():
     chain, p = _model(seed=5)
     rng = np.random.default_rng(6)
