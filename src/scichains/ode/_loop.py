@@ -149,25 +149,11 @@ HOOKS = (
 )
 """The names of the hooks a family implements (see the module's docstring)."""
 
-INLINED = frozenset(
-    {"current_f", "evaluate", "has_room", "attempt", "keep_step", "advance", "propose", "handover"}
-)
-"""The hooks a family's kernel inlines by default: those called at every step. The others
-(``workspace`` at the start, ``jumped`` at a jump, ``save_carry``/``resume`` at a GROW) are
-called as compiled functions, which numba types once instead of inlining their IR. Measured
-on an AMD EPYC (Zen 2), cold cache, 2026-12-05: the Tsit5 kernels' compile at import 44.8 ->
-39.8 s, KenCarp4's first solve 51.2 -> 46.8 s, RadauIIA5's 72.6 -> 63.1 s; run times unchanged
-(Robertson and Lotka-Volterra solves, within the noise). Not inlining ``attempt`` too, for the
-stiff families, would cut their compile by another ~45% (Rodas5P 46.9 -> 26.4 s, KenCarp4 46.8
--> 27.1, RadauIIA5 63.1 -> 36.7) but cost 6-10% of the run time of a small stiff solve
-(Robertson, n = 3, medians of 30: Rodas5P 0.60 -> 0.65 ms), so it stays inlined."""
 
-
-def register_family(tableau_class, inline=INLINED, **impls) -> None:
+def register_family(tableau_class, **impls) -> None:
     """Register the hooks of the family whose tableau is ``tableau_class`` (a ``NamedTuple``):
     ``impls`` maps every name of :data:`HOOKS` to a plain Python function with the hook's
-    arguments, compiled into :func:`run_loop` for that family: inlined (numba IR) for the names
-    in ``inline``, called otherwise."""
+    arguments, compiled inline into :func:`run_loop` for that family."""
     from numba import types
     from numba.extending import overload
 
@@ -186,7 +172,7 @@ def register_family(tableau_class, inline=INLINED, **impls) -> None:
         )
         scope = {"NamedTuple": types.NamedTuple, "cls": tableau_class, "impl": impl}
         exec(source, scope)
-        overload(globals()[name], inline="always" if name in inline else "never")(scope["typer"])
+        overload(globals()[name], inline="always")(scope["typer"])
 
 
 @numba.njit(**FLAGS)  # compiled per family (tableau type) on first use, cached
