@@ -651,8 +651,8 @@ plt.show()""",
         """import time
 
 import numba
-import scipy.optimize
 
+import scichains as sc
 from scichains import adjoint, ode
 
 
@@ -738,17 +738,12 @@ for rtol in (1e-8, 1e-10):
         """obj = adjoint.Objective(
     prob, adjoint.LogNormalLoss(data), ts, solver=ode.Rodas5P(), rtol=1e-10, atol=1e-14
 )
-trace = []
+p_fit = p0.copy()  # trained in place
 t0 = time.perf_counter()
-res = scipy.optimize.minimize(
-    adjoint.ScipyFun(lambda q: obj.value_and_grad(q)[:2]),
-    p0,
-    jac=True,
-    method="L-BFGS-B",
-    callback=lambda q: trace.append(obj.value(q)),
-)
-print(f"{res.message} in {res.nit} iterations, {time.perf_counter() - t0:.2f} s")
-for name, k0, k in zip(("k1", "k2", "k3"), np.exp(k_true), np.exp(res.x)):
+res = sc.fit(obj, p_fit, sc.LBFGS(1000), progress=False)  # SciPy's L-BFGS-B, as a fit stage
+trace = res.history["loss"]
+print(f"{res.message} in {res.stages[0]['nit']} iterations, {time.perf_counter() - t0:.2f} s")
+for name, k0, k in zip(("k1", "k2", "k3"), np.exp(k_true), np.exp(p_fit)):
     print(f"{name}: true {k0:.4g}, fitted {k:.4g}")""",
         Md(
             "## The other solvers' gradients\n\n"
