@@ -1,4 +1,4 @@
-"""One BLAS thread around SciPy's L-BFGS-B.
+"""One BLAS thread around SciPy's L-BFGS-B (:func:`minimize_lbfgsb`).
 
 SciPy's L-BFGS-B does its own small linear algebra through the OpenBLAS that SciPy ships, which
 keeps a thread per core. On an idle machine that costs nothing; beside one CPU-bound process on
@@ -57,3 +57,12 @@ def one_blas_thread() -> Iterator[None]:
             with _lock:
                 limiter.__exit__(None, None, None)
                 _owner = None
+
+
+def minimize_lbfgsb(fun, x0, **kwargs):
+    """``scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", **kwargs)`` with one
+    BLAS thread (:func:`one_blas_thread`): the package's every L-BFGS-B call goes through it."""
+    import scipy.optimize
+
+    with one_blas_thread():
+        return scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", **kwargs)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ._blas import one_blas_thread
+from ._blas import minimize_lbfgsb
 from ._fit_report import FitInfo, FitResult, _Bar, _use_tqdm
 from .nn._optim import Optimizer
 from .nn._train import _exclusive
@@ -418,8 +418,6 @@ def _minibatch(run: _Run, i: int, opt: Optimizer, epochs: int, m: int, size: int
 
 
 def _lbfgs(run: _Run, i: int, opt: LBFGS, n: int) -> tuple[str, str]:
-    import scipy.optimize
-
     p = run.p
     bar = _Bar(run.bar_mode, n, f"stage {i} L-BFGS")
     state = {"x": None, "value": math.nan, "sq": math.nan}
@@ -457,16 +455,13 @@ def _lbfgs(run: _Run, i: int, opt: LBFGS, n: int) -> tuple[str, str]:
             if end is not None:
                 return end, f"{end} at the start"
             try:
-                with one_blas_thread():  # (SciPy's BLAS threads beside a busy core: _blas)
-                    res = scipy.optimize.minimize(
-                        fun,
-                        p.astype(np.float64),
-                        jac=True,
-                        method="L-BFGS-B",
-                        bounds=opt.bounds,
-                        callback=callback,
-                        options=opt.options(n),
-                    )
+                res = minimize_lbfgsb(  # (one BLAS thread: SciPy's beside a busy core, _blas)
+                    fun,
+                    p.astype(np.float64),
+                    bounds=opt.bounds,
+                    callback=callback,
+                    options=opt.options(n),
+                )
             except _Stop as s:
                 return s.status, f"{s.status} after {run.nit} iterations in all"
             msg = res.message if isinstance(res.message, str) else str(res.message)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._blas import one_blas_thread
+from .._blas import minimize_lbfgsb
 from .._jit import FLAGS
 from ..ode._abi import call_rhs, rhs_function, vjp_from_address
 from ..ode._problem import ODEProblem, _check_p
@@ -250,8 +250,6 @@ def collocate(
     adjoint fit of the same problem.
     ``objective_options`` go to :class:`CollocationObjective` (``dX``, ``method``,
     ``weights``, ``normalize``, derivative options)."""
-    import scipy.optimize
-
     from ..nn._optim import Adam
 
     obj = CollocationObjective(prob, t, X, **objective_options)
@@ -263,12 +261,5 @@ def collocate(
         for _ in range(adam_iters):
             _, g = obj.value_and_grad(p)
             opt.step(p, g)
-    with one_blas_thread():
-        res = scipy.optimize.minimize(
-            obj.value_and_grad,
-            p,
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": maxiter, "gtol": gtol},
-        )
+    res = minimize_lbfgsb(obj.value_and_grad, p, options={"maxiter": maxiter, "gtol": gtol})
     return np.asarray(res.x, dtype=np.float64)

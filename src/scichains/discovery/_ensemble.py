@@ -4,6 +4,7 @@ inclusion probability and each coefficient an interval; the fits optionally on a
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -124,17 +125,7 @@ def _bag(Theta, Y, cands, ridge, n_eff, fit, draws, executor, chunk):
     if executor is None:
         return _fit_models(Theta, Y, cands, ridge, n_eff, fit, draws)
     chunks = [draws[i : i + chunk] for i in range(0, len(draws), chunk)]
-    n = len(chunks)
-    parts = executor.map(
-        _fit_models,
-        [Theta] * n,
-        [Y] * n,
-        [cands] * n,
-        [ridge] * n,
-        [n_eff] * n,
-        [fit] * n,
-        chunks,
-    )
+    parts = executor.map(functools.partial(_fit_models, Theta, Y, cands, ridge, n_eff, fit), chunks)
     return np.concatenate(list(parts), axis=0)
 
 

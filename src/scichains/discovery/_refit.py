@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import scipy.optimize
 import sympy as sp
 
-from .._blas import one_blas_thread
+from .._blas import minimize_lbfgsb
 from ..adjoint import Objective, ScipyFun, SquaredError
 from ..ode import SymbolicModel, solve
 
@@ -129,10 +128,7 @@ class LibraryModel:
             full[free] = q0
             sse = fun(r0)[0] if q0.size == 0 else np.inf
             return self._split(full) + (float(sse),)
-        with one_blas_thread():
-            res = scipy.optimize.minimize(
-                fun, r0, jac=True, method="L-BFGS-B", options={"ftol": 1e-13, "gtol": 1e-9}
-            )
+        res = minimize_lbfgsb(fun, r0, options={"ftol": 1e-13, "gtol": 1e-9})
         full[free] = q0 + scale * res.x
         return self._split(full) + (float(res.fun),)
 
