@@ -287,8 +287,6 @@ def test_bad_events_are_refused_by_name():
         ode.Event(position, terminal="yes")
     with pytest.raises(TypeError, match=r"events\[1\] must be an ode.Event"):
         ode.solve(prob, ode.Tsit5(), events=[ode.Event(position), position])
-    with pytest.raises(TypeError, match="CVODE"):
-        ode.solve(prob, ode.CVODE_BDF(), events=ode.Event(position))
     with pytest.raises(ValueError, match="max_events"):
         ode.solve(prob, ode.Tsit5(), events=ode.Event(position), max_events=0)
 

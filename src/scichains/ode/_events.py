@@ -77,8 +77,14 @@ class Event:
     - ``max_events`` (an argument of :func:`solve`) bounds the events of one solve: past it
       the solve stops with status ``MAX_EVENTS`` (a chattering event).
 
-    Gradients (adjoints, sensitivities) do not yet pass through events: the adjoint entry
-    points take no events.
+    With the CVODE solvers the events go to CVODE's own root finding (``CVodeRootInit``, with
+    the directions above): CVODE locates each root on its interpolating polynomial (to about
+    100 units of rounding of ``t``), so the event time is as accurate as that polynomial; the
+    records, affects, terminal events, ``max_events`` and the order of simultaneous events are
+    as above, and after an affect CVODE restarts from the right limit.
+
+    Gradients pass through events with ``adjoint.Objective(..., events=...)`` (the discrete
+    adjoint of the explicit and Rosenbrock methods; see the ODE guide).
     """
 
     def __init__(

@@ -17,7 +17,7 @@ from ._solution import (
     ReturnCode,
     Solution,
 )
-from .cvode._sundials import CVODESolver, solve_cvode
+from .cvode._sundials import CVODEEvents, CVODESolver, solve_cvode
 from .explicit._kernels import find_save_positions, interpolate_saves
 from .explicit._tableaus import ExplicitRK
 from .stiff._esdirk import ESDIRK
@@ -83,10 +83,10 @@ def solve(
         algebraic variables (the other components of ``u0`` kept: ``sol.u[0]`` shows the
         state used). Ignored without a singular mass matrix.
     events : an :class:`Event` or a list of them: state-dependent events (where a condition
-        ``g(u, t, p)`` crosses zero), located on the method's own steps, with optional affects
-        (changing ``u``) and terminal events; the solution's ``t_events`` and ``u_events`` list
-        each event's times and states (see :class:`Event`). The compiled methods only (not
-        CVODE).
+        ``g(u, t, p)`` crosses zero), located on the method's own steps (CVODE: by its own
+        root finding), with optional affects (changing ``u``) and terminal events; the
+        solution's ``t_events`` and ``u_events`` list each event's times and states (see
+        :class:`Event`).
     max_events : the most events one solve may have (default 10,000): past it the solve stops
         with status ``MAX_EVENTS``.
     """
@@ -107,11 +107,6 @@ def solve(
             prob.u0 = prob.consistent_u0()
     events = check_events(events)
     if isinstance(solver, CVODESolver):
-        if events:
-            raise TypeError(
-                "events are not supported with the CVODE solvers yet: use a compiled method "
-                "(Tsit5(), Rodas5P(), KenCarp4(), RadauIIA5(), or the default)"
-            )
         if not isinstance(prob, ODEProblem):
             raise TypeError("solve needs an ODEProblem")
         if not (rtol > 0 and atol >= 0):
@@ -121,10 +116,17 @@ def solve(
         save, *tables = stop_tables(prob, saveat, tstops, jumps, cvode=True)
         # CVODE lands on t1, tstops and doses; the save times it interpolates (normal mode)
         hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps, cvode=True)[1])
+        found = CVODEEvents(EventPlan(events, prob, max_events), prob, prob.p) if events else None
         code, st, su, sf, stats, message, exc = solve_cvode(
-            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard
+            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard,
+            events=found,
         )
-        return _solution(prob, save, code, st, su, sf, stats, message, throw, exception=exc)
+        sol = _solution(prob, save, code, st, su, sf, stats, message, False, exception=exc)
+        if found is not None:
+            sol.t_events, sol.u_events = found.results()
+        if throw and not sol.success:
+            raise ODESolveError(sol) from exc
+        return sol
     plan = plan_solve(
         prob,
         solver,

@@ -4,10 +4,11 @@ scikit-sundae wraps CVODE for Python callbacks; each call of the right-hand side
 into Python (a few microseconds, which dominate small stiff systems). For a problem whose
 right-hand side and vjp are C-callables (every compiled problem without a network kernel),
 this module drives the same CVODE library (the one scikit-sundae ships) through ctypes and
-hands it two ``numba.cfunc`` callbacks compiled once (cached): the right-hand side, and the
-exact dense Jacobian built row by row from the vjp. They receive the problem through CVODE's
-``user_data``: an int64 block ``[n, len(p), &p, f address, vjp address, &fail, &e, &row,
-&pbar, failed]``. CVODE's vectors and dense matrix are read through their content structs
+hands it ``numba.cfunc`` callbacks compiled once (cached): the right-hand side, the exact
+dense Jacobian built row by row from the vjp, and (with events) the root function that calls
+the events' conditions. They receive the problem through CVODE's ``user_data``: an int64
+block ``[n, len(p), &p, f address, vjp address, &fail, &e, &row, &pbar, failed, conditions
+address, number of events]``. CVODE's vectors and dense matrix are read through their content structs
 (``N_Vector`` serial content: length, own_data, data; dense ``SUNMatrix``: M, N, data; with
 scikit-sundae's build, 32-bit ``sunindextype``, the data pointer at byte 8 of both), a layout
 checked against ``N_VGetArrayPointer`` when the library is loaded; anything unexpected
@@ -32,6 +33,7 @@ from .._abi import NO_NETWORK, rhs_from_address, vjp_from_address
 
 CV_ADAMS, CV_BDF = 1, 2
 CV_NORMAL, CV_ONE_STEP = 1, 2
+CV_ROOT_RETURN = 2
 CV_RHSFUNC_FAIL = -8
 MESSAGES = {
     -1: "CV_TOO_MUCH_WORK: max_steps steps taken before reaching the output time",
@@ -45,9 +47,13 @@ MESSAGES = {
     -9: "CV_FIRST_RHSFUNC_ERR: the right-hand side failed at the first call",
     -10: "CV_REPTD_RHSFUNC_ERR: the right-hand side failed repeatedly",
     -11: "CV_UNREC_RHSFUNC_ERR: the right-hand side failed unrecoverably",
+    -12: "CV_RTFUNC_FAIL: an event condition failed",
 }
-INFO_SIZE = 10
-N, NPAR, P_ADDR, F_ADDR, V_ADDR, FAIL_ADDR, E_ADDR, ROW_ADDR, PB_ADDR, FAILED = range(INFO_SIZE)
+INFO_SIZE = 12
+(N, NPAR, P_ADDR, F_ADDR, V_ADDR, FAIL_ADDR, E_ADDR, ROW_ADDR, PB_ADDR, FAILED, G_ADDR, NG) = range(
+    INFO_SIZE
+)
+FAILED_RHS, FAILED_JAC, FAILED_CONDITION = 1, 2, 3
 
 
 @intrinsic
@@ -84,6 +90,17 @@ def _data(obj, n):
 _I64 = types.int64
 
 
+@numba.njit(inline="always")
+def _record_failure(info, t, u, what):
+    """Keep the point where a user function raised (Python calls it again there)."""
+    n = u.shape[0]
+    fail = numba.carray(_f64_ptr(info[FAIL_ADDR]), n + 1)
+    fail[0] = t
+    for i in range(n):
+        fail[1 + i] = u[i]
+    info[FAILED] = what
+
+
 @numba.cfunc(types.int32(types.float64, _I64, _I64, _I64), **CFUNC_FLAGS)
 def _cv_rhs(t, y, ydot, ud):
     info = numba.carray(_i64_ptr(ud), INFO_SIZE)
@@ -93,12 +110,23 @@ def _cv_rhs(t, y, ydot, ud):
     p = numba.carray(_f64_ptr(info[P_ADDR]), info[NPAR])
     f = rhs_from_address(info[F_ADDR])
     if f(du, u, p, t, NO_NETWORK) != 0:
-        fail = numba.carray(_f64_ptr(info[FAIL_ADDR]), n + 1)
-        fail[0] = t
-        for i in range(n):
-            fail[1 + i] = u[i]
-        info[FAILED] = 1
+        _record_failure(info, t, u, FAILED_RHS)
         return -1  # unrecoverable: CVODE stops
+    return 0
+
+
+@numba.cfunc(types.int32(types.float64, _I64, _I64, _I64), **CFUNC_FLAGS)
+def _cv_root(t, y, gout, ud):
+    """CVODE's root function: the events' conditions ``g_i(u, t, p)`` into ``gout``."""
+    info = numba.carray(_i64_ptr(ud), INFO_SIZE)
+    n = info[N]
+    u = _data(y, n)
+    g = numba.carray(_f64_ptr(gout), info[NG])
+    p = numba.carray(_f64_ptr(info[P_ADDR]), info[NPAR])
+    cond = rhs_from_address(info[G_ADDR])
+    if cond(g, u, p, t, NO_NETWORK) != 0:
+        _record_failure(info, t, u, FAILED_CONDITION)
+        return -1
     return 0
 
 
@@ -118,11 +146,7 @@ def _cv_jac(t, y, fy, jmat, ud, tmp1, tmp2, tmp3):
             e[j] = 0.0
         e[i] = 1.0
         if vjp(e, u, p, t, NO_NETWORK, row, pb) != 0:
-            fail = numba.carray(_f64_ptr(info[FAIL_ADDR]), n + 1)
-            fail[0] = t
-            for j in range(n):
-                fail[1 + j] = u[j]
-            info[FAILED] = 2
+            _record_failure(info, t, u, FAILED_JAC)
             return -1
         for j in range(n):
             jd[j * n + i] = row[j]
@@ -181,6 +205,10 @@ def _load():
         (cv, "CVodeSetInitStep", c_int, [vp, d]),
         (cv, "CVodeSetMinStep", c_int, [vp, d]),
         (cv, "CVodeSetStopTime", c_int, [vp, d]),
+        (cv, "CVodeRootInit", c_int, [vp, c_int, vp]),
+        (cv, "CVodeSetRootDirection", c_int, [vp, vp]),
+        (cv, "CVodeSetNoInactiveRootWarn", c_int, [vp]),
+        (cv, "CVodeGetRootInfo", c_int, [vp, vp]),
         (cv, "CVode", c_int, [vp, d, vp, ctypes.POINTER(d), c_int]),
         (cv, "CVodeGetNumSteps", c_int, [vp, ctypes.POINTER(ctypes.c_long)]),
         (cv, "CVodeGetNumRhsEvals", c_int, [vp, ctypes.POINTER(ctypes.c_long)]),
@@ -231,6 +259,15 @@ def _struct_data(obj):
     return ctypes.cast(content, ctypes.POINTER(ctypes.c_void_p))[1]
 
 
+class ConditionFailed(Exception):  # noqa: N818 - a signal, turned into the user's own error
+    """An event condition raised in compiled code, at time ``t`` and state ``u``: the caller
+    calls the conditions again from Python there to raise the user's exception."""
+
+    def __init__(self, t, u):
+        super().__init__(t)
+        self.t, self.u = t, u
+
+
 def available(prob) -> bool:
     """Whether ``prob`` can run on the direct path: a compiled right-hand side without a
     network kernel, and the libraries found with the expected layout."""
@@ -240,9 +277,14 @@ def available(prob) -> bool:
 class DirectCVODE:
     """One CVODE instance over a compiled problem, with the small interface of
     scikit-sundae's ``CVODE`` that :mod:`scichains.ode.cvode._sundials` uses (``init_step``,
-    ``step``), plus :meth:`counts` and :meth:`close`."""
+    ``step``), plus :meth:`roots`, :meth:`counts` and :meth:`close`. ``events``: None, or
+    ``(conditions address, directions)``: the compiled conditions of the events
+    (``RHS_SIGNATURE``, writing ``g_i`` into their first argument) and their directions
+    (+1, -1, 0), handed to CVODE's root finding."""
 
-    def __init__(self, prob, p, method, rtol, atol, max_steps, max_order, dt0, dtmin, exact):
+    def __init__(
+        self, prob, p, method, rtol, atol, max_steps, max_order, dt0, dtmin, exact, events=None
+    ):
         top = 5 if method == "BDF" else 12
         if max_order is not None and not 1 <= int(max_order) <= top:
             raise ValueError(f"max_order of CVODE's {method} must lie in 1..{top}, got {max_order}")
@@ -268,7 +310,14 @@ class DirectCVODE:
             self.row.ctypes.data,
             self.pb.ctypes.data,
             0,
+            0 if events is None else events[0],
+            0 if events is None else len(events[1]),
         ]
+        m = int(self.info[NG])
+        self.rootdir = np.zeros(max(m, 1), dtype=np.int32)
+        self.found = np.zeros(max(m, 1), dtype=np.int32)
+        if events is not None:
+            self.rootdir[:m] = events[1]
         self.options = (method, rtol, atol, max_steps, max_order, dt0, dtmin, exact)
         self.ctx = ctypes.c_void_p()
         self.mem = ctypes.c_void_p()
@@ -316,6 +365,14 @@ class DirectCVODE:
             self._check(api.CVodeSetInitStep(self.mem, float(dt0)), "CVodeSetInitStep")
         if dtmin:
             self._check(api.CVodeSetMinStep(self.mem, float(dtmin)), "CVodeSetMinStep")
+        m = int(self.info[NG])
+        if m:  # kept by CVodeReInit
+            self._check(api.CVodeRootInit(self.mem, m, _cv_root.address), "CVodeRootInit")
+            self._check(
+                api.CVodeSetRootDirection(self.mem, self.rootdir.ctypes.data),
+                "CVodeSetRootDirection",
+            )
+            api.CVodeSetNoInactiveRootWarn(self.mem)  # a condition zero at t0 is no event
 
     def step(self, tout, method="normal", tstop=None):
         """Advance to ``tout`` (``method="normal"``: CVODE's interpolation past it) or by one
@@ -334,11 +391,20 @@ class DirectCVODE:
 
             self.info[FAILED] = 0
             n = self.n
+            if failed == FAILED_CONDITION:
+                raise ConditionFailed(float(self.fail[0]), self.fail[1 : 1 + n].copy())
             failure = user_error_failure(self.prob, self.p, self.fail[0], self.fail[1 : 1 + n])
-            what = "right-hand side" if failed == 1 else "vjp (for the Jacobian)"
+            what = "right-hand side" if failed == FAILED_RHS else "vjp (for the Jacobian)"
             raise failure.exception or RuntimeError(f"the {what} failed: {failure.message}")
         message = MESSAGES.get(flag, f"CVODE returned {flag}") if flag < 0 else ""
         return SimpleNamespace(status=flag, t=tret.value, y=self.ydata, message=message, nfev=0)
+
+    def roots(self):
+        """After a return with ``CV_ROOT_RETURN``: ``(m,)`` int32, nonzero for the events
+        found (+1 where the condition rose, -1 where it fell): a copy."""
+        flag = self.api.CVodeGetRootInfo(self.mem, self.found.ctypes.data)
+        self._check(flag, "CVodeGetRootInfo")
+        return self.found[: int(self.info[NG])].copy()
 
     def _add_counts(self):
         if not self.initialised:

@@ -13,7 +13,11 @@ Two ways to run CVODE:
   the same dense output (cubic Hermite between steps) as the explicit solvers and the adjoints
   can integrate backward over it. Stops are hard stop times (``tstop``).
 
-Either way a dose re-initialises CVODE from the right limit. A compiled problem without a
+Either way a dose re-initialises CVODE from the right limit. State-dependent events
+(:class:`~scichains.ode.Event`) use CVODE's own root finding (``CVodeRootInit``, with the
+events' directions): CVODE returns at each root (located on its interpolating polynomial to
+about 100 units of rounding of ``t``); the events found there are recorded, their affects act
+here, and CVODE restarts from the right limit, as at a dose. A compiled problem without a
 network kernel (with the dense linear solver) runs CVODE directly, its callbacks compiled
 (:mod:`scichains.ode.cvode._direct`): no Python between the save times. Otherwise
 scikit-sundae calls thin Python callbacks: the right-hand side writes straight into CVODE's
@@ -159,6 +163,8 @@ def _cvode_class():
 
 CV_TOO_MUCH_WORK = -1
 """CVODE's return code when ``max_num_steps`` steps did not reach the output time."""
+CV_ROOT_RETURN = 2
+"""CVODE's return code when it stopped at a root of the events' conditions."""
 
 
 def _exact_jacobian(prob, solver) -> bool:
@@ -218,6 +224,138 @@ def _callbacks(prob, p, exact):
     return rhsfn, jacfn
 
 
+class EventRaised(Exception):  # noqa: N818 - carries the user's exception out of CVODE
+    """A condition or affect of an event raised: ``message`` names it, ``exception`` is the
+    user's own."""
+
+    def __init__(self, message, exception):
+        super().__init__(message)
+        self.message, self.exception = message, exception
+
+
+class CVODEEvents:
+    """The events of one CVODE solve (from an :class:`~scichains.ode._events.EventPlan`,
+    which validated and compiled them): the root function each path hands CVODE, the records
+    (times and left-limit states per event) and the affects."""
+
+    def __init__(self, plan, prob, p):
+        self.events = plan.events
+        self.max_events = plan.max_events
+        self.plan = plan  # keeps the compiled conditions alive while CVODE holds their address
+        self.p = np.ascontiguousarray(p, dtype=np.float64)
+        self.direction = np.asarray(plan.table.direction, dtype=np.int32)
+        self.terminal = np.asarray(plan.table.terminal, dtype=bool)
+        self.times: list[list[float]] = [[] for _ in self.events]
+        self.states: list[list[np.ndarray]] = [[] for _ in self.events]
+        self.count = 0
+        self.n = prob.u0.size
+
+    def direct(self):
+        """``(conditions address, directions)`` for :class:`DirectCVODE`."""
+        return self.plan.table.cond, self.direction
+
+    def eventsfn(self):
+        """scikit-sundae's ``eventsfn(t, y, g)`` calling each condition (from Python)."""
+        ubuf = np.empty(self.n)
+        conds = [e.condition for e in self.events]
+        p = self.p
+
+        def eventsfn(t, y, g):
+            ubuf[:] = y
+            for i, c in enumerate(conds):
+                try:
+                    g[i] = c(ubuf, t, p)
+                except Exception as exc:
+                    raise self.raised("condition", i, t, exc) from exc
+
+        eventsfn.direction = [int(d) for d in self.direction]
+        eventsfn.terminal = [0] * len(conds)  # CVODE returns at every root; handled here
+        return eventsfn
+
+    @staticmethod
+    def raised(what, i, t, exc):
+        return EventRaised(
+            f"the {what} of events[{i}] raised {type(exc).__name__}: {exc} when called at "
+            f"t = {t!r}",
+            exc,
+        )
+
+    def reproduce(self, t, u):
+        """A condition raised in compiled code at ``(t, u)``: call them again from Python."""
+        for i, e in enumerate(self.events):
+            try:
+                e.condition(u.copy(), t, self.p.copy())
+            except Exception as exc:  # noqa: BLE001 - handed to the caller
+                return self.raised("condition", i, t, exc)
+        return EventRaised(
+            f"an event condition raised an exception in compiled code at t = {t!r}, but not "
+            "when called again from Python at the same point",
+            None,
+        )
+
+    def happen(self, t, u, found):
+        """The events ``found`` (nonzero entries) happen at ``t`` with left limit ``u``:
+        record them, apply their affects in list order. Returns ``(code, v, terminal)``:
+        ``code`` None or MAX_EVENTS / NONFINITE, ``v`` the right limit (None if no affect
+        changed the state)."""
+        fired = [i for i in range(len(self.events)) if found[i] != 0]
+        if self.count + len(fired) > self.max_events:
+            return ReturnCode.MAX_EVENTS, None, True
+        self.count += len(fired)
+        for i in fired:
+            self.times[i].append(t)
+            self.states[i].append(u.copy())
+        v = None
+        for i in fired:
+            affect = self.events[i].affect
+            if affect is not None:
+                v = u.copy() if v is None else v
+                try:
+                    affect(v, t, self.p)
+                except Exception as exc:
+                    raise self.raised("affect", i, t, exc) from exc
+        if v is not None and not np.all(np.isfinite(v)):
+            return ReturnCode.NONFINITE, None, True
+        return None, v, bool(self.terminal[fired].any())
+
+    def results(self):
+        """``(t_events, u_events)`` as :attr:`Solution.t_events` / ``u_events`` give them."""
+        t_events = [np.array(ts, dtype=np.float64) for ts in self.times]
+        u_events = [
+            np.array(us).reshape(len(us), self.n) if us else np.zeros((0, self.n))
+            for us in self.states
+        ]
+        return t_events, u_events
+
+
+def _roots(cv, res):
+    """Which events CVODE found at a root return (nonzero entries)."""
+    if hasattr(cv, "roots"):
+        return cv.roots()
+    return np.asarray(res.i_events)[-1]
+
+
+def _at_root(cv, res, ev, store, counters):
+    """CVODE returned at a root: the events there happen (recorded, affected); CVODE restarts
+    from the right limit when an affect changed the state. Returns ``(code, message, stop,
+    restarted)``."""
+    t = float(res.t)
+    u = np.array(res.y, dtype=np.float64)
+    code, v, terminal = ev.happen(t, u, _roots(cv, res))
+    store(t, u)  # the left limit: a point of the solution
+    if code is not None:
+        message = None
+        if code == ReturnCode.MAX_EVENTS:
+            message = f"more than max_events={ev.max_events} events (at t = {t!r})"
+        return code, message, True, False
+    if v is not None and not terminal:
+        counters["segment_nf"] += int(res.nfev)
+        store(t, v)
+        cv.init_step(t, v)
+        return ReturnCode.SUCCESS, None, False, True
+    return ReturnCode.SUCCESS, None, terminal, False
+
+
 def solve_cvode(
     prob,
     solver: CVODESolver,
@@ -235,6 +373,7 @@ def solve_cvode(
     u0=None,
     p=None,
     hard=None,
+    events=None,
 ):
     """Run CVODE over ``prob`` (at ``u0``, ``p``: default the problem's) landing on ``stops``
     (from :func:`~scichains.ode._plan.stop_tables`; ``save``: the save times or None);
@@ -242,7 +381,8 @@ def solve_cvode(
     step stored, left and right limits at doses, a Python call per step) or, with ``save``
     given, a boolean mask of the stops CVODE must land on (``tstops``, doses, ``t1``): then
     CVODE runs in normal mode and only ``t0``, the save times and those stops are stored.
-    ``exception``: what a user function raised (code RHS_ERROR)."""
+    ``exception``: what a user function raised (code RHS_ERROR). ``events``: None or a
+    :class:`CVODEEvents` (filled with the events' records)."""
     n = prob.u0.size
     t0 = prob.tspan[0]
     p = prob.p if p is None else p
@@ -263,6 +403,7 @@ def solve_cvode(
             dt0,
             dtmin,
             exact,
+            None if events is None else events.direct(),
         )
     else:
         rhsfn, jacfn = _callbacks(prob, p, exact)
@@ -281,6 +422,9 @@ def solve_cvode(
             options["min_step"] = float(dtmin)
         if jacfn is not None:
             options["jacfn"] = jacfn
+        if events is not None:
+            options["eventsfn"] = events.eventsfn()
+            options["num_events"] = len(events.events)
         cv = _cvode_class()(rhsfn, **options)
 
     ts, us, fs = [], [], []
@@ -308,12 +452,18 @@ def solve_cvode(
         cv.init_step(t0, u)
         if dense:
             code, message = _step_through(
-                cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
+                cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters,
+                events,
             )
         else:
             code, message = _run_to_outputs(
-                cv, hard, stops, si, jump_index, jump_count, js, ja, us, store, counters
+                cv, hard, stops, si, jump_index, jump_count, js, ja, ts, us, store, counters,
+                events,
             )
+    except (EventRaised, cvode_direct.ConditionFailed) as e:
+        if isinstance(e, cvode_direct.ConditionFailed):
+            e = events.reproduce(e.t, e.u)
+        code, message, exc = ReturnCode.RHS_ERROR, e.message, e.exception
     except Exception as e:  # noqa: BLE001 - a user function raised inside CVODE: reported
         code, exc = ReturnCode.RHS_ERROR, e
         t_fail = ts[-1] if ts else t0
@@ -362,10 +512,13 @@ def _apply_jumps(u, si, jump_index, jump_count, js, ja):
         u[js[j]] += ja[j]
 
 
-def _run_to_outputs(cv, hard, stops, si, jump_index, jump_count, js, ja, us, store, counters):
+def _run_to_outputs(
+    cv, hard, stops, si, jump_index, jump_count, js, ja, ts, us, store, counters, events=None
+):
     """CVODE in normal mode through the remaining stops: the save times by CVODE's own
     interpolation (they do not cut its steps), the ``hard`` ones (``tstops``, doses, ``t1``)
-    as stop times (``tstop``); stores each of them. Returns ``(code, message)``."""
+    as stop times (``tstop``); stores each of them, and each event (left and right limit).
+    Returns ``(code, message)``."""
     res = None
     code, message = ReturnCode.SUCCESS, None
     while si < stops.size:
@@ -376,16 +529,26 @@ def _run_to_outputs(cv, hard, stops, si, jump_index, jump_count, js, ja, us, sto
         tstop = float(stops[h])
         while si <= h:
             target = float(stops[si])
+            if ts[-1] == target:  # an event happened exactly there: stored already
+                si += 1
+                continue
             res = cv.step(target, tstop=tstop)
             if res.status < 0:
                 return _failure(res)
             y = np.asarray(res.y)
             if not np.all(np.isfinite(y)):
                 return ReturnCode.NONFINITE, None
+            if res.status == CV_ROOT_RETURN:
+                code, message, ended, restarted = _at_root(cv, res, events, store, counters)
+                if ended:
+                    return code, message
+                if restarted:
+                    res = None
+                continue
             store(target, y)
             si += 1
         if jump_index[h] >= 0:
-            counters["segment_nf"] += int(res.nfev)
+            counters["segment_nf"] += 0 if res is None else int(res.nfev)
             u = us[-1].copy()
             _apply_jumps(u, h, jump_index, jump_count, js, ja)
             store(tstop, u)
@@ -397,10 +560,11 @@ def _run_to_outputs(cv, hard, stops, si, jump_index, jump_count, js, ja, us, sto
 
 
 def _step_through(
-    cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters
+    cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters, events=None
 ):
     """CVODE in one-step mode from the last stored entry through the remaining stops
-    (accepted steps counted in ``counters``); returns ``(code, message)``."""
+    (accepted steps counted in ``counters``; each event stored as a left and a right limit);
+    returns ``(code, message)``."""
     steps = 0
     code, message = ReturnCode.SUCCESS, None
     while si < stops.size:
@@ -420,6 +584,12 @@ def _step_through(
             if not np.all(np.isfinite(y)):
                 code = ReturnCode.NONFINITE
                 break
+            if res.status == CV_ROOT_RETURN:
+                code, message, ended, _ = _at_root(cv, res, events, store, counters)
+                if ended:
+                    return code, message
+                t = ts[-1]
+                continue
             counters["naccept"] += 1
             store(t, y)
         if code != ReturnCode.SUCCESS:
