@@ -9,7 +9,7 @@ import pytest
 from scichains import ode
 
 from ._ball import bounce, falling, ground
-from .test_events import E, G, X0, affect_raises, bounce_times, oscillator, position, raises_late
+from .test_events import X0, E, G, affect_raises, bounce_times, oscillator, position, raises_late
 
 
 def falling_py(du, u, p, t):  # a plain Python right-hand side: scikit-sundae's callbacks

@@ -118,7 +118,16 @@ def solve(
         hard = np.isin(tables[0], stop_tables(prob, None, tstops, jumps, cvode=True)[1])
         found = CVODEEvents(EventPlan(events, prob, max_events), prob, prob.p) if events else None
         code, st, su, sf, stats, message, exc = solve_cvode(
-            prob, solver, save, *tables, rtol, atol, dt0, int(max_steps), dtmin, hard=hard,
+            prob,
+            solver,
+            save,
+            *tables,
+            rtol,
+            atol,
+            dt0,
+            int(max_steps),
+            dtmin,
+            hard=hard,
             events=found,
         )
         sol = _solution(prob, save, code, st, su, sf, stats, message, False, exception=exc)

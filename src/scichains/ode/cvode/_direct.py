@@ -8,8 +8,8 @@ hands it ``numba.cfunc`` callbacks compiled once (cached): the right-hand side, 
 dense Jacobian built row by row from the vjp, and (with events) the root function that calls
 the events' conditions. They receive the problem through CVODE's ``user_data``: an int64
 block ``[n, len(p), &p, f address, vjp address, &fail, &e, &row, &pbar, failed, conditions
-address, number of events]``. CVODE's vectors and dense matrix are read through their content structs
-(``N_Vector`` serial content: length, own_data, data; dense ``SUNMatrix``: M, N, data; with
+address, number of events]``. CVODE's vectors and dense matrix are read through their content
+structs (``N_Vector`` serial content: length, own_data, data; dense ``SUNMatrix``: M, N, data; with
 scikit-sundae's build, 32-bit ``sunindextype``, the data pointer at byte 8 of both), a layout
 checked against ``N_VGetArrayPointer`` when the library is loaded; anything unexpected
 (another layout, a missing library) makes :func:`available` false and the solvers fall back to

@@ -452,12 +452,34 @@ def solve_cvode(
         cv.init_step(t0, u)
         if dense:
             code, message = _step_through(
-                cv, stops, si, jump_index, jump_count, js, ja, ts, us, store, max_steps, counters,
+                cv,
+                stops,
+                si,
+                jump_index,
+                jump_count,
+                js,
+                ja,
+                ts,
+                us,
+                store,
+                max_steps,
+                counters,
                 events,
             )
         else:
             code, message = _run_to_outputs(
-                cv, hard, stops, si, jump_index, jump_count, js, ja, ts, us, store, counters,
+                cv,
+                hard,
+                stops,
+                si,
+                jump_index,
+                jump_count,
+                js,
+                ja,
+                ts,
+                us,
+                store,
+                counters,
                 events,
             )
     except (EventRaised, cvode_direct.ConditionFailed) as e:
