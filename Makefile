@@ -18,9 +18,12 @@ $(VENV)/.dev: $(VENV)/.base
 demo: $(VENV)/.base
 	$(PY) benchmarks/matexp.py
 
-## make test: the fast test suite (slow tests: make test PYTEST_ARGS="-m slow")
+## make test: the fast test suite (slow tests: make test PYTEST_ARGS="-m slow"), on up to
+## TEST_WORKERS processes (pytest-xdist; each file's tests in one process, so that the numba
+## kernels a file needs compile once; TEST_WORKERS=0 runs in this process alone)
+TEST_WORKERS ?= auto
 test: $(VENV)/.dev
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile) $(PYTEST_ARGS)
 
 ## make bench: every benchmark, with cold-cache compile times and the peers that are installed
 ## (PyTorch: pip install torch==2.13.0; JAX, diffrax, torchdiffeq: pip install jax diffrax torchdiffeq)

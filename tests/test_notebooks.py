@@ -14,6 +14,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = {
     "blog_benchmarks",
     "ensembles",
+    "events_and_inputs",
     "hybrid_pkpd",
     "lotka_volterra_discovery",
     "lynx_hare_discovery",

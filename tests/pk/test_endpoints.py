@@ -202,7 +202,9 @@ def test_objective_matches_an_independent_implementation(conc, effect, method, c
 
 def test_an_endpoint_without_rows_changes_nothing():
     # every record DVID 1: the two-endpoint model's objective is that of the concentration
-    # model alone (the same bits), and the effect's residual error has a zero gradient
+    # model alone, and the effect's residual error has a zero gradient. The two models are
+    # compiled separately, so LLVM may contract different products into FMAs: the same to
+    # rounding (on an AMD Zen 4 one gradient entry differed in its last bit), not bit for bit
     data = pkpd_data(3)
     only_conc = pk.EventData(
         [
@@ -225,8 +227,8 @@ def test_an_endpoint_without_rows_changes_nothing():
         [pk.Subject(s.id, s.doses, s.times, s.dv, s.rows) for s in only_conc.subjects], ()
     )
     f1, g1 = pk.PopulationObjective(one_model, plain).value_and_grad(one_model.pack())
-    assert f2 == f1
-    np.testing.assert_array_equal(g2[:-1], g1)
+    assert f2 == pytest.approx(f1, rel=1e-14)
+    np.testing.assert_allclose(g2[:-1], g1, rtol=1e-13, atol=1e-13 * np.abs(g1).max())
     assert g2[-1] == 0.0
     # a dict of one endpoint reads data without DVID as that endpoint's
     single = pk.PKModel(
