@@ -179,6 +179,25 @@ def test_nonfinite_values_end_a_first_order_stage_but_only_reject_a_line_search_
     assert res.success and p[0] <= 0.5 and res.loss < rosen(np.array([-1.2, 1.0]))[0]
 
 
+def test_an_undefined_first_trial_point_makes_lbfgs_back_off_not_stop():
+    # SciPy's L-BFGS-B, given inf at the first trial point of a line search, stops at its
+    # start and reports convergence; fit and ScipyFun give a finite rejected value instead
+    from scichains import adjoint
+
+    def f(p):  # minimum at 0.5; undefined past 0.8, where the first trial point (1.0) lies
+        if p[0] > 0.8:
+            raise adjoint.TooFewEvents("undefined here")
+        return 50.0 * (p[0] - 0.5) ** 2, np.array([100.0 * (p[0] - 0.5)])
+
+    p = np.zeros(1)
+    res = sc.fit(f, p, [sc.LBFGS(100)], progress=False)
+    assert p[0] == pytest.approx(0.5, abs=1e-6), res.message
+    direct = scipy.optimize.minimize(
+        adjoint.ScipyFun(f), np.zeros(1), jac=True, method="L-BFGS-B"
+    )
+    assert direct.x[0] == pytest.approx(0.5, abs=1e-6), direct.message
+
+
 def test_callback_sees_each_iterate_and_can_stop():
     seen = []
 

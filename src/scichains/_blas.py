@@ -66,3 +66,20 @@ def minimize_lbfgsb(fun, x0, **kwargs):
 
     with one_blas_thread():
         return scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", **kwargs)
+
+
+def rejected_value(reference: float) -> float:
+    """The value to give L-BFGS-B for a trial point where the objective is not defined (a
+    failed solve, too few events): above ``reference`` (the value at the point the line search
+    started from, or any recent finite value) by ten times its magnitude plus one.
+
+    Not ``inf``: when the first trial point of a line search gets ``inf`` (or a huge value
+    such as 1e300), SciPy's L-BFGS-B (1.17) stops at its starting point and reports
+    convergence ("RELATIVE REDUCTION OF F <= FACTR*EPSMCH"), a silent wrong answer. With a
+    value a few times the reference its line search backs off to a shorter step, as it does
+    after any increase (checked on a quadratic whose first trial point was undefined)."""
+    import math
+
+    if not math.isfinite(reference):
+        return 1e100
+    return reference + 10.0 * (abs(reference) + 1.0)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ._blas import minimize_lbfgsb
+from ._blas import minimize_lbfgsb, rejected_value
 from ._fit_report import FitInfo, FitResult, _Bar, _use_tqdm
 from .nn._optim import Optimizer
 from .nn._train import _exclusive
@@ -109,9 +109,13 @@ def _count(n, what: str, low: int = 1) -> int:
 
 
 def _numerical_failure(e: BaseException) -> bool:
-    """Whether ``e`` is a solver's numerical failure (step size too small, too many steps...)
-    rather than an error in user code, which must reach the user."""
+    """Whether ``e`` is a solver's numerical failure (step size too small, too many steps...),
+    or an event loss undefined at the trial point (too few events), rather than an error in
+    user code, which must reach the user."""
     ode = sys.modules.get("scichains.ode")  # (not imported: no solve could have failed)
+    adjoint = sys.modules.get("scichains.adjoint")
+    if adjoint is not None and isinstance(e, adjoint.TooFewEvents):
+        return True
     return ode is not None and isinstance(e, ode.ODESolveError) and e.numerical
 
 
@@ -427,8 +431,8 @@ def _lbfgs(run: _Run, i: int, opt: LBFGS, n: int) -> tuple[str, str]:
         x = q if q.dtype == p.dtype else q.astype(p.dtype)
         try:
             value, g, sq = run.full(x)
-        except _Failed:
-            return math.inf, zeros
+        except _Failed:  # back off (not inf: SciPy would stop there, see rejected_value)
+            return rejected_value(run.last_loss), zeros
         state["x"], state["value"], state["sq"] = x, value, sq
         return value, g.astype(np.float64, copy=False)
 

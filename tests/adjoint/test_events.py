@@ -229,8 +229,12 @@ def test_an_event_time_loss_needs_the_event_to_happen():
         events=ode.Event(ground, bounce, direction=-1),
         event_loss=adjoint.EventTimeLoss([0.45]),
     )
-    with pytest.raises(ValueError, match="happened 0 times"):
+    with pytest.raises(adjoint.TooFewEvents, match="happened 0 times"):
         obj.value_and_grad()
+    assert issubclass(adjoint.TooFewEvents, ValueError)
+    # in a fit it is a rejected trial point, as a failed solve
+    value, g = adjoint.ScipyFun(obj.value_and_grad)(prob.p)
+    assert np.isfinite(value) and value >= 1e100 and np.array_equal(g, np.zeros(2))
     with pytest.raises(ValueError, match="names events\\[2\\]"):
         adjoint.Objective(
             prob, None, None, events=ode.Event(ground), event_loss=adjoint.EventTimeLoss([1.0], 2)
@@ -256,3 +260,33 @@ def test_multiobjective_sums_the_trajectories_gradients_through_events():
         np.testing.assert_array_equal(gu, du0[i])
     assert value == pytest.approx(total, rel=1e-14)
     np.testing.assert_allclose(dp, dp_sum, rtol=1e-13)
+
+
+def test_a_fit_backs_off_from_trial_points_with_too_few_events():
+    # six landings fitted from a first guess whose L-BFGS line search tries heights and
+    # restitutions with fewer than six landings in the 4 s solved: those trial points are
+    # rejected (infinite value), and the fit reaches the parameters that made the times
+    import scichains as sc
+
+    truth = ode.ODEProblem(falling, np.array([1.35, 0.0]), (0.0, 4.0), np.array([9.81, 0.78]))
+    landing = ode.Event(ground, bounce, direction=-1)
+    times = ode.solve(truth, rtol=1e-10, atol=1e-12, events=landing).t_events[0][:6]
+    obj = adjoint.Objective(
+        truth, None, None, rtol=1e-10, atol=1e-12, events=landing,
+        event_loss=adjoint.EventTimeLoss(times),
+    )  # fmt: skip
+    rejected = []
+
+    def loss(q):
+        try:
+            value, dp, du0 = obj.value_and_grad(np.array([9.81, q[1]]), np.array([q[0], 0.0]))
+        except adjoint.TooFewEvents:
+            rejected.append(q.copy())
+            raise
+        return value, np.array([du0[0], dp[1]])
+
+    q = np.array([1.0, 0.6])
+    res = sc.fit(loss, q, [sc.LBFGS(200)], progress=False)
+    assert rejected  # the line search did meet such points
+    assert "CONVERGENCE" in res.message
+    np.testing.assert_allclose(q, [1.35, 0.78], rtol=1e-5)

@@ -22,6 +22,7 @@ from ._loss import (
     PointwiseLoss,
     SolutionLoss,
     SquaredError,
+    TooFewEvents,
 )
 from ._multi import MultiObjective, Trajectory, minibatches
 from ._sensealg import (
@@ -53,6 +54,7 @@ __all__ = [
     "SensitivityAlgorithm",
     "SolutionLoss",
     "SquaredError",
+    "TooFewEvents",
     "Trajectory",
     "check_gradient",
     "check_vjp",

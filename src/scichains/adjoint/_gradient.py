@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 
+from .._blas import rejected_value
 from .._checks import all_finite
 from ..nn._validate import as_real, reject_class
 from ..ode._events import check_events
@@ -20,7 +21,7 @@ from ..ode.explicit._tableaus import ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._events import EventGradients
-from ._loss import EventTimeLoss, NoLoss, SolutionLoss
+from ._loss import EventTimeLoss, NoLoss, SolutionLoss, TooFewEvents
 from ._methods import make_method
 from ._sensealg import (
     DiscreteAdjoint,
@@ -289,8 +290,11 @@ def gradient(prob: ODEProblem, loss: SolutionLoss, saveat, **kwargs):
 class ScipyFun:
     """``value_and_grad(q) -> (value, gradient)`` wrapped for
     ``scipy.optimize.minimize(fun, q0, jac=True)``: a solve that fails at a trial point
-    (:class:`~scichains.ode.ODESolveError`) gives ``(inf, zeros)``, so the line search backs
-    off instead of the fit stopping. An exception raised by a user function (status
+    (:class:`~scichains.ode.ODESolveError`), or in which an event an
+    :class:`EventTimeLoss` reads happened too few times (:class:`TooFewEvents`), gives a value
+    above the latest finite one (ten times its magnitude plus one; not ``inf``, at which
+    SciPy's L-BFGS-B stops and reports convergence) and a zero gradient, so the line search
+    backs off instead of the fit stopping. An exception raised by a user function (status
     ``RHS_ERROR``) is not a numerical failure: it is raised. ``last_value`` holds the latest
     finite value (for a ``callback`` that records accepted iterates)."""
 
@@ -301,9 +305,9 @@ class ScipyFun:
     def __call__(self, q):
         try:
             value, g = self.value_and_grad(q)
-        except ODESolveError as e:
-            if not e.numerical:
+        except (ODESolveError, TooFewEvents) as e:
+            if isinstance(e, ODESolveError) and not e.numerical:
                 raise
-            return np.inf, np.zeros(np.size(q))
+            return rejected_value(self.last_value), np.zeros(np.size(q))
         self.last_value = value
         return value, g

@@ -209,6 +209,13 @@ class NoLoss(SolutionLoss):
         return "NoLoss()"
 
 
+class TooFewEvents(ValueError):
+    """A solve in which the event an :class:`EventTimeLoss` reads happened fewer times than
+    the loss compares: the loss is not defined at these parameters. ``scichains.fit`` and
+    :class:`ScipyFun` treat it as a failed trial point (the line search backs off), as a
+    failed solve."""
+
+
 class EventTimeLoss:
     """A loss on the times of a state-dependent event: ``L = sum_r w_r (tau_r - times_r)^2``
     over its first ``len(times)`` occurrences ``tau_r`` (e.g. fit the time a ball first
@@ -222,8 +229,9 @@ class EventTimeLoss:
     event : the index of the event in the objective's ``events`` (default 0)
     weights : array of shape ``(k,)``, optional (default 1), non-negative
 
-    A solve in which the event happens fewer than ``k`` times raises ``ValueError`` (the loss
-    has no time to compare).
+    A solve in which the event happens fewer than ``k`` times raises :class:`TooFewEvents` (a
+    ``ValueError``: the loss has no time to compare); during a fit (``scichains.fit``,
+    :class:`ScipyFun`) such a trial point is rejected like a failed solve.
     """
 
     def __init__(self, times, event: int = 0, weights=None):
@@ -245,7 +253,7 @@ class EventTimeLoss:
         """``(L, dL/dtau)`` at the event's times ``tau`` (its first ``len(times)``)."""
         k = self.times.size
         if tau.size < k:
-            raise ValueError(
+            raise TooFewEvents(
                 f"EventTimeLoss: events[{self.event}] happened {tau.size} times in the solve; "
                 f"the loss compares {k}"
             )
