@@ -192,9 +192,7 @@ def test_an_undefined_first_trial_point_makes_lbfgs_back_off_not_stop():
     p = np.zeros(1)
     res = sc.fit(f, p, [sc.LBFGS(100)], progress=False)
     assert p[0] == pytest.approx(0.5, abs=1e-6), res.message
-    direct = scipy.optimize.minimize(
-        adjoint.ScipyFun(f), np.zeros(1), jac=True, method="L-BFGS-B"
-    )
+    direct = scipy.optimize.minimize(adjoint.ScipyFun(f), np.zeros(1), jac=True, method="L-BFGS-B")
     assert direct.x[0] == pytest.approx(0.5, abs=1e-6), direct.message
 
 
