@@ -27,6 +27,7 @@ from ..nn import chain_forward, chain_vjp
 from ..nn._chain import SimpleChain
 from ..nn._validate import as_real, reject_class
 from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE, LazyCfunc, register_cfunc
+from ..ode._events import check_events
 from ..ode._family import FAMILIES
 from ..ode._inputs import Interpolation, stack_vector
 from ..ode._problem import ODEProblem
@@ -168,6 +169,14 @@ class NeuralODE:
         with respect to ``p`` and ``u0`` (the inputs are data); the solvers stop at the
         samples of constant and linear inputs; ``tspan`` (and ``predict``'s times) must lie
         within the samples' range. Not with ``lockstep``.
+    events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
+        :func:`scichains.ode.solve`: e.g. a reset or a bounce that the network's dynamics
+        run through. The conditions and affects are called as ``g(u, t, p)`` and
+        ``a(u, t, p)`` with ``p`` the network's weights (usually unused). The gradients pass
+        through the events (their times move with ``p`` and ``u0``: the event-time
+        correction of :class:`scichains.adjoint.Objective`), with the discrete adjoint of the
+        explicit and Rosenbrock methods; not terminal events. Each trajectory has its own
+        events and is solved alone (not with ``lockstep``).
 
     ``p`` is the chain's flat parameter vector (float64).
 
@@ -241,6 +250,8 @@ class NeuralODE:
         max_steps: int = 100_000,
         lockstep: int | str | None = "auto",
         inputs: Interpolation | None = None,
+        events=None,
+        max_events: int = 10_000,
     ):
         if not isinstance(chain, SimpleChain):
             raise TypeError("NeuralODE needs a SimpleChain")
@@ -276,6 +287,13 @@ class NeuralODE:
                 "one (drop lockstep=)"
             )
         self.inputs = inputs
+        self.events = check_events(events)
+        if self.events and lockstep not in (None, "auto"):
+            raise ValueError(
+                "lockstep= with events= is not supported: each trajectory has events of its "
+                "own and is solved alone (drop lockstep=)"
+            )
+        self.max_events = max_events
         reject_class(solver, "solver")
         try:
             family = adjoint_family(solver)
@@ -316,7 +334,7 @@ class NeuralODE:
     def _objective(self):
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
         own (the loss's data buffer is rewritten by each ``loss_and_grad``)."""
-        return self._pair(self.problem())
+        return self._pair(self.problem(), events=True)
 
     def _block_pair(self, cache: dict, mb: int):
         """The ``(Objective, SquaredError)`` of a lockstep block of ``mb`` trajectories from a
@@ -326,9 +344,10 @@ class NeuralODE:
             pair = cache[mb] = self._pair(lockstep_problem(self.chain, mb, self._settings[0]))
         return pair
 
-    def _pair(self, prob: ODEProblem):
-        """``(Objective, SquaredError)`` on ``prob`` with the model's settings; the loss's data
-        buffer has the problem's state size per save point."""
+    def _pair(self, prob: ODEProblem, events: bool = False):
+        """``(Objective, SquaredError)`` on ``prob`` with the model's settings (and its events,
+        with ``events``: the problem of one trajectory); the loss's data buffer has the
+        problem's state size per save point."""
         _, saveat, solver, sensealg, rtol, atol, max_steps = self._settings
         loss = SquaredError(np.zeros((saveat.size, prob.u0.size)))
         obj = Objective(
@@ -340,8 +359,15 @@ class NeuralODE:
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
+            **self._event_options(events),
         )
         return obj, loss
+
+    def _event_options(self, events: bool = True) -> dict:
+        """The model's events as keyword arguments of an objective (none without events)."""
+        if not (events and self.events):
+            return {}
+        return {"events": self.events, "max_events": self.max_events}
 
     def lockstep_size(self, m: int) -> int | None:
         """The block size with which ``m`` trajectories sharing the model's ``saveat`` are
@@ -353,14 +379,15 @@ class NeuralODE:
         trajectories (two blocks or more for two threads), of 16 above (measured fastest:
         ``benchmarks/neural_ode.py``); Rosenbrock and ESDIRK methods: blocks of
         ``min(8, 16 // n)`` (their dense block Jacobian has ``(k n)^2`` entries), alone when
-        that is 1; CVODE, Radau, automatic switching, models with ``inputs``: alone.
+        that is 1; CVODE, Radau, automatic switching, models with ``inputs`` or ``events``:
+        alone.
         Trajectory lists use it too (:meth:`objective`).
         """
         if self.lockstep is None:
             return None
         if self.lockstep != "auto":
             return self.lockstep
-        if m < 2 or self.inputs is not None:
+        if m < 2 or self.inputs is not None or self.events:
             return None
         if self._family == "explicit":
             return m if m <= 8 else (8 if m <= 24 else 16)
@@ -490,6 +517,7 @@ class NeuralODE:
             rtol=rtol,
             atol=atol,
             max_steps=max_steps,
+            **self._event_options(),
         )
         if (
             self.lockstep == "auto"
@@ -522,6 +550,8 @@ class NeuralODE:
                 max_steps,
                 self.lockstep,
                 self.inputs,
+                self.events,
+                self.max_events,
             )
             return other.predict(u0, p, threads)
         if np.ndim(u0) >= 2:
