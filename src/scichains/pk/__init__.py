@@ -12,10 +12,12 @@ objective in NONMEM's -2 log-likelihood convention; typical values on any scale,
 fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
 (:func:`gof_plot`, :func:`vpc`, prediction-corrected or not, with :func:`simulate`); model
-evaluation (:func:`npde`, :func:`bootstrap`).
+evaluation (:func:`npde`, :func:`bootstrap`); stepwise covariate modelling
+(:func:`covariate_search`).
 """
 
 from ._bootstrap import Bootstrap, bootstrap
+from ._covariate_search import CovariateSearch, Relation, covariate_search
 from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
 from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
@@ -33,6 +35,7 @@ __all__ = [
     "Bootstrap",
     "Combined",
     "Covariance",
+    "CovariateSearch",
     "Dose",
     "ErrorModel",
     "EventData",
@@ -47,10 +50,12 @@ __all__ = [
     "PKSolveError",
     "PopulationObjective",
     "Proportional",
+    "Relation",
     "Subject",
     "VPC",
     "bootstrap",
     "covariance",
+    "covariate_search",
     "fit",
     "gof_plot",
     "npde",

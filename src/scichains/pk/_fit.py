@@ -167,6 +167,23 @@ def fit(
     why, the OFV and the parameters with the largest scaled gradient there, and whether the
     estimates are the initial values; so does a typical value that ends at a bound.
     """
+    out, notes = fit_quietly(
+        model, data, method, x0, gtol, maxiter, l2, executor, batch_size, fix,
+        **objective_kwargs,
+    )  # fmt: skip
+    for note in notes:
+        warnings.warn(note, FitWarning, stacklevel=2)
+    return out
+
+
+def fit_quietly(
+    model, data, method="focei", x0=None, gtol=1e-3, maxiter=500, l2=None, executor=None,
+    batch_size=None, fix=None, **objective_kwargs,
+) -> tuple[FitResult, list[str]]:  # fmt: skip
+    """:func:`fit` without its warnings: ``(FitResult, the FitWarning messages)``, for
+    callers that make many fits on threads (the warnings filters are global to the
+    process)."""
+    notes: list[str] = []
     if method not in ("focei", "laplace"):
         raise ValueError(f"method must be 'focei' or 'laplace', got {method!r}")
     obj = PopulationObjective(
@@ -341,21 +358,17 @@ def fit(
         gu = np.abs(scaling.grad(scaling.u(xb), gradient + 2.0 * lam * xb))
         order = np.argsort(-gu)[:3]
         where = ", ".join(f"{names[free[k]]} {gu[k]:.3g}" for k in order)
-        warnings.warn(
+        notes.append(
             f"pk.fit ({method}) did not converge: {message}. At the returned point the OFV is "
             f"{out.ofv:.6f} after {out.n_evaluations} evaluations; the largest scaled gradient "
-            f"entries: {where or 'none'}",
-            FitWarning,
-            stacklevel=2,
+            f"entries: {where or 'none'}"
         )
     if at_bounds:
-        warnings.warn(
+        notes.append(
             f"pk.fit ({method}): typical value(s) at a bound: {', '.join(at_bounds)}; the "
-            "minimum may lie beyond it (check the model, or widen the bound)",
-            FitWarning,
-            stacklevel=2,
+            "minimum may lie beyond it (check the model, or widen the bound)"
         )
-    return out
+    return out, notes
 
 
 def _converged_here(res, gu, gtol):
