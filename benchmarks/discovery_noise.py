@@ -37,7 +37,7 @@ from scichains.discovery import (  # noqa: E402
     weak_sparse_regression,
 )
 
-METHODS = ["finite_difference", "smoothed_finite_difference", "savgol", "spline", "tv"]
+METHODS = ["finite_difference", "smoothed_finite_difference", "savgol", "spline", "tv", "kalman"]
 ALPHA, BETA, GAMMA, DELTA = 1.3, 0.9, 0.8, 1.8
 U0 = [0.44249296, 4.6280594]
 
