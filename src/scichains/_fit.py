@@ -51,8 +51,10 @@ class LBFGS:
     bounds : sequence of ``(low, high)`` pairs or ``scipy.optimize.Bounds``, optional
         Box constraints on the parameters.
 
-    A solve that fails at a trial point of the line search counts as an infinite value, so the
-    search backs off (as :class:`scichains.adjoint.ScipyFun` does).
+    A solve that fails at a trial point of the line search (or an event loss undefined there,
+    :class:`scichains.adjoint.TooFewEvents`) counts as a value above the last iterate's, so
+    the search backs off (as :class:`scichains.adjoint.ScipyFun` does); not as ``inf``, at
+    which SciPy's L-BFGS-B would stop and report convergence.
     """
 
     name = "L-BFGS"
