@@ -51,8 +51,8 @@ class LBFGS:
     bounds : sequence of ``(low, high)`` pairs or ``scipy.optimize.Bounds``, optional
         Box constraints on the parameters.
 
-    A solve that fails at a trial point of the line search (or an event loss undefined there,
-    :class:`scichains.adjoint.TooFewEvents`) counts as a value above the last iterate's, so
+    A solve that fails at a trial point of the line search (or a loss undefined there,
+    :class:`scichains.adjoint.UndefinedLoss`) counts as a value above the last iterate's, so
     the search backs off (as :class:`scichains.adjoint.ScipyFun` does); not as ``inf``, at
     which SciPy's L-BFGS-B would stop and report convergence.
     """
@@ -116,7 +116,7 @@ def _numerical_failure(e: BaseException) -> bool:
     user code, which must reach the user."""
     ode = sys.modules.get("scichains.ode")  # (not imported: no solve could have failed)
     adjoint = sys.modules.get("scichains.adjoint")
-    if adjoint is not None and isinstance(e, adjoint.TooFewEvents):
+    if adjoint is not None and isinstance(e, adjoint.UndefinedLoss):
         return True
     return ode is not None and isinstance(e, ode.ODESolveError) and e.numerical
 

@@ -131,8 +131,6 @@ def test_what_events_gradients_refuse():
     prob = _harvest_problem()
     saveat = [1.0, 2.0]
     loss = adjoint.SquaredError(np.ones((2, 2)))
-    with pytest.raises(ValueError, match="terminal"):
-        adjoint.Objective(prob, loss, saveat, events=ode.Event(prey_high, terminal=True))
     with pytest.raises(TypeError, match="discrete adjoint"):
         adjoint.Objective(
             prob,
@@ -290,3 +288,38 @@ def test_a_fit_backs_off_from_trial_points_with_too_few_events():
     assert rejected  # the line search did meet such points
     assert "CONVERGENCE" in res.message
     np.testing.assert_allclose(q, [1.35, 0.78], rtol=1e-5)
+
+
+@pytest.mark.parametrize("solver", [ode.Tsit5(), ode.Rodas5P()], ids=lambda s: s.name)
+def test_gradients_through_a_terminal_event(solver):
+    # the solve ends where the ball first lands, tau = sqrt(2 h / g) for a drop from rest:
+    # a loss on tau alone against the closed form (d tau / d v0 = 1 / g at v0 = 0), then with
+    # save times before it against central differences; an affect on the terminal event
+    # changes nothing (no solution after it is read)
+    g, h = 9.81, 1.3
+    prob = ode.ODEProblem(falling, np.array([h, 0.0]), (0.0, 5.0), np.array([g, 0.8]))
+    tau = np.sqrt(2 * h / g)
+    end = ode.Event(ground, direction=-1, terminal=True)
+    obj = adjoint.Objective(
+        prob, None, None, solver=solver, rtol=1e-10, atol=1e-12, events=end,
+        event_loss=adjoint.EventTimeLoss([0.5]),
+    )  # fmt: skip
+    value, dp, du0 = obj.value_and_grad()
+    r = tau - 0.5
+    assert value == pytest.approx(r**2, rel=1e-9)
+    np.testing.assert_allclose(dp, [2 * r * (-tau / (2 * g)), 0.0], rtol=1e-7, atol=1e-14)
+    np.testing.assert_allclose(du0, [2 * r / np.sqrt(2 * h * g), 2 * r / g], rtol=1e-7)
+    data = np.array([[1.0, -2.0], [0.5, -4.0]])
+    for affect in (None, bounce):
+        both = adjoint.Objective(
+            prob, adjoint.SquaredError(data), [0.2, 0.4], solver=solver, rtol=1e-10,
+            atol=1e-12, events=ode.Event(ground, affect, direction=-1, terminal=True),
+            event_loss=adjoint.EventTimeLoss([0.5]),
+        )  # fmt: skip
+        _assert_central_differences(both, prob, *both.value_and_grad())
+    # a save time after the event: the loss is undefined there (a rejected point in a fit)
+    late = adjoint.Objective(
+        prob, adjoint.SquaredError(np.ones((1, 2))), [1.0], solver=solver, events=end
+    )
+    with pytest.raises(adjoint.UndefinedLoss, match="terminal event ended the solve"):
+        late.value_and_grad()

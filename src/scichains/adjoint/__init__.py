@@ -23,6 +23,7 @@ from ._loss import (
     SolutionLoss,
     SquaredError,
     TooFewEvents,
+    UndefinedLoss,
 )
 from ._multi import MultiObjective, Trajectory, minibatches
 from ._sensealg import (
@@ -56,6 +57,7 @@ __all__ = [
     "SquaredError",
     "TooFewEvents",
     "Trajectory",
+    "UndefinedLoss",
     "check_gradient",
     "check_vjp",
     "discrete_adjoint",

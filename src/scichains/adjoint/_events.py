@@ -296,12 +296,6 @@ class EventGradients:
     def use_events(self, events, max_events, event_loss=None) -> None:
         """Solve with state-dependent events and differentiate through them; ``event_loss``:
         an :class:`~scichains.adjoint.EventTimeLoss` added to the loss."""
-        for i, e in enumerate(events):
-            if e.terminal:
-                raise ValueError(
-                    f"events[{i}] is terminal: gradients through a solve that ends at an event "
-                    "are not supported yet (the loss would read the state at a moving end time)"
-                )
         if event_loss is not None and not 0 <= event_loss.event < len(events):
             raise ValueError(
                 f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"

@@ -21,7 +21,7 @@ from ..ode.explicit._tableaus import ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._events import EventGradients
-from ._loss import EventTimeLoss, NoLoss, SolutionLoss, TooFewEvents
+from ._loss import EventTimeLoss, NoLoss, SolutionLoss, UndefinedLoss
 from ._methods import make_method
 from ._sensealg import (
     DiscreteAdjoint,
@@ -87,8 +87,10 @@ class Objective:
     events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
-        adjoint of the explicit Runge-Kutta and Rosenbrock methods only, without terminal
-        events or a mass matrix.
+        adjoint of the explicit Runge-Kutta and Rosenbrock methods only, without a mass
+        matrix. A terminal event ends the solve: the loss reads save times before it (a save
+        time it cuts off raises :class:`UndefinedLoss`) and the event's time
+        (``event_loss``), whose derivative starts the adjoint there.
     event_loss : an :class:`EventTimeLoss` on the times of one of the ``events``, added to
         ``loss`` (e.g. fit the time a ball first lands); with it ``loss`` and ``saveat`` may
         be None (the loss is then on the event's times only)
@@ -134,7 +136,9 @@ class Objective:
             raise TypeError("gradient needs an ODEProblem")
         if loss is None and event_loss is not None:
             # only the events' times are fitted: no save points but the end
-            loss, saveat = NoLoss(), [prob.tspan[1]] if saveat is None else saveat
+            # (at t0 with a terminal event: the end may not be reached)
+            end = prob.tspan[0] if any(e.terminal for e in check_events(events)) else prob.tspan[1]
+            loss, saveat = NoLoss(), [end] if saveat is None else saveat
         if not isinstance(loss, SolutionLoss):
             raise TypeError(
                 f"loss must be a scichains.adjoint loss (SquaredError, PointwiseLoss), got {loss!r}"
@@ -291,7 +295,8 @@ class ScipyFun:
     """``value_and_grad(q) -> (value, gradient)`` wrapped for
     ``scipy.optimize.minimize(fun, q0, jac=True)``: a solve that fails at a trial point
     (:class:`~scichains.ode.ODESolveError`), or in which an event an
-    :class:`EventTimeLoss` reads happened too few times (:class:`TooFewEvents`), gives a value
+    :class:`EventTimeLoss` reads happened too few times or a terminal event ended the solve
+    before a save time (:class:`UndefinedLoss`), gives a value
     above the latest finite one (ten times its magnitude plus one; not ``inf``, at which
     SciPy's L-BFGS-B stops and reports convergence) and a zero gradient, so the line search
     backs off instead of the fit stopping. An exception raised by a user function (status
@@ -305,7 +310,7 @@ class ScipyFun:
     def __call__(self, q):
         try:
             value, g = self.value_and_grad(q)
-        except (ODESolveError, TooFewEvents) as e:
+        except (ODESolveError, UndefinedLoss) as e:
             if isinstance(e, ODESolveError) and not e.numerical:
                 raise
             return rejected_value(self.last_value), np.zeros(np.size(q))

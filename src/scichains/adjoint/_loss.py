@@ -209,11 +209,16 @@ class NoLoss(SolutionLoss):
         return "NoLoss()"
 
 
-class TooFewEvents(ValueError):
+class UndefinedLoss(ValueError):
+    """The loss is not defined at these parameters: an event an :class:`EventTimeLoss` reads
+    happened too few times (:class:`TooFewEvents`), or a terminal event ended the solve before
+    a save time the loss reads. ``scichains.fit`` and :class:`ScipyFun` treat it as a failed
+    trial point (the line search backs off), as a failed solve."""
+
+
+class TooFewEvents(UndefinedLoss):
     """A solve in which the event an :class:`EventTimeLoss` reads happened fewer times than
-    the loss compares: the loss is not defined at these parameters. ``scichains.fit`` and
-    :class:`ScipyFun` treat it as a failed trial point (the line search backs off), as a
-    failed solve."""
+    the loss compares (an :class:`UndefinedLoss`)."""
 
 
 class EventTimeLoss:

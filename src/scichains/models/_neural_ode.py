@@ -175,7 +175,7 @@ class NeuralODE:
         ``a(u, t, p)`` with ``p`` the network's weights (usually unused). The gradients pass
         through the events (their times move with ``p`` and ``u0``: the event-time
         correction of :class:`scichains.adjoint.Objective`), with the discrete adjoint of the
-        explicit and Rosenbrock methods; not terminal events. Each trajectory has its own
+        explicit and Rosenbrock methods. Each trajectory has its own
         events and is solved alone (not with ``lockstep``).
 
     ``p`` is the chain's flat parameter vector (float64).
