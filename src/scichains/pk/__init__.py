@@ -13,7 +13,7 @@ fixed parameters, the M3/M4 likelihood of censored observations); the covariance
 residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
 (:func:`gof_plot`, :func:`vpc`, prediction-corrected or not, with :func:`simulate`); model
 evaluation (:func:`npde`, :func:`bootstrap`); stepwise covariate modelling
-(:func:`covariate_search`).
+(:func:`covariate_search`), log-likelihood profiles (:func:`profile`).
 """
 
 from ._bootstrap import Bootstrap, bootstrap
@@ -28,6 +28,7 @@ from ._network import Network
 from ._npde import NPDE, npde
 from ._objective import PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
+from ._profile import Profile, profile
 from ._predict import PKSolveError
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "PKModel",
     "PKSolveError",
     "PopulationObjective",
+    "Profile",
     "Proportional",
     "Relation",
     "Subject",
@@ -59,6 +61,7 @@ __all__ = [
     "fit",
     "gof_plot",
     "npde",
+    "profile",
     "read_events",
     "residuals",
     "shrinkage",
