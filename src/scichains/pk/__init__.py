@@ -28,8 +28,8 @@ from ._network import Network
 from ._npde import NPDE, npde
 from ._objective import PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
-from ._profile import Profile, profile
 from ._predict import PKSolveError
+from ._profile import Profile, profile
 
 __all__ = [
     "Additive",
