@@ -19,6 +19,7 @@ EXPECTED = {
     "lotka_volterra_discovery",
     "lynx_hare_discovery",
     "multi_trajectory",
+    "population_pk_study",
     "neural_ode_spiral",
     "sir_discovery",
     "stiff_models",
@@ -55,7 +56,15 @@ def test_the_notebooks_are_the_expected_ones():
 # what it shows is tested in tests/ode/test_ensemble.py, tests/parallel/test_parallel.py and
 # tests/adjoint/test_ensemble_objective.py. The blog benchmarks notebook times the matrix
 # exponential and LeNet-5 training (~12 s), tested in tests/nn.
-SLOW_NOTEBOOKS = {"stiff_models", "theophylline_population", "ensembles", "blog_benchmarks"}
+# The population PK study fits a dozen models (a covariate search, a profile, a bootstrap:
+# ~3 min at full size), each tested in tests/pk.
+SLOW_NOTEBOOKS = {
+    "stiff_models",
+    "theophylline_population",
+    "ensembles",
+    "blog_benchmarks",
+    "population_pk_study",
+}
 
 
 @pytest.mark.parametrize(
