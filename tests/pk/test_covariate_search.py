@@ -3,11 +3,14 @@ relation (body weight on clearance, allometric) and covariates that do nothing."
 
 from concurrent.futures import ThreadPoolExecutor
 
+import matplotlib
 import numpy as np
 import pytest
 import sympy as sp
 
 from scichains import pk
+
+matplotlib.use("Agg")
 
 TIMES = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 12.0])
 
@@ -79,11 +82,15 @@ def test_the_true_relation_enters_and_nothing_else(study):
     assert len(back) == 1 and not back[0].chosen and back[0].dofv > res.backward_dofv
     assert res.forward_dofv == pytest.approx(3.8415, abs=1e-4)
     assert res.backward_dofv == pytest.approx(6.6349, abs=1e-4)
+    ax = res.plot()
+    assert ax.get_ylabel() == "OFV" and len(ax.get_xticks()) == 3  # forward 1, 2; backward 1
 
 
-def test_an_executor_gives_the_same_search(study):
+def test_an_executor_gives_the_same_search(study, capsys):
     cands = CANDIDATES[:2]
-    serial = pk.covariate_search(one_compartment(False), study, cands, backward=None)
+    serial = pk.covariate_search(one_compartment(False), study, cands, backward=None, progress=True)
+    err = capsys.readouterr().err
+    assert "covariate search: 4" in err  # the base fit and three candidates
     with ThreadPoolExecutor(2) as ex:
         threaded = pk.covariate_search(
             one_compartment(False), study, cands, backward=None, executor=ex

@@ -37,6 +37,14 @@ def test_profile_of_a_typical_value_and_a_residual_sd(study):  # noqa: F811
     assert ax.get_xlabel() == "tcl" and len(ax.lines) >= 4
 
 
+def test_progress_lines_name_the_profile(study, capsys):  # noqa: F811
+    model = one_compartment(False)
+    fit = pk.fit(model, study)
+    pk.profile(model, study, fit, "tv", progress=True)
+    err = capsys.readouterr().err
+    assert "profile of tv:" in err and "unconverged" in err
+
+
 def test_bad_profiles_are_named(study):  # noqa: F811
     model = one_compartment(False)
     fake = pk.FitResult.__new__(pk.FitResult)  # the estimates only: nothing is fitted

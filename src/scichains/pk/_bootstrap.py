@@ -308,17 +308,19 @@ def _refit(model, data, x0, method, fit_kwargs):
 
 
 class _Progress:
-    """The bootstrap's progress bar (see :func:`bootstrap`'s ``progress``)."""
+    """A progress bar over fits (see :func:`bootstrap`'s ``progress``; also the covariate
+    search's and the profile's, whose ``total`` is not known in advance: None)."""
 
-    def __init__(self, progress, total):
+    def __init__(self, progress, total, desc: str = "bootstrap"):
         from .._fit_report import _tqdm_class, _use_tqdm
 
         self.mode = "tqdm" if _use_tqdm(progress) else ("text" if progress else "off")
         self.total, self.done, self.counts = total, 0, {"failed": 0, "unconverged": 0}
+        self.desc = desc
         self.t_draw = 0.0
         self.bar = None
         if self.mode == "tqdm":
-            self.bar = _tqdm_class()(total=total, desc="bootstrap", leave=True, dynamic_ncols=True)
+            self.bar = _tqdm_class()(total=total, desc=desc, leave=True, dynamic_ncols=True)
 
     def update(self, status: str):
         self.done += 1
@@ -333,8 +335,9 @@ class _Progress:
 
     def _line(self, end):
         c = self.counts
+        of = "" if self.total is None else f"/{self.total}"
         sys.stderr.write(
-            f"\rbootstrap: {self.done}/{self.total}  failed {c['failed']}  unconverged "
+            f"\r{self.desc}: {self.done}{of}  failed {c['failed']}  unconverged "
             f"{c['unconverged']}{end}"
         )
         sys.stderr.flush()

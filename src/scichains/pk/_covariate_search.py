@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._bootstrap import _Progress
 from ._fit import FitResult, fit_quietly
 
 KINDS = ("power", "linear", "exponential", "categorical")
@@ -89,6 +90,30 @@ class CovariateSearch:
     backward_dofv: float
     steps: list = field(default_factory=list)
     forward_ofv: list = field(default_factory=list)
+
+    def plot(self, ax=None):
+        """The OFV of every fit by round: each round's candidates, the chosen one marked, the
+        base and the final model's OFV as lines."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 4))
+        rounds, k, phase = [], -1, None
+        for s in self.steps[1:]:
+            if s.phase != phase or (rounds and s.relation in rounds[-1][1]):
+                rounds.append((s.phase, []))
+                phase = s.phase
+            rounds[-1][1].append(s.relation)
+            k = len(rounds) - 1
+            ax.plot(k, s.ofv, "o", color="C1" if s.chosen else "C0", ms=7 if s.chosen else 4)
+            ax.annotate(str(s.relation).split(" ")[0], (k, s.ofv), fontsize=7,
+                        xytext=(4, 0), textcoords="offset points")  # fmt: skip
+        ax.axhline(self.base.ofv, color="gray", lw=0.8, ls="--", label="base model")
+        ax.axhline(self.fit.ofv, color="k", lw=0.8, label="final model")
+        ax.set_xticks(range(len(rounds)), [f"{ph} {i + 1}" for i, (ph, _) in enumerate(rounds)])
+        ax.set_ylabel("OFV")
+        ax.legend()
+        return ax
 
     def table(self) -> str:
         """The steps as text, one line each."""
@@ -219,6 +244,7 @@ def covariate_search(
     backward: float = 0.01,
     base: FitResult | None = None,
     executor=None,
+    progress: bool | None = None,
     **fit_kwargs,
 ) -> CovariateSearch:
     """Stepwise covariate modelling: forward inclusion, then backward elimination.
@@ -239,6 +265,8 @@ def covariate_search(
     executor : optional ``concurrent.futures``-style executor (``map``): the candidates of a
         round are fitted on it (each fit in one worker; a Dask ``Client.get_executor()``
         works); the result is the same as without
+    progress : a progress bar over the fits, with the count of unconverged ones (as
+        :func:`bootstrap`'s: ``None`` shows tqdm's in a terminal or a notebook)
     fit_kwargs : passed to :func:`fit` for every fit (``method``, ``gtol``, ...)
 
     Every candidate of a round is fitted from the current model's estimates (its new typical
@@ -255,9 +283,18 @@ def covariate_search(
     if "x0" in fit_kwargs:
         raise TypeError("x0 is chosen by the search (each fit starts from the current model)")
     mapper = map if executor is None else executor.map
+    bar = _Progress(progress, None, "covariate search")
+    try:
+        return _search(model, data, relations, fwd, bwd, build, mapper, bar, base, fit_kwargs)
+    finally:
+        bar.close()
+
+
+def _search(model, data, relations, fwd, bwd, build, mapper, bar, base, fit_kwargs):
     steps: list[Step] = []
     if base is None:
         base, warned = _fit_one(model, data, None, fit_kwargs)
+        bar.update("unconverged" if warned else "ok")
     else:
         warned = not base.success
     steps.append(Step("base", None, base.ofv, 0.0, True, not warned, base.message))
@@ -265,15 +302,13 @@ def covariate_search(
     def try_all(sets, estimates):
         models = [build.model(s) for s in sets]
         starts = [build.start(m, estimates) for m in models]
-        return list(
-            mapper(
-                _fit_one,
-                models,
-                [data] * len(models),
-                starts,
-                [fit_kwargs] * len(models),
-            )
-        )
+        out = []
+        for res in mapper(
+            _fit_one, models, [data] * len(models), starts, [fit_kwargs] * len(models)
+        ):
+            bar.update("unconverged" if res[1] else "ok")
+            out.append(res)
+        return out
 
     included: list[Relation] = []
     current = base

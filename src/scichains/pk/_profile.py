@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._bootstrap import _Progress
 from ._fit import FitResult, fit_quietly
 
 
@@ -83,6 +84,7 @@ def profile(
     step: float | None = None,
     max_fits: int = 40,
     xtol: float = 1e-3,
+    progress: bool | None = None,
     **fit_kwargs,
 ) -> Profile:
     """The log-likelihood profile of one parameter and its likelihood-based interval.
@@ -101,12 +103,12 @@ def profile(
         search halves its way to 0 instead)
     max_fits : fits at most per side
     xtol : the ends' tolerance, relative to ``step``
+    progress : a progress bar over the fits (as :func:`bootstrap`'s)
     fit_kwargs : passed to each :func:`fit` (``method`` should be the fit's own)
 
     Returns a :class:`Profile`. Each fit of the profile that does not converge is marked in
     ``converged``; its OFV bounds the profile from above.
     """
-    from scipy.optimize import brentq
     from scipy.stats import chi2
 
     if not (isinstance(level, float | int) and 0.0 < level < 1.0):
@@ -121,13 +123,50 @@ def profile(
     if not (isinstance(step, float | int) and step > 0):
         raise ValueError(f"step must be positive, got {step!r}")
     seen: dict[float, tuple[float, bool, FitResult]] = {}
+    bar = _Progress(progress, None, f"profile of {name}")
 
     def ofv_at(c: float) -> float:
         c = float(c)
         if c not in seen:
             res, notes = fit_quietly(model, data, x0=fit.x, fix={name: c}, **fit_kwargs)
             seen[c] = (res.ofv, not notes, res)
+            bar.update("unconverged" if notes else "ok")
         return seen[c][0] - fit.ofv - threshold
+
+    try:
+        ends, messages = _search_ends(
+            ofv_at, estimate, positive, float(step), max_fits, xtol, threshold
+        )
+    finally:
+        bar.close()
+
+    points = {v: (ofv_v, ok) for v, (ofv_v, ok, _) in seen.items()}
+    points.setdefault(estimate, (fit.ofv, True))  # (unless held there too: then its refit)
+    values = np.array(sorted(points))
+    ofv = np.array([points[v][0] for v in values])
+    ok = np.array([points[v][1] for v in values])
+    fits = [seen[v][2] for v in sorted(seen)]
+    return Profile(
+        name=name,
+        estimate=estimate,
+        ofv_min=fit.ofv,
+        level=float(level),
+        threshold=threshold,
+        lower=ends[0],
+        upper=ends[1],
+        values=values,
+        ofv=ofv,
+        converged=ok,
+        message="; ".join(messages),
+        fits=fits,
+    )
+
+
+def _search_ends(ofv_at, estimate, positive, step, max_fits, xtol, threshold):
+    """The interval's ends: from the estimate outwards by doubling steps until ``ofv_at``
+    (the refitted OFV less the minimum and the threshold) turns positive, then Brent's
+    method on the crossing; NaN and a message for a side that never crossed."""
+    from scipy.optimize import brentq
 
     ends, messages = [], []
     for side in (-1.0, 1.0):
@@ -150,23 +189,4 @@ def profile(
                 f"{inside:.6g})"
             )
         ends.append(end)
-    points = {v: (ofv_v, ok) for v, (ofv_v, ok, _) in seen.items()}
-    points.setdefault(estimate, (fit.ofv, True))  # (unless held there too: then its refit)
-    values = np.array(sorted(points))
-    ofv = np.array([points[v][0] for v in values])
-    ok = np.array([points[v][1] for v in values])
-    fits = [seen[v][2] for v in sorted(seen)]
-    return Profile(
-        name=name,
-        estimate=estimate,
-        ofv_min=fit.ofv,
-        level=float(level),
-        threshold=threshold,
-        lower=ends[0],
-        upper=ends[1],
-        values=values,
-        ofv=ofv,
-        converged=ok,
-        message="; ".join(messages),
-        fits=fits,
-    )
+    return ends, messages
