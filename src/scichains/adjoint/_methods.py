@@ -73,10 +73,10 @@ class _Planned(SensitivityMethod):
         plan = self.plan
         check_run(plan, run_plan(plan, u0, p), p)
         if not plan.locate_saves():
-            ended = float(plan.ts[int(plan.stats[0]) - 1])
             if plan.events is not None and any(e.terminal for e in plan.events.events):
                 from ._loss import UndefinedLoss
 
+                ended = float(plan.ts[int(plan.stats[0]) - 1])
                 raise UndefinedLoss(
                     f"a terminal event ended the solve at t = {ended!r}, before save times the "
                     "loss reads (a terminal event's loss reads the solution up to the event: "

@@ -288,24 +288,34 @@ class EventPlan:
             return None
         n = self.table.states.shape[1]
         t, u = float(fail[0]), np.array(fail[1 : 1 + n])
+        if kind == 1:
+            return self.call_again("condition", t, u, p)
+        return self.call_again("affect", t, u, p, self.table.g[4] != 0.0)
+
+    def call_again(self, what, t, u, p, fired=None):
+        """``(message, exception)`` from calling the events' ``what`` (``"condition"`` or
+        ``"affect"``; only those ``fired``, when given) from Python at ``(t, u, p)``: the one
+        that raised in compiled code raises here too (exception None if none does)."""
         p = np.ascontiguousarray(p, dtype=np.float64)
-        what = "condition" if kind == 1 else "affect"
         for i, e in enumerate(self.events):
-            fn = e.condition if kind == 1 else e.affect
-            if fn is None or (kind == 2 and self.table.g[4, i] == 0.0):
+            fn = e.condition if what == "condition" else e.affect
+            if fn is None or (fired is not None and not fired[i]):
                 continue
             try:
                 fn(u.copy(), t, p.copy())
             except Exception as exc:  # noqa: BLE001 - handed to the caller to raise
-                return (
-                    f"the {what} of events[{i}] raised {type(exc).__name__}: {exc} when "
-                    f"called at t = {t!r}",
-                    exc,
-                )
+                return self.raised_message(what, i, t, exc), exc
         return (
             f"an event {what} raised an exception in compiled code at t = {t!r}, but not when "
             "called again from Python at the same point",
             None,
+        )
+
+    @staticmethod
+    def raised_message(what, i, t, exc) -> str:
+        """The error message naming ``events[i]``'s ``what`` that raised ``exc`` at ``t``."""
+        return (
+            f"the {what} of events[{i}] raised {type(exc).__name__}: {exc} when called at t = {t!r}"
         )
 
 

@@ -33,7 +33,6 @@ from .._abi import NO_NETWORK, rhs_from_address, vjp_from_address
 
 CV_ADAMS, CV_BDF = 1, 2
 CV_NORMAL, CV_ONE_STEP = 1, 2
-CV_ROOT_RETURN = 2
 CV_RHSFUNC_FAIL = -8
 MESSAGES = {
     -1: "CV_TOO_MUCH_WORK: max_steps steps taken before reaching the output time",
@@ -400,7 +399,7 @@ class DirectCVODE:
         return SimpleNamespace(status=flag, t=tret.value, y=self.ydata, message=message, nfev=0)
 
     def roots(self):
-        """After a return with ``CV_ROOT_RETURN``: ``(m,)`` int32, nonzero for the events
+        """After a return at a root (CVODE's flag 2): ``(m,)`` int32, nonzero for the events
         found (+1 where the condition rose, -1 where it fell): a copy."""
         flag = self.api.CVodeGetRootInfo(self.mem, self.found.ctypes.data)
         self._check(flag, "CVodeGetRootInfo")

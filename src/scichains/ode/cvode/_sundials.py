@@ -272,26 +272,12 @@ class CVODEEvents:
         eventsfn.terminal = [0] * len(conds)  # CVODE returns at every root; handled here
         return eventsfn
 
-    @staticmethod
-    def raised(what, i, t, exc):
-        return EventRaised(
-            f"the {what} of events[{i}] raised {type(exc).__name__}: {exc} when called at "
-            f"t = {t!r}",
-            exc,
-        )
+    def raised(self, what, i, t, exc):
+        return EventRaised(self.plan.raised_message(what, i, t, exc), exc)
 
     def reproduce(self, t, u):
         """A condition raised in compiled code at ``(t, u)``: call them again from Python."""
-        for i, e in enumerate(self.events):
-            try:
-                e.condition(u.copy(), t, self.p.copy())
-            except Exception as exc:  # noqa: BLE001 - handed to the caller
-                return self.raised("condition", i, t, exc)
-        return EventRaised(
-            f"an event condition raised an exception in compiled code at t = {t!r}, but not "
-            "when called again from Python at the same point",
-            None,
-        )
+        return EventRaised(*self.plan.call_again("condition", t, u, self.p))
 
     def happen(self, t, u, found):
         """The events ``found`` (nonzero entries) happen at ``t`` with left limit ``u``:
@@ -343,11 +329,8 @@ def _at_root(cv, res, ev, store, counters):
     u = np.array(res.y, dtype=np.float64)
     code, v, terminal = ev.happen(t, u, _roots(cv, res))
     store(t, u)  # the left limit: a point of the solution
-    if code is not None:
-        message = None
-        if code == ReturnCode.MAX_EVENTS:
-            message = f"more than max_events={ev.max_events} events (at t = {t!r})"
-        return code, message, True, False
+    if code is not None:  # (MAX_EVENTS, NONFINITE: the status's own message)
+        return code, None, True, False
     if v is not None and not terminal:
         counters["segment_nf"] += int(res.nfev)
         store(t, v)
