@@ -82,8 +82,12 @@ def test_the_true_relation_enters_and_nothing_else(study):
     assert len(back) == 1 and not back[0].chosen and back[0].dofv > res.backward_dofv
     assert res.forward_dofv == pytest.approx(3.8415, abs=1e-4)
     assert res.backward_dofv == pytest.approx(6.6349, abs=1e-4)
+    assert [(s.phase, s.round) for s in res.steps] == [("base", 0)] + [("forward", 1)] * 4 + [
+        ("forward", 2)
+    ] * 3 + [("backward", 1)]
     ax = res.plot()
-    assert ax.get_ylabel() == "OFV" and len(ax.get_xticks()) == 3  # forward 1, 2; backward 1
+    assert ax.get_ylabel() == "OFV"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["forward 1", "forward 2", "backward 1"]
 
 
 def test_an_executor_gives_the_same_search(study, capsys):

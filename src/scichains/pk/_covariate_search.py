@@ -63,7 +63,8 @@ class Step:
     ``relation`` tried (added forward, removed backward; None for the base), the resulting
     ``ofv``, its change ``dofv`` against the model it was compared with (a drop forward, a
     rise backward: positive when the relation helps), whether it was ``chosen`` in its round,
-    and the fit's ``success`` and ``message``."""
+    the fit's ``success`` and ``message``, and ``round`` (1, 2, ... within its phase; 0 for
+    the base)."""
 
     phase: str
     relation: Relation | None
@@ -72,6 +73,7 @@ class Step:
     chosen: bool
     success: bool
     message: str
+    round: int = 0
 
 
 @dataclass
@@ -98,19 +100,18 @@ class CovariateSearch:
 
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 4))
-        rounds, k, phase = [], -1, None
+        rounds = sorted(
+            {(s.phase != "forward", s.round) for s in self.steps[1:]}
+        )  # forward rounds first, then backward ones
         for s in self.steps[1:]:
-            if s.phase != phase or (rounds and s.relation in rounds[-1][1]):
-                rounds.append((s.phase, []))
-                phase = s.phase
-            rounds[-1][1].append(s.relation)
-            k = len(rounds) - 1
+            k = rounds.index((s.phase != "forward", s.round))
             ax.plot(k, s.ofv, "o", color="C1" if s.chosen else "C0", ms=7 if s.chosen else 4)
             ax.annotate(str(s.relation).split(" ")[0], (k, s.ofv), fontsize=7,
                         xytext=(4, 0), textcoords="offset points")  # fmt: skip
         ax.axhline(self.base.ofv, color="gray", lw=0.8, ls="--", label="base model")
         ax.axhline(self.fit.ofv, color="k", lw=0.8, label="final model")
-        ax.set_xticks(range(len(rounds)), [f"{ph} {i + 1}" for i, (ph, _) in enumerate(rounds)])
+        names = [f"{'backward' if back else 'forward'} {r}" for back, r in rounds]
+        ax.set_xticks(range(len(rounds)), names)
         ax.set_ylabel("OFV")
         ax.legend()
         return ax
@@ -300,6 +301,7 @@ def _search(model, data, relations, fwd, bwd, build, mapper, bar, base, fit_kwar
     steps.append(Step("base", None, base.ofv, 0.0, True, not warned, base.message))
 
     def try_all(sets, estimates):
+        """``(models, [(FitResult, warned), ...])`` of the relation sets ``sets``."""
         models = [build.model(s) for s in sets]
         starts = [build.start(m, estimates) for m in models]
         out = []
@@ -308,46 +310,46 @@ def _search(model, data, relations, fwd, bwd, build, mapper, bar, base, fit_kwar
         ):
             bar.update("unconverged" if res[1] else "ok")
             out.append(res)
-        return out
+        return models, out
+
+    rounds = {"forward": 0, "backward": 0}
+
+    def record(phase, tried, results, changes, k_best, chosen):
+        rounds[phase] += 1
+        for k, (r, (res, warned)) in enumerate(zip(tried, results)):
+            steps.append(
+                Step(phase, r, res.ofv, changes[k], chosen and k == k_best, not warned,
+                     res.message, rounds[phase])
+            )  # fmt: skip
 
     included: list[Relation] = []
-    current = base
+    current, final = base, model
     forward_ofv = []
-    while True:
+    while len(included) < len(relations):
         left = [r for r in relations if r not in included]
-        if not left:
-            break
-        results = try_all([included + [r] for r in left], current)
+        models, results = try_all([included + [r] for r in left], current)
         drops = [current.ofv - res.ofv for res, _ in results]
         best = int(np.argmax(drops))
         chosen = drops[best] > fwd and math.isfinite(drops[best])
-        for k, (r, (res, warned)) in enumerate(zip(left, results)):
-            steps.append(
-                Step("forward", r, res.ofv, drops[k], chosen and k == best, not warned,
-                     res.message)
-            )  # fmt: skip
+        record("forward", left, results, drops, best, chosen)
         if not chosen:
             break
         included.append(left[best])
-        current = results[best][0]
+        current, final = results[best][0], models[best]
         forward_ofv.append(current.ofv)
-    if bwd is not None:
-        while included:
-            sets = [[r for r in included if r != out] for out in included]
-            results = try_all(sets, current)
-            rises = [res.ofv - current.ofv for res, _ in results]
-            worst = int(np.argmin(rises))
-            drop = rises[worst] < bwd
-            for k, (r, (res, warned)) in enumerate(zip(included, results)):
-                steps.append(
-                    Step("backward", r, res.ofv, rises[k], drop and k == worst, not warned,
-                         res.message)
-                )  # fmt: skip
-            if not drop:
-                break
-            current = results[worst][0]
-            included = sets[worst]
-    final = build.model(included) if included else model
+    while bwd is not None and included:
+        sets = [[r for r in included if r != out] for out in included]
+        models, results = try_all(sets, current)
+        rises = [res.ofv - current.ofv for res, _ in results]
+        worst = int(np.argmin(rises))
+        drop = rises[worst] < bwd
+        record("backward", included, results, rises, worst, drop)
+        if not drop:
+            break
+        current, final = results[worst][0], models[worst]
+        included = sets[worst]
+    if not included:
+        final = model  # (the base model as given, not its rebuilt twin)
     return CovariateSearch(
         relations=included,
         model=final,
