@@ -1588,12 +1588,15 @@ plt.show()""",
             "A study of 60 adults given 320 mg orally, sampled 8 times over a day, as the clinic "
             "exports it: a CSV with `ID TIME AMT DV EVID MDV CMT CENS WT SEX AGE`, `.` for "
             "missing, `SEX` as text, samples below the 0.4 mg/L limit of quantification flagged "
-            "`CENS=1` with `DV` at the limit. The data are simulated here (so the truth is "
+            "`CENS=1` with `DV` at the limit. Each sample was also assayed for a biomarker whose "
+            "level the drug lowers: a second endpoint, `DVID=2` (the concentrations are "
+            "`DVID=1`). The data are simulated here (so the truth is "
             "known): clearance allometric in body weight, `CL = 3.2 (WT/70)^0.75`, a volume 20% "
             "smaller in women, age without effect. We read the table, fit a base model by FOCE-I "
             "with the M3 likelihood for the censored rows, search the covariates stepwise (as "
             "PsN's `scm`), and judge the final model by its covariance step, a log-likelihood "
-            "profile, a bootstrap and a visual predictive check."
+            "profile, a bootstrap and a visual predictive check; last, the biomarker joins the "
+            "concentrations in a joint PK/PD fit."
         ),
         QUICK,
         """import csv
@@ -1615,26 +1618,39 @@ eta = rng.multivariate_normal(np.zeros(3), np.diag([0.2, 0.06, 0.04]), n)
 ka = 1.4 * np.exp(eta[:, 0])
 cl = 3.2 * (wt / 70) ** 0.75 * np.exp(eta[:, 1])
 v = 35.0 * np.where(sex == "F", 0.8, 1.0) * np.exp(eta[:, 2])
+pd_rng = np.random.default_rng(7)  # the biomarker's own draws
+e0 = 80.0 * np.exp(pd_rng.normal(0.0, np.sqrt(0.02), n))  # its baseline
 
 path = Path(tempfile.mkdtemp()) / "study.csv"
 with open(path, "w", newline="") as fh:
     table = csv.writer(fh)
-    table.writerow(["ID", "TIME", "AMT", "DV", "EVID", "MDV", "CMT", "CENS", "WT", "SEX", "AGE"])
+    table.writerow(
+        ["ID", "TIME", "AMT", "DV", "EVID", "MDV", "CMT", "DVID", "CENS", "WT", "SEX", "AGE"]
+    )
     for i in range(n):
-        table.writerow([i + 1, 0, 320, ".", 1, 1, 1, 0, wt[i], sex[i], age[i]])
+        table.writerow([i + 1, 0, 320, ".", 1, 1, 1, ".", 0, wt[i], sex[i], age[i]])
         k = cl[i] / v[i]
         for t in times:
             c = 320 * ka[i] / (v[i] * (ka[i] - k)) * (np.exp(-k * t) - np.exp(-ka[i] * t))
             dv = c * (1 + 0.12 * rng.standard_normal())
             blq = dv < LLOQ
-            row = [i + 1, t, ".", LLOQ if blq else round(dv, 3), 0, 0, 2, int(blq)]
+            row = [i + 1, t, ".", LLOQ if blq else round(dv, 3), 0, 0, 2, 1, int(blq)]
             table.writerow(row + [wt[i], sex[i], age[i]])
-print(path.read_text().splitlines()[:4])""",
+            # the biomarker: baseline E0 lowered by Imax C / (IC50 + C), additive assay error
+            effect = e0[i] * (1 - 0.6 * c / (3.0 + c)) + 3.0 * pd_rng.standard_normal()
+            row = [i + 1, t, ".", round(effect, 2), 0, 0, 2, 2, 0]
+            table.writerow(row + [wt[i], sex[i], age[i]])
+print(path.read_text().splitlines()[:5])""",
         Md(
             "`read_events` takes the file as written; a text column needs its codes "
-            "(`categories`), otherwise it is refused by name, never dropped."
+            "(`categories`), otherwise it is refused by name, never dropped. The PK analysis "
+            "comes first, on the concentrations alone: `exclude` leaves the biomarker records "
+            "out as NONMEM's `IGNORE=(DVID.EQ.2)` does, and `drop` the `DVID` column itself "
+            "(a one-endpoint model refuses a table that has one)."
         ),
-        """data = pk.read_events(path, categories={"SEX": {"M": 0, "F": 1}})
+        """data = pk.read_events(
+    path, categories={"SEX": {"M": 0, "F": 1}}, exclude={"DVID": 2}, drop=["DVID"]
+)
 censored = sum(int(s.cens.sum()) for s in data.subjects)
 print(
     f"{len(data.subjects)} subjects, {data.n_obs} samples ({censored} below the LLOQ), "
@@ -1727,6 +1743,59 @@ truth = {
 print(f"median weight {w_ref:.1f} kg")
 for name, value in fit.theta.items():
     print(f"{name:>8}: estimate {value:8.4f}, truth {truth[name]:8.4f}")""",
+        Md(
+            "## Both endpoints: a joint PK/PD fit\n\n"
+            "The biomarker falls with the concentration: `E = E0 (1 - Imax C / (IC50 + C))`, a "
+            "baseline that differs between subjects, an additive assay error. The joint model "
+            "keeps the final PK model as the search left it (its individual parameters, "
+            "covariate relations included, and its estimates as the start), adds the PD "
+            "parameters, and gives each endpoint its own prediction and error model, keyed by "
+            "`DVID`. The whole table is read this time, both endpoints."
+        ),
+        """both = pk.read_events(path, categories={"SEX": {"M": 0, "F": 1}})
+e0_, imax, ic50 = sp.symbols("e0 imax ic50")
+te0, timax, tic50, ee0 = sp.symbols("te0 timax tic50 eta_e0")
+conc = center / V
+pkpd = pk.PKModel(
+    states=final.states,
+    odes=final.odes,
+    individual={
+        **dict(zip(final.phi, final.phi_exprs)),
+        e0_: sp.exp(te0 + ee0),
+        imax: 1 / (1 + sp.exp(-timax)),  # between 0 and 1
+        ic50: sp.exp(tic50),
+    },
+    theta={
+        **dict(zip(final.theta_symbols, fit.theta.values())),
+        te0: np.log(70.0),
+        timax: 0.0,
+        tic50: np.log(5.0),
+    },
+    eta=[*final.eta, ee0],
+    omega=[*np.diag(fit.omega), 0.1],
+    covariates=final.covariates,
+    observe={1: conc, 2: e0_ * (1 - imax * conc / (ic50 + conc))},
+    error={1: pk.Proportional(fit.sd["prop"]), 2: pk.Additive(5.0)},
+)
+joint = pk.fit(pkpd, both)
+th = joint.theta
+print(f"{joint.message} OFV {joint.ofv:.2f}, {joint.seconds:.0f} s")
+print(
+    f"E0 {np.exp(th['te0']):.1f} (truth 80), Imax {1 / (1 + np.exp(-th['timax'])):.3f} (0.6), "
+    f"IC50 {np.exp(th['tic50']):.2f} mg/L (3), assay SD {joint.sd['add[2]']:.2f} (3), "
+    f"omega E0 {joint.omega[-1, -1]:.4f} (0.02)"
+)
+for name in fit.theta:  # the PK estimates move little: the biomarker adds little about them
+    print(f"{name:>8}: PK alone {fit.theta[name]:8.4f}, joint {th[name]:8.4f}")""",
+        Md(
+            "Diagnostics by endpoint: the residual table has a `DVID` column, the "
+            "goodness-of-fit plot a row of panels per endpoint, and a VPC checks one endpoint."
+        ),
+        """res = pk.residuals(pkpd, both, joint)
+pk.gof_plot(res)
+plt.show()
+pk.vpc(pkpd, both, joint, n_sim=50 if QUICK else 200, endpoint=2).plot()
+plt.show()""",
     ],
     # ------------------------------------------------------------------------------------
     "theophylline_population.ipynb": [

@@ -55,13 +55,20 @@ def test_bad_censoring_records(tmp_path, row, match):
         read(tmp_path, "ID,TIME,DV,AMT,EVID,CENS,LIMIT\n1,0,.,100,1,0,.\n" + row + "\n")
 
 
-@pytest.mark.parametrize("column", ["OCC", "BLQ", "LLOQ", "L2"])
+@pytest.mark.parametrize("column", ["BLQ", "LLOQ", "L2"])
 def test_reserved_columns_are_refused_by_name_never_covariates(tmp_path, column):
     text = f"ID,TIME,DV,AMT,EVID,{column}\n1,0,.,100,1,1\n1,1,5,.,0,1\n"
     with pytest.raises(pk.EventTableError, match=f"column {column}: .*drop=\\['{column}'\\]"):
         read(tmp_path, text)
     data = read(tmp_path, text, drop=[column.lower()])
     assert data.covariates == () and data.n_obs == 1
+
+
+def test_occ_is_read_as_the_occasion_covariate(tmp_path):
+    data = read(tmp_path, "ID,TIME,DV,AMT,EVID,OCC\n1,0,.,100,1,1\n1,1,5,.,0,1\n1,24,.,100,1,2\n")
+    s = data.subjects[0]
+    assert data.covariates == ("OCC",) and s.covariates["OCC"] == 1.0
+    assert [(t, v["OCC"]) for t, _, v in s.covariate_history] == [(24.0, 2.0)]
 
 
 def test_text_columns_are_encoded_or_refused_never_dropped(tmp_path):
@@ -177,3 +184,18 @@ def test_amt_cmt_and_mdv_on_the_wrong_records_are_refused(tmp_path):
         read(tmp_path, HEAD + "1,1,.,.,5\n")
     with pytest.raises(pk.EventTableError, match="EVID 101 is not supported"):
         read(tmp_path, HEAD + "1,1,.,100,101\n")
+
+
+def test_exclude_leaves_records_out_as_nonmem_ignore(tmp_path):
+    text = (
+        "ID,TIME,DV,AMT,EVID,DVID,FLAG\n"
+        "1,0,.,100,1,.,ok\n1,1,5,.,0,1,ok\n1,1,60,.,0,2,ok\n1,2,4,.,0,1,bad\n1,2,55,.,0,2.0,ok\n"
+    )
+    data = read(tmp_path, text, exclude={"DVID": 2, "FLAG": "bad"}, drop=["FLAG"])
+    s = data.subjects[0]
+    np.testing.assert_array_equal(s.dv, [5.0])
+    np.testing.assert_array_equal(s.rows, [2])  # the file's rows
+    both = read(tmp_path, text, exclude={"dvid": [2]}, drop=["FLAG"])
+    np.testing.assert_array_equal(both.subjects[0].dv, [5.0, 4.0])
+    with pytest.raises(pk.EventTableError, match="exclude names OCC, which is not a column"):
+        read(tmp_path, text, exclude={"OCC": 1})

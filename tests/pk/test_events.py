@@ -138,3 +138,22 @@ def test_theophylline_event_table_has_doses_in_mg():
     assert s1.doses[0].amount == pytest.approx(319.992)
     assert s1.doses[0].state == 0 and s1.doses[0].time == 0.0
     assert s1.times[0] == 0.0 and s1.dv[0] == pytest.approx(0.74)
+
+
+def test_with_observations_replaces_the_dvs_only():
+    data = pk.theophylline()
+    dv = np.arange(data.n_obs, dtype=np.float64)
+    new = data.with_observations(dv)
+    assert len(new) == len(data) and new.covariates == data.covariates
+    k = 0
+    for a, b in zip(data.subjects, new.subjects):
+        np.testing.assert_array_equal(b.dv, dv[k : k + a.n_obs])
+        k += a.n_obs
+        assert b.doses == a.doses and b.covariates == a.covariates
+        np.testing.assert_array_equal(b.times, a.times)
+    dv[0] = -1.0  # the copy owns its arrays
+    assert new.subjects[0].dv[0] == 0.0 and data.subjects[0].dv[0] != 0.0
+    with pytest.raises(ValueError, match=r"dv must have shape \(132,\)"):
+        data.with_observations(dv[:-1])
+    with pytest.raises(ValueError, match="dv must be finite"):
+        data.with_observations(np.full(data.n_obs, np.nan))

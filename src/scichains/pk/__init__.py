@@ -3,7 +3,8 @@
 NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, steady-state
 doses, time-varying and categorical covariates, observations censored below or above a
 limit), nonlinear mixed-effects models written in SymPy
-(:class:`PKModel`: typical values, random effects with a diagonal or full omega, the
+(:class:`PKModel`: typical values, random effects with a diagonal or full omega and
+inter-occasion variability (an ``OCC`` column, one shared block per occasion), the
 individual-parameter block, the ODE, the observation and its residual error model, or several
 endpoints selected by ``DVID`` with one each (joint PK/PD), bioavailability
 and lag times, :class:`Network` terms in the dynamics), and FOCE-I

@@ -376,29 +376,18 @@ def _strata(data, stratify):
 
 def _reported_names(model) -> list:
     names = [str(s) for s in model.theta_symbols]
-    eta = [str(e) for e in model.eta]
-    if model.omega_diagonal:
-        names += [f"omega({e})" for e in eta]
-    else:
-        names += [
-            f"omega({eta[i]})" if i == j else f"omega({eta[i]},{eta[j]})"
-            for i in range(model.q)
-            for j in range(i + 1)
-        ]
+    names += [f"omega({label})" for label, _, _ in model.omega_layout.reported()]
     return names + list(model.error_names)
 
 
 def _reported(model, x) -> np.ndarray:
     """The reported parameters (see :class:`Bootstrap`) of an estimated vector ``x``."""
     x = np.asarray(x, dtype=np.float64)
-    k = model.q if model.omega_diagonal else model.q * (model.q + 1) // 2
+    entries = model.omega_layout.reported()
     if not np.all(np.isfinite(x)):
-        return np.full(model.p + k + model.r, np.nan)
+        return np.full(model.p + len(entries) + model.r, np.nan)
     theta, om, sd = model.unpack(x)
-    if model.omega_diagonal:
-        w = np.diag(om)
-    else:
-        w = np.array([om[i, j] for i in range(model.q) for j in range(i + 1)])
+    w = np.array([om[i, j] for _, i, j in entries])
     return np.concatenate([theta, w, sd])
 
 

@@ -37,7 +37,11 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
   ``DV`` for ``CENS=1``, above it for -1; missing or infinite, ``-inf`` or ``inf``: none); a
   finite ``LIMIT`` on an observed record (nlmixr2's M2) is refused. The fit's likelihood of
   censored observations: M3 (default) or M4, see :class:`PopulationObjective` (``blq``).
-- Reserved and not supported (refused by name, never read as covariates): ``OCC``, ``BLQ``,
+- ``OCC``: the occasion of each record (a whole number from 1), read as a covariate and
+  carried forward like one: a model with inter-occasion variability
+  (``PKModel(iov_eta=..., occasions=K)``) gives each occasion its own random effects, and
+  checks that the values are whole numbers from 1 to ``K``.
+- Reserved and not supported (refused by name, never read as covariates): ``BLQ``,
   ``LLOQ``, ``L2``.
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
@@ -81,7 +85,6 @@ KNOWN = (
     "LIMIT", "DVID",
 )  # fmt: skip
 UNSUPPORTED = {
-    "OCC": "occasions (OCC, inter-occasion variability) are not supported yet",
     "BLQ": (
         "a BLQ flag is not read: mark censored observations CENS=1 with DV = the LLOQ "
         "(nlmixr2's and Monolix's convention)"
@@ -206,6 +209,24 @@ class EventData:
     def __len__(self) -> int:
         return len(self.subjects)
 
+    def with_observations(self, dv) -> EventData:
+        """A copy whose observations are ``dv`` (shape ``(n_obs,)``, subjects in data order:
+        one replicate of :func:`simulate`, for a simulation study); doses, times,
+        covariates, censoring flags and endpoints are the same. ``ValueError`` for another
+        shape or a value that is not finite."""
+        import dataclasses
+
+        dv = np.asarray(dv, dtype=np.float64)
+        if dv.shape != (self.n_obs,):
+            raise ValueError(f"dv must have shape ({self.n_obs},), got {dv.shape}")
+        if not np.all(np.isfinite(dv)):
+            raise ValueError("dv must be finite")
+        out, k = [], 0
+        for s in self.subjects:
+            out.append(dataclasses.replace(s, dv=dv[k : k + s.n_obs].copy()))
+            k += s.n_obs
+        return EventData(out, self.covariates)
+
     def check_states(self, n_states: int) -> None:
         """Raise :class:`EventTableError` for a dose into a compartment the model lacks."""
         for s in self.subjects:
@@ -225,6 +246,7 @@ def read_events(
     sep: str | None = None,
     names=None,
     ignore: str | None = None,
+    exclude: dict | None = None,
 ) -> EventData:
     """Read a NONMEM-style event table (see the module docstring for the columns).
 
@@ -251,6 +273,12 @@ def read_events(
         too (repeated header lines, a table file's title), another single character ``c``
         (NONMEM's ``IGNORE=c``, e.g. ``"C"`` for a column of ``C`` flags) those starting
         with it. Comment rows count in the row numbers of messages, blank lines do not
+    exclude : ``{column: value or list of values}``: records whose value in that column is one
+        of those are left out before anything else is read (NONMEM's
+        ``IGNORE=(DVID.EQ.2)``; several columns: a record matching any is left out), e.g.
+        ``{"DVID": 2}`` to fit the concentrations of a PK/PD table alone. Values compare as
+        numbers (``2`` matches ``2.0``) or, for text, as written; the row numbers of messages
+        stay those of the file
 
     Returns
     -------
@@ -270,15 +298,15 @@ def read_events(
     or with an infusion as long as ``II``, inconsistent ``RATE``/``DUR``, ``CENS`` other
     than 0/1/-1 or not on an observation, a ``LIMIT`` on the wrong side of ``DV`` or on an
     observed record, a subject whose records are not contiguous; and naming the column: a
-    reserved column that is not supported (``OCC``, ``BLQ``, ``LLOQ``, ``L2``), a
+    reserved column that is not supported (``BLQ``, ``LLOQ``, ``L2``), a
     text column without ``categories``.
     """
     if isinstance(source, (str, os.PathLike)):
-        header, cols, rows = columns_from_file(source, sep, names, ignore)
+        header, cols, rows = columns_from_file(source, sep, names, ignore, exclude)
     elif hasattr(source, "columns") and hasattr(source, "__getitem__"):
         if sep is not None or names is not None:
             raise TypeError("sep and names are read_events options for files, not DataFrames")
-        header, cols, rows = columns_from_frame(source, ignore)
+        header, cols, rows = columns_from_frame(source, ignore, exclude)
     else:
         raise TypeError("read_events takes a file path or a pandas DataFrame")
     categories = {str(k).strip().upper(): v for k, v in (categories or {}).items()}

@@ -425,7 +425,7 @@ def fixed_entries(model, fix, x):
     items = list(fix.items()) if isinstance(fix, dict) else [(k, None) for k in fix]
     p, q, no = model.p, model.q, model.n_omega
     thetas = [str(s) for s in model.theta_symbols]
-    etas = [str(e) for e in model.eta]
+    etas = model.omega_layout.names
     errors = list(model.error_names)
     nets = {net.name: net for net in getattr(model, "networks", ())}
     for key, value in items:
@@ -469,13 +469,14 @@ def fixed_entries(model, fix, x):
                     )
                 x[idx] = w
         elif kind == "eta":
-            k = etas.index(name)
-            if not model.omega_diagonal:
+            try:
+                k, _ = model.omega_layout.variance(name)
+            except ValueError:
                 raise ValueError(
                     f"fix names {name}, one random effect of a full omega: fixing one element "
                     "of a full omega is not supported (fix 'omega' as a whole, or use a "
                     "diagonal omega)"
-                )
+                ) from None
             mask[p + k] = True
             if value is not None:
                 v = float(value)
@@ -494,13 +495,13 @@ def fixed_entries(model, fix, x):
                     )
                 if om.ndim == 1:
                     om = np.diag(om)
-                if model.omega_diagonal and np.any(om != np.diag(np.diag(om))):
-                    raise ValueError("fix: the model's omega is diagonal; give q variances")
                 try:
                     with np.errstate(all="ignore"):
                         packed = model.pack(omega=om)
                 except np.linalg.LinAlgError:
                     raise ValueError("fix: omega must be positive definite") from None
+                except ValueError as e:
+                    raise ValueError(f"fix: {e}") from None
                 if not np.all(np.isfinite(packed[p : p + no])):
                     raise ValueError("fix: omega's variances must be positive and finite")
                 x[p : p + no] = packed[p : p + no]

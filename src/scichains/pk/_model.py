@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._endpoints import endpoint_spec, error_names
+from ._omega import Block, OmegaLayout
 from ._sensitivity import Sensitivities
 
 
@@ -65,11 +66,27 @@ class PKModel:
         inputs, DeepPumas style); its weights are added to the typical values (named
         ``name_w0, ...``, after those of ``theta``, initial values the term's weights) and
         enter the equations as individual parameters equal to them
+    iov_eta : SymPy symbols of inter-occasion random effects (``q_o``; NONMEM's IOV etas),
+        used in ``individual`` like ``eta`` (e.g. ``cl: exp(tcl + eta_cl + kappa_cl)``): each
+        occasion of a subject draws its own values, all occasions from one covariance
+        (NONMEM's ``$OMEGA BLOCK SAME``). The occasion of each record is the event table's
+        ``OCC`` column (a whole number from 1 to ``occasions``, carried forward like a
+        time-varying covariate: a dose record with ``OCC=2`` starts occasion 2 at its time);
+        the model adds ``OCC`` to its covariates
+    iov_omega : the initial covariance of ``iov_eta`` (``q_o`` variances or a full
+        ``(q_o, q_o)`` matrix, as ``omega``)
+    occasions : the number of occasions ``K >= 2`` (the largest ``OCC``; needed with
+        ``iov_eta``). The random effects of the model are then ``eta`` followed by the
+        occasion effects of occasion 1, 2, ..., K (``q = len(eta) + K q_o``; named
+        ``kappa_occ1``, ``kappa_occ2``, ... for ``kappa``; the EBEs ``fit.etas`` hold them in
+        that order, zero for occasions a subject does not have, which do not change its
+        likelihood); ``omega`` of a fit is that ``(q, q)`` block-diagonal matrix
 
     The estimated vector ``x`` (see :meth:`pack`) is ``[theta, omega, log sd]``: ``theta`` as
     given; omega as its Cholesky factor ``L`` (``Omega = L L^T``) by rows of its lower
     triangle with the diagonal as ``log L_kk`` (a diagonal omega: ``log`` of the standard
-    deviations only); the error model's standard deviations as logs (several endpoints:
+    deviations only), with inter-occasion effects that of ``eta``'s block, then that of
+    ``iov_eta``'s once; the error model's standard deviations as logs (several endpoints:
     each endpoint's in turn, in the order of ``observe``; ``error_names`` names them).
 
     Attributes of several endpoints: ``dvids`` (the endpoints' ``DVID`` values in order, or
@@ -92,6 +109,9 @@ class PKModel:
         bioavailability: dict | None = None,
         lag: dict | None = None,
         networks=(),
+        iov_eta=(),
+        iov_omega=None,
+        occasions: int = 0,
     ):
         import sympy as sp
 
@@ -105,7 +125,7 @@ class PKModel:
         eta, covariates, networks = list(eta), list(covariates), list(networks)
         self._arguments = _arguments(
             self.states, odes, individual, theta, eta, omega, observe, error, covariates, t,
-            bioavailability, lag, networks,
+            bioavailability, lag, networks, list(iov_eta), iov_omega, occasions,
         )  # fmt: skip
         self.odes = [sp.sympify(e) for e in odes]
         self.networks = list(networks)
@@ -143,25 +163,19 @@ class PKModel:
         q = len(self.eta)
         if q == 0:
             raise ValueError("a population model needs at least one random effect")
-        om = np.asarray(omega, dtype=np.float64)
-        if om.shape == (q,):
-            self.omega_diagonal = True
-            if np.any(~np.isfinite(om)) or np.any(om <= 0):
-                raise ValueError("omega variances must be positive and finite")
-            om = np.diag(om)
-        elif om.shape == (q, q):
-            self.omega_diagonal = False
-            if not np.allclose(om, om.T):
-                raise ValueError("omega must be symmetric")
-            try:
-                np.linalg.cholesky(om)
-            except np.linalg.LinAlgError:
-                raise ValueError("omega must be positive definite") from None
-        else:
-            raise ValueError(f"omega must have shape ({q},) or ({q}, {q}), got {om.shape}")
+        om, self.omega_diagonal = _omega_block(omega, q, "omega")
+        self.iov_eta = list(iov_eta)
+        blocks = [Block(map(str, self.eta), 0, 1, self.omega_diagonal)]
+        self.occasions = 0
+        if self.iov_eta or occasions:
+            om, blocks = self._expand_occasions(om, blocks, iov_omega, occasions)
+        elif iov_omega is not None:
+            raise ValueError("iov_omega is given without iov_eta")
         self.omega0 = om
+        self.omega_layout = OmegaLayout(blocks, len(self.eta))
         # symbols: every name once
         names = [str(s) for s in self.states + self.phi + self.theta_symbols + self.eta]
+        names += [str(s) for s in self.iov_eta]
         names += [str(s) for s in self.covariates] + ([str(t)] if t is not None else [])
         dup = sorted({x for x in names if names.count(x) > 1})
         if dup:
@@ -248,8 +262,8 @@ class PKModel:
             for k, e in enumerate(self.phi_exprs)
             if e in self.theta_symbols
         }
-        self.n, self.m, self.p, self.q = len(self.states), m, p, q
-        self.n_omega = q if self.omega_diagonal else q * (q + 1) // 2
+        self.n, self.m, self.p, self.q = len(self.states), m, p, len(self.eta)
+        self.n_omega = self.omega_layout.n
         self.error_names = error_names(self.dvids, self.errors)
         self.r = len(self.error_names)
         self.size = p + self.n_omega + self.r
@@ -261,6 +275,53 @@ class PKModel:
         travels: the generated code is made again (the same text: numba loads the compiled
         system from its cache) and the results are the same bit for bit."""
         return (_rebuild, (self._arguments,))
+
+    def _expand_occasions(self, om, blocks, iov_omega, occasions):
+        """Occasion copies of the inter-occasion effects: ``kappa`` becomes ``sum_k [OCC = k]
+        kappa_occk`` in the individual parameters; omega gains one block per occasion."""
+        import sympy as sp
+
+        if not self.iov_eta:
+            raise ValueError("occasions is given without iov_eta (the inter-occasion effects)")
+        if isinstance(occasions, bool) or not isinstance(occasions, (int, np.integer)):
+            raise TypeError(f"occasions must be a whole number >= 2, got {occasions!r}")
+        K = int(occasions)
+        if K < 2:
+            raise ValueError(
+                f"occasions must be >= 2 with iov_eta (one occasion is between-subject "
+                f"variability: write it in eta), got {K}"
+            )
+        if iov_omega is None:
+            raise ValueError("iov_eta needs iov_omega: the initial variances of the occasions")
+        qo = len(self.iov_eta)
+        omo, diag_o = _omega_block(iov_omega, qo, "iov_omega")
+        unused = [
+            str(k) for k in self.iov_eta if not any(k in e.free_symbols for e in self.phi_exprs)
+        ]
+        if unused:
+            raise ValueError(f"iov_eta {unused} appear in no individual parameter")
+        occ = next((c for c in self.covariates if str(c).upper() == "OCC"), None)
+        if occ is None:
+            occ = sp.Symbol("OCC", real=True)
+            self.covariates.append(occ)
+        copies = [
+            [sp.Symbol(f"{k}_occ{j}", real=True) for k in self.iov_eta] for j in range(1, K + 1)
+        ]
+        sub = {
+            k: sp.Add(*[_indicator(occ, j + 1, K) * copies[j][a] for j in range(K)])
+            for a, k in enumerate(self.iov_eta)
+        }
+        self.phi_exprs = [e.xreplace(sub) for e in self.phi_exprs]
+        qb = len(self.eta)
+        blocks.append(Block(map(str, self.iov_eta), qb, K, diag_o))
+        self.eta = self.eta + [s for c in copies for s in c]
+        full = np.zeros((qb + K * qo, qb + K * qo))
+        full[:qb, :qb] = om
+        for j in range(K):
+            full[qb + j * qo : qb + (j + 1) * qo, qb + j * qo : qb + (j + 1) * qo] = omo
+        self.occasions = K
+        self.occasion_symbol = occ
+        return full, blocks
 
     @property
     def linear_in_states(self) -> bool:
@@ -379,40 +440,18 @@ class PKModel:
     # ---------------------------------------------------------------- parameter layout
     def omega_from(self, w):
         """``(Omega, [dOmega/dw_c])`` from the omega block ``w`` of ``x``."""
-        q = self.q
-        if self.omega_diagonal:
-            sd2 = np.exp(2.0 * np.asarray(w))
-            om = np.diag(sd2)
-            d = []
-            for k in range(q):
-                e = np.zeros((q, q))
-                e[k, k] = 2.0 * sd2[k]
-                d.append(e)
-            return om, d
-        L = np.zeros((q, q))
-        idx = []
-        c = 0
-        for i in range(q):
-            for j in range(i + 1):
-                L[i, j] = np.exp(w[c]) if i == j else w[c]
-                idx.append((i, j))
-                c += 1
-        om = L @ L.T
-        d = []
-        for i, j in idx:
-            dL = np.zeros((q, q))
-            dL[i, j] = L[i, j] if i == j else 1.0
-            d.append(dL @ L.T + L @ dL.T)
-        return om, d
+        return self.omega_layout.matrix(w)
 
     def pack(self, theta=None, omega=None, sd=None) -> np.ndarray:
         """The estimated vector ``x`` from ``theta`` (``p`` values), ``omega`` (``(q, q)`` or
-        ``q`` variances) and the error model's standard deviations (defaults: the initial
-        values)."""
+        ``q`` variances; with occasions also one variance per random effect as the model
+        writes them, ``eta`` then ``iov_eta``) and the error model's standard deviations
+        (defaults: the initial values)."""
         theta = self.theta0 if theta is None else np.asarray(theta, dtype=np.float64)
         om = self.omega0 if omega is None else np.asarray(omega, dtype=np.float64)
         if om.ndim == 1:
-            om = np.diag(om)
+            short = len(self.omega_layout.names)
+            om = self.omega_layout.expand(om) if om.shape == (short,) else np.diag(om)
         if sd is None:
             sd = np.concatenate([e.initial for e in self.errors])
         sd = np.asarray(sd, dtype=np.float64)
@@ -421,12 +460,11 @@ class PKModel:
                 f"sd must hold the {self.r} standard deviation(s) {self.error_names}, got "
                 f"shape {sd.shape}"
             )
-        if self.omega_diagonal:
-            w = 0.5 * np.log(np.diag(om))
-        else:
-            L = np.linalg.cholesky(om)
-            lower = [(i, j) for i in range(self.q) for j in range(i + 1)]
-            w = np.array([np.log(L[i, i]) if i == j else L[i, j] for i, j in lower])
+        if om.shape != (self.q, self.q):
+            raise ValueError(
+                f"omega must have shape ({self.q},) or ({self.q}, {self.q}), got {om.shape}"
+            )
+        w = self.omega_layout.entries(om)
         return np.concatenate([theta, w, np.log(sd)])
 
     def unpack(self, x):
@@ -441,16 +479,42 @@ class PKModel:
     def parameter_names(self) -> list[str]:
         """Names of the entries of ``x``."""
         names = [str(s) for s in self.theta_symbols]
-        if self.omega_diagonal:
-            names += [f"log_sd({e})" for e in self.eta]
-        else:
-            for i in range(self.q):
-                for j in range(i + 1):
-                    names.append(
-                        f"log_L({self.eta[i]})" if i == j else f"L({self.eta[i]},{self.eta[j]})"
-                    )
+        names += self.omega_layout.parameter_names()
         names += [f"log_{n}" for n in self.error_names]
         return names
+
+
+def _omega_block(omega, q: int, what: str):
+    """``(matrix (q, q), diagonal)`` of an initial covariance given as ``q`` variances or a
+    ``(q, q)`` symmetric positive-definite matrix (``ValueError`` naming ``what``)."""
+    om = np.asarray(omega, dtype=np.float64)
+    if om.shape == (q,):
+        if np.any(~np.isfinite(om)) or np.any(om <= 0):
+            raise ValueError(f"{what} variances must be positive and finite")
+        return np.diag(om), True
+    if om.shape == (q, q):
+        if not np.all(np.isfinite(om)) or not np.allclose(om, om.T):
+            raise ValueError(f"{what} must be symmetric and finite")
+        try:
+            np.linalg.cholesky(om)
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{what} must be positive definite") from None
+        return om, False
+    raise ValueError(f"{what} must have shape ({q},) or ({q}, {q}), got {om.shape}")
+
+
+def _indicator(occ, k: int, K: int):
+    """1 where ``occ == k`` and 0 at the other whole numbers ``1..K`` (exactly, in floating
+    point: a product of small whole numbers over their own product): Lagrange's basis
+    polynomial, smooth, so that the generated derivatives are plain arithmetic."""
+    import sympy as sp
+
+    num = sp.Mul(*[occ - i for i in range(1, K + 1) if i != k], evaluate=False)
+    den = 1
+    for i in range(1, K + 1):
+        if i != k:
+            den *= k - i
+    return num / den
 
 
 def _theta_values(theta: dict):
@@ -490,8 +554,9 @@ def _theta_values(theta: dict):
 
 
 def _arguments(
-    states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets
-) -> dict:
+    states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets,
+    iov_eta, iov_omega, occasions,
+) -> dict:  # fmt: skip
     """The constructor's arguments (copies of the containers), as :meth:`PKModel.__reduce__`
     sends them."""
 
@@ -512,6 +577,9 @@ def _arguments(
         "bioavailability": copied(bio),
         "lag": copied(lag),
         "networks": list(nets),
+        "iov_eta": list(iov_eta),
+        "iov_omega": np.array(iov_omega) if isinstance(iov_omega, np.ndarray) else iov_omega,
+        "occasions": occasions,
     }
 
 

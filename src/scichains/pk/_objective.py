@@ -184,6 +184,8 @@ class PopulationObjective(SubjectTerms):
                     f"subject ID {s.id}: covariate(s) {bad} of the model are missing at the "
                     "subject's first record"
                 )
+            if model.occasions:
+                check_occasions(s, model)
             changing = [c for c in names if c in s.covariate_changes]
             piece = None
             if changing:
@@ -446,3 +448,17 @@ class PopulationObjective(SubjectTerms):
 def _chunk_task(chunk, x, etas, grad, per_subject):
     """One call on a worker: :meth:`PopulationObjective._part` of the chunk's objective."""
     return chunk.objective()._part(x, etas, grad, per_subject)
+
+
+def check_occasions(subject, model) -> None:
+    """``ValueError`` naming the subject and row of an ``OCC`` that is not a whole number from
+    1 to the model's ``occasions``."""
+    name = str(model.occasion_symbol).upper()
+    values = [("its first record", subject.covariates[name])]
+    values += [(f"row {row}", v[name]) for _, row, v in subject.covariate_history]
+    for where, v in values:
+        if not (np.isfinite(v) and v == int(v) and 1 <= v <= model.occasions):
+            raise ValueError(
+                f"subject ID {subject.id}, {where}: OCC {v:g} is not an occasion of the "
+                f"model (whole numbers 1 to {model.occasions})"
+            )

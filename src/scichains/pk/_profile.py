@@ -65,11 +65,14 @@ def _current(model, fit: FitResult, name: str) -> float:
         return float(fit.theta[name])
     if name in fit.sd:
         return float(fit.sd[name])
-    etas = [str(e) for e in model.eta]
+    etas = model.omega_layout.names
     if name in etas:
-        if not model.omega_diagonal:
-            raise ValueError(f"{name!r}: profiles of a full omega's elements are not supported")
-        k = etas.index(name)
+        try:
+            _, k = model.omega_layout.variance(name)
+        except ValueError:
+            raise ValueError(
+                f"{name!r}: profiles of a full omega's elements are not supported"
+            ) from None
         return float(fit.omega[k, k])
     known = list(fit.theta) + etas + list(fit.sd)
     raise ValueError(f"no parameter {name!r} to profile (known: {', '.join(known)})")

@@ -51,7 +51,7 @@ def _ignored(ignore):
     return test
 
 
-def columns_from_file(path, sep=None, names=None, ignore=None):
+def columns_from_file(path, sep=None, names=None, ignore=None, exclude=None):
     """``(header, columns, rows)`` of a text file: ``rows`` the 1-based data row of each
     record kept (blank lines are not counted, comment rows are, and are skipped; the header
     row, when the file has one, is not a data row).
@@ -59,7 +59,7 @@ def columns_from_file(path, sep=None, names=None, ignore=None):
     ``sep``: ``","``, ``"whitespace"`` or None (comma-separated when the first line, the
     header or the first record, holds a comma, else whitespace-separated); ``names``: the
     column names of a file without a header row (NONMEM's ``$INPUT``); ``ignore``: see
-    :func:`_ignored`."""
+    :func:`_ignored`; ``exclude``: see :func:`excluded`."""
     if sep not in (None, ",", "whitespace"):
         raise ValueError(f"sep must be ',', 'whitespace' or None, got {sep!r}")
     comment = _ignored(ignore)
@@ -92,12 +92,12 @@ def columns_from_file(path, sep=None, names=None, ignore=None):
             raise EventTableError(f"row {i}: {len(r)} fields but {where} {len(header)} columns")
         kept.append(r)
         rows.append(i)
-    return header, [[r[j] for r in kept] for j in range(len(header))], rows
+    return excluded(header, [[r[j] for r in kept] for j in range(len(header))], rows, exclude)
 
 
-def columns_from_frame(df, ignore=None):
+def columns_from_frame(df, ignore=None, exclude=None):
     """``(header, columns, rows)`` of a DataFrame: rows whose first column is a comment
-    (text, see :func:`_ignored`) skipped."""
+    (text, see :func:`_ignored`) skipped, and those ``exclude`` names (:func:`excluded`)."""
     comment = _ignored(ignore)
     header = [str(c) for c in df.columns]
     cols = [list(df[c].to_numpy()) for c in df.columns]
@@ -106,7 +106,7 @@ def columns_from_frame(df, ignore=None):
         for i in range(len(cols[0]) if cols else 0)
         if not (isinstance(cols[0][i], str) and comment(cols[0][i]))
     ]
-    return header, [[c[i] for i in keep] for c in cols], [i + 1 for i in keep]
+    return excluded(header, [[c[i] for i in keep] for c in cols], [i + 1 for i in keep], exclude)
 
 
 def text_column(name, values, rows, categories):
@@ -145,3 +145,34 @@ def _number_or_none(v):
         return number(v, "", 0)
     except EventTableError:
         return None
+
+
+def excluded(header, cols, rows, exclude):
+    """``(header, columns, rows)`` without the records that ``exclude`` names (see
+    :func:`~scichains.pk.read_events`; None: all kept)."""
+    if exclude is None:
+        return header, cols, rows
+    if not isinstance(exclude, dict):
+        raise TypeError("exclude must be a dict {column: value or list of values}")
+    upper = [h.strip().upper() for h in header]
+    drop = np.zeros(len(rows), dtype=bool)
+    for name, values in exclude.items():
+        key = str(name).strip().upper()
+        if key not in upper:
+            raise EventTableError(f"exclude names {name}, which is not a column ({header})")
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            values = [values]
+        numbers, texts = set(), set()
+        for v in values:
+            try:
+                numbers.add(float(v))
+            except (TypeError, ValueError):
+                texts.add(str(v).strip())
+        for i, v in enumerate(cols[upper.index(key)]):
+            try:
+                hit = float(v) in numbers
+            except (TypeError, ValueError):
+                hit = False
+            drop[i] |= hit or (v is not None and str(v).strip() in texts)
+    keep = np.flatnonzero(~drop)
+    return header, [[c[i] for i in keep] for c in cols], [rows[i] for i in keep]
