@@ -6,8 +6,9 @@ limit), nonlinear mixed-effects models written in SymPy
 (:class:`PKModel`: typical values, random effects with a diagonal or full omega and
 inter-occasion variability (an ``OCC`` column, one shared block per occasion), the
 individual-parameter block, the ODE, the observation and its residual error model, or several
-endpoints selected by ``DVID`` with one each (joint PK/PD), bioavailability
-and lag times, :class:`Network` terms in the dynamics), and FOCE-I
+endpoints selected by ``DVID`` with one each (joint PK/PD), bioavailability,
+lag times and modelled zero-order input durations, :class:`Network` terms in the dynamics),
+and FOCE-I
 and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
 objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,
 fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
@@ -21,7 +22,7 @@ from ._bootstrap import Bootstrap, bootstrap
 from ._covariate_search import CovariateSearch, Relation, covariate_search
 from ._diagnostics import Covariance, covariance, residuals, shrinkage
 from ._error import Additive, Combined, ErrorModel, Exponential, Proportional
-from ._events import Dose, EventData, EventTableError, Subject, read_events, theophylline
+from ._events import EventTableError, read_events, theophylline
 from ._fit import FitResult, FitWarning, fit
 from ._inner import InnerFailure
 from ._model import PKModel
@@ -31,6 +32,7 @@ from ._objective import PopulationObjective
 from ._plots import VPC, gof_plot, simulate, vpc
 from ._predict import PKSolveError
 from ._profile import Profile, profile
+from ._records import Dose, EventData, Subject
 
 __all__ = [
     "Additive",

@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._events import EventData
 from ._fit import FitResult, FitWarning
 from ._fit import fit as _fit
 from ._inner import numerical_failure
+from ._records import EventData
 
 # the options of pk.fit (and of its objective) that a bootstrap passes on to each refit
 FIT_OPTIONS = frozenset(

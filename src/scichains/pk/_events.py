@@ -44,7 +44,9 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - Reserved and not supported (refused by name, never read as covariates): ``BLQ``,
   ``LLOQ``, ``L2``.
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
-  duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus.
+  duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus. ``RATE=-2``: a
+  zero-order input whose duration the model gives (NONMEM's ``D1``: ``PKModel(duration=
+  {state: expression})``; not with ``SS`` or a later reset).
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
 - ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
   to the periodic steady state of this dose repeated every ``II`` (earlier doses are
@@ -74,10 +76,10 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._records import Dose, EventData, Subject
 from ._table import EventTableError, columns_from_file, columns_from_frame, number, text_column
 
 KNOWN = (
@@ -95,147 +97,6 @@ UNSUPPORTED = {
     ),
     "L2": "NONMEM's L2 data item (records of one level) is not supported",
 }
-
-
-@dataclass(frozen=True)
-class Dose:
-    """One dose: ``amount`` into state ``state`` (0-based) at ``time``; ``duration > 0`` makes
-    it a zero-order infusion of rate ``amount / duration`` (0: a bolus). ``row``: the source
-    record (1-based data row; repeats from ``ADDL`` share their record's row).
-    ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
-    the periodic steady state of this dose given every ``ss_interval``; with ``ss_add``
-    (``SS=2``) that steady state is added to the state instead."""
-
-    time: float
-    amount: float
-    state: int
-    duration: float = 0.0
-    row: int = 0
-    ss_interval: float = 0.0
-    ss_add: bool = False
-
-    @property
-    def rate(self) -> float:
-        return self.amount / self.duration if self.duration > 0 else 0.0
-
-
-@dataclass
-class Subject:
-    """One subject's events, as :func:`read_events` makes them.
-
-    Attributes
-    ----------
-    id : the subject's ``ID`` as read: an int for a whole number (``1``, ``1.0``), else a
-        float or the text
-    doses : the :class:`Dose` records, in time order (``ADDL`` repeats included)
-    times : observation times, float64, shape ``(n_obs,)``, non-decreasing (replicates at
-        one time allowed)
-    dv : the observations at ``times``, float64, shape ``(n_obs,)``
-    rows : the source rows (1-based) of the observations, int64, shape ``(n_obs,)``
-    covariates : ``{name: value}`` at the subject's first record (NaN where missing there)
-    covariate_changes : the names whose value changes within the subject
-    covariate_history : ``(time, row, {name: value})`` at each record where a value changes,
-        the values in effect from that time on (last observation carried forward; a missing
-        value carries the previous one forward)
-    cens : the censoring of each observation, shape ``(n_obs,)`` (``CENS``): 0 observed, 1
-        below its ``dv`` (the LLOQ: M3), -1 above it; None: none censored
-    limit : the other end of a censored observation's interval, shape ``(n_obs,)``
-        (``LIMIT``: ``(limit, dv)`` for ``cens`` 1, ``(dv, limit)`` for -1; NaN or infinite:
-        none); None: no limits
-    dvid : the ``DVID`` (endpoint) of each observation, int64, shape ``(n_obs,)``; None when
-        the table has no ``DVID`` column
-    resets : the times of the subject's reset events (``EVID`` 3 and 4), ascending; the
-        doses before each are already cut there (``doses`` holds what is given)
-    n_obs : the number of observations
-    n_censored : the number of censored observations
-    """
-
-    id: object
-    doses: list[Dose]
-    times: np.ndarray
-    dv: np.ndarray
-    rows: np.ndarray
-    covariates: dict = field(default_factory=dict)
-    covariate_changes: tuple = ()
-    covariate_history: tuple = ()
-    cens: np.ndarray | None = None
-    limit: np.ndarray | None = None
-    dvid: np.ndarray | None = None
-    resets: tuple = ()
-
-    @property
-    def n_obs(self) -> int:
-        return int(self.times.size)
-
-    @property
-    def n_censored(self) -> int:
-        return 0 if self.cens is None else int(np.count_nonzero(self.cens))
-
-
-@dataclass
-class EventData:
-    """An event table read into subjects (:func:`read_events`, :func:`theophylline`).
-
-    Attributes
-    ----------
-    subjects : list of :class:`Subject`, in order of first appearance in the table
-    covariates : the covariate column names (upper case), a tuple of str
-    n_obs : the number of observations over all subjects
-
-    ``len(data)`` is the number of subjects.
-    """
-
-    subjects: list[Subject]
-    covariates: tuple
-
-    @property
-    def n_obs(self) -> int:
-        return sum(s.n_obs for s in self.subjects)
-
-    @property
-    def n_censored(self) -> int:
-        """The number of censored observations (``CENS`` not 0)."""
-        return sum(s.n_censored for s in self.subjects)
-
-    @property
-    def dvids(self) -> tuple | None:
-        """The ``DVID`` values of the observations (sorted, each once), or None when the
-        subjects have none (no ``DVID`` column)."""
-        if all(s.dvid is None for s in self.subjects):
-            return None
-        vals = [s.dvid for s in self.subjects if s.dvid is not None]
-        return tuple(int(v) for v in np.unique(np.concatenate(vals))) if vals else ()
-
-    def __len__(self) -> int:
-        return len(self.subjects)
-
-    def with_observations(self, dv) -> EventData:
-        """A copy whose observations are ``dv`` (shape ``(n_obs,)``, subjects in data order:
-        one replicate of :func:`simulate`, for a simulation study); doses, times,
-        covariates, censoring flags and endpoints are the same. ``ValueError`` for another
-        shape or a value that is not finite."""
-        import dataclasses
-
-        dv = np.asarray(dv, dtype=np.float64)
-        if dv.shape != (self.n_obs,):
-            raise ValueError(f"dv must have shape ({self.n_obs},), got {dv.shape}")
-        if not np.all(np.isfinite(dv)):
-            raise ValueError("dv must be finite")
-        out, k = [], 0
-        for s in self.subjects:
-            out.append(dataclasses.replace(s, dv=dv[k : k + s.n_obs].copy()))
-            k += s.n_obs
-        return EventData(out, self.covariates)
-
-    def check_states(self, n_states: int) -> None:
-        """Raise :class:`EventTableError` for a dose into a compartment the model lacks."""
-        for s in self.subjects:
-            for d in s.doses:
-                if not 0 <= d.state < n_states:
-                    raise EventTableError(
-                        f"subject ID {s.id}, row {d.row}: CMT {d.state + 1} is not a compartment "
-                        f"of the model (it has {n_states}: CMT 1..{n_states})"
-                    )
 
 
 def read_events(
@@ -582,13 +443,21 @@ def read_events(
                 f"{where}: CMT {int(c)} is not a compartment of the model (it has {n_states})"
             )
         rt, du = np.nan_to_num(rate[r]), np.nan_to_num(dur[r])
-        if rt < 0 or du < 0:
+        modelled = rt == -2 and du == 0
+        if (rt < 0 and not modelled) or du < 0:
             raise EventTableError(
-                f"{where}: RATE {rt:g} / DUR {du:g}: modelled rates or durations (negative "
-                "codes) are not supported; give RATE or DUR as positive numbers"
+                f"{where}: RATE {rt:g} / DUR {du:g}: of the modelled codes only RATE=-2 (the "
+                "duration from the model, NONMEM's D1) is supported, without DUR; give RATE or "
+                "DUR as positive numbers otherwise"
             )
         duration = 0.0
-        if rt > 0:
+        if modelled:
+            if ssr in (1.0, 2.0):
+                raise EventTableError(
+                    f"{where}: a steady-state dose (SS={ssr:g}) with a modelled duration "
+                    "(RATE=-2) is not supported"
+                )
+        elif rt > 0:
             duration = a / rt
             if du > 0 and abs(du - duration) > 1e-9 * max(1.0, du):
                 raise EventTableError(
@@ -621,6 +490,7 @@ def read_events(
                     row,
                     ss_ii if k == 0 else 0.0,
                     ssr == 2.0 and k == 0,
+                    bool(modelled),
                 )  # fmt: skip
             )
     out = []
@@ -658,6 +528,11 @@ def _reset(cur, t, where, e) -> None:
     for d in cur["doses"]:
         if d.time >= t:
             continue
+        if d.modelled:
+            raise EventTableError(
+                f"{where}: a reset (EVID {e:g}) after the dose of row {d.row}, whose duration "
+                "the model gives (RATE=-2), is not supported"
+            )
         if d.duration > 0 and d.time + d.duration > t:
             if d.ss_interval > 0:
                 raise EventTableError(

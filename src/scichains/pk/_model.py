@@ -66,6 +66,13 @@ class PKModel:
         inputs, DeepPumas style); its weights are added to the typical values (named
         ``name_w0, ...``, after those of ``theta``, initial values the term's weights) and
         enter the equations as individual parameters equal to them
+    duration : optional dict ``{state: expression}``: the duration of the zero-order inputs
+        into that state whose records say ``RATE=-2`` (NONMEM's ``D1``, ``D2``, ...: a
+        zero-order absorption of modelled length), a function of the individual parameters
+        (e.g. ``{depot: d1}`` with ``d1: exp(td1 + eta_d1)``), in the data's time unit: the
+        dose ``F * AMT`` runs in at ``F * AMT / D`` from its time (plus its lag) for ``D``.
+        Differentiable like a lag time (the input's end moves with ``D``, see
+        ``Sensitivities.lagged_jump``); needs an autonomous ODE (no ``t``)
     iov_eta : SymPy symbols of inter-occasion random effects (``q_o``; NONMEM's IOV etas),
         used in ``individual`` like ``eta`` (e.g. ``cl: exp(tcl + eta_cl + kappa_cl)``): each
         occasion of a subject draws its own values, all occasions from one covariance
@@ -112,6 +119,7 @@ class PKModel:
         iov_eta=(),
         iov_omega=None,
         occasions: int = 0,
+        duration: dict | None = None,
     ):
         import sympy as sp
 
@@ -125,7 +133,7 @@ class PKModel:
         eta, covariates, networks = list(eta), list(covariates), list(networks)
         self._arguments = _arguments(
             self.states, odes, individual, theta, eta, omega, observe, error, covariates, t,
-            bioavailability, lag, networks, list(iov_eta), iov_omega, occasions,
+            bioavailability, lag, networks, list(iov_eta), iov_omega, occasions, duration,
         )  # fmt: skip
         self.odes = [sp.sympify(e) for e in odes]
         self.networks = list(networks)
@@ -241,6 +249,7 @@ class PKModel:
                 )
             self.lag = L
             self.lagged_states = tuple(self.states.index(k) for k in lag)
+        self.duration, self.timed_states = _durations(self.states, self.phi, duration, t)
         self._sens2 = None  # built on first use (a large phi system may never be)
         self._linear = None
         # the individual-parameter block and its derivatives (NumPy, generated once)
@@ -384,6 +393,7 @@ class PKModel:
                 t=self.t,
                 bioavailability=self.bioavailability,
                 lag=self.lag,
+                duration=self.duration,
             )
         return self._sens2
 
@@ -413,6 +423,7 @@ class PKModel:
                 order=3,
                 bioavailability=self.bioavailability,
                 lag=self.lag,
+                duration=self.duration,
             )
         return self._sens3
 
@@ -432,6 +443,7 @@ class PKModel:
                 order=order,
                 bioavailability=self.bioavailability,
                 lag=self.lag,
+                duration=self.duration,
                 directions=(self.q, self.p),
                 identity=self.identity,
             )
@@ -482,6 +494,36 @@ class PKModel:
         names += self.omega_layout.parameter_names()
         names += [f"log_{n}" for n in self.error_names]
         return names
+
+
+def _durations(states, phi, duration, t):
+    """``(durations (n SymPy expressions, 0 for none) or None, the states that have one)``
+    of the ``duration`` dict (``ValueError`` for a state that is not one, an expression in
+    other symbols than the individual parameters, a time-dependent ODE)."""
+    import sympy as sp
+
+    if not duration:
+        return None, ()
+    out = [sp.Integer(0)] * len(states)
+    for k, e in duration.items():
+        if k not in states:
+            raise ValueError(f"a duration is given for {k}, which is not a state")
+        e = sp.sympify(e)
+        extra = e.free_symbols - set(phi)
+        if extra:
+            raise ValueError(
+                f"the duration of {k} uses {sorted(map(str, extra))}: write it in the "
+                "individual parameters"
+            )
+        if e == 0:
+            raise ValueError(f"the duration of {k} is 0")
+        out[states.index(k)] = e
+    if t is not None:
+        raise ValueError(
+            "a modelled duration needs an autonomous ODE (the equations use t): the end of the "
+            "input is expanded along the flow"
+        )
+    return out, tuple(states.index(k) for k in duration)
 
 
 def _omega_block(omega, q: int, what: str):
@@ -555,7 +597,7 @@ def _theta_values(theta: dict):
 
 def _arguments(
     states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets,
-    iov_eta, iov_omega, occasions,
+    iov_eta, iov_omega, occasions, duration,
 ) -> dict:  # fmt: skip
     """The constructor's arguments (copies of the containers), as :meth:`PKModel.__reduce__`
     sends them."""
@@ -580,6 +622,7 @@ def _arguments(
         "iov_eta": list(iov_eta),
         "iov_omega": np.array(iov_omega) if isinstance(iov_omega, np.ndarray) else iov_omega,
         "occasions": occasions,
+        "duration": copied(duration),
     }
 
 

@@ -45,7 +45,7 @@ def drop_censored(data, model=None, kinds=None):
     """``data`` without its censored observations (M1); with ``model`` and ``kinds`` (the
     likelihood of each endpoint's, :func:`blq_by_endpoint`), only those of the endpoints
     whose kind is ``"m1"``."""
-    from ._events import EventData, Subject
+    from ._records import EventData, Subject
 
     if data.n_censored == 0:
         return data
@@ -189,10 +189,11 @@ class PopulationObjective(SubjectTerms):
             changing = [c for c in names if c in s.covariate_changes]
             piece = None
             if changing:
-                if model.lag is not None:
+                if model.lag is not None or model.duration is not None:
+                    what = "lag times" if model.lag is not None else "modelled durations"
                     raise ValueError(
                         f"subject ID {s.id}: covariate(s) {changing} change within the subject, "
-                        "and lag times with time-varying covariates are not supported"
+                        f"and {what} with time-varying covariates are not supported"
                     )
                 times, covs = [], [vals]
                 for t, _row, values in s.covariate_history:
@@ -211,6 +212,12 @@ class PopulationObjective(SubjectTerms):
                     "the parameters)"
                 )
             for d in s.doses:
+                if d.modelled and d.state not in model.timed_states:
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: RATE=-2 (a modelled duration) into "
+                        f"compartment {d.state + 1}, for which the model gives no duration "
+                        "(PKModel(duration={state: expression}))"
+                    )
                 if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
                     why = "a lag time" if model.t is None else "a time-dependent ODE"
                     raise ValueError(
@@ -238,7 +245,9 @@ class PopulationObjective(SubjectTerms):
             plan = CensoringPlan(s.dv, s.cens, s.limit, m4, log)
             self.plans.append(plan if plan.any else None)
         self.regimens = [
-            Regimen(s, model.n, model.lagged_states, () if pc is None else pc[0])
+            Regimen(
+                s, model.n, model.lagged_states, () if pc is None else pc[0], model.timed_states
+            )
             for s, pc in zip(data.subjects, self.pieces)
         ]
         self.etas = np.zeros((len(data.subjects), model.q))

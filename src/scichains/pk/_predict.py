@@ -28,40 +28,50 @@ class Regimen:
     observations in ``[c_i, c_{i+1})``; a final zero-length segment at ``c_k`` holds its
     events and observations. :meth:`plan` returns ``(a, b, groups, rates (n,), obs_idx)``
     with ``groups`` a list of ``(lag_state, boluses [(state, amount)], rates_before,
-    rates_after)``, ``lag_state = -1`` for the doses without a lag (``-2``: a steady-state
+    rates_after)`` (the input channels of ``Sensitivities``: a rate per state, then the
+    amount of the modelled-duration inputs running into each ``timed`` state),
+    ``lag_state = -1`` for the doses without a lag, ``n + a`` for the ends of the
+    modelled-duration inputs into state ``a`` (``-2``: a steady-state
     reset, ``(-2, [Dose], None, None)``, before the doses at that time; ``-3``: a reset event,
     ``EVID`` 3/4, ``(-3, [], None, None)``, before everything else at its time), and a last entry
     ``piece``: the index of the individual parameters in effect (``changes``: the times at
     which piece ``1, 2, ...`` starts, time-varying covariates; every change is a cut).
     """
 
-    def __init__(self, subject, n_states: int, lagged=(), changes=()):
+    def __init__(self, subject, n_states: int, lagged=(), changes=(), timed=()):
         self.subject = subject
         self.n = n_states
         self.lagged = frozenset(lagged)
+        self.timed = tuple(timed)
         self.changes = np.asarray(sorted(changes), dtype=np.float64)
-        self._fixed = None if self.lagged else self._plan(np.zeros(n_states))
+        moving = self.lagged or any(d.modelled for d in subject.doses)
+        self._fixed = None if moving else self._plan(np.zeros(n_states), np.zeros(n_states))
 
     @property
     def segments(self):
-        """The plan of a regimen without lag times."""
+        """The plan of a regimen without lag times or modelled durations."""
         if self._fixed is None:
-            raise ValueError("the regimen has lagged doses: call plan(lags)")
+            raise ValueError("the regimen has lagged or modelled doses: call plan(lags, durations)")
         return self._fixed
 
-    def plan(self, lags=None):
-        """The segments with each state's lag time ``lags`` (``(n,)``; None: no lags)."""
+    def plan(self, lags=None, durations=None):
+        """The segments with each state's lag time ``lags`` and modelled duration
+        ``durations`` (``(n,)`` each; None: none)."""
         if self._fixed is not None:
             return self._fixed
-        return self._plan(np.asarray(lags, dtype=np.float64))
+        zero = np.zeros(self.n)
+        lags = zero if lags is None else np.asarray(lags, dtype=np.float64)
+        durations = zero if durations is None else np.asarray(durations, dtype=np.float64)
+        return self._plan(lags, durations)
 
-    def _plan(self, lags):
+    def _plan(self, lags, durations):
         subject, n = self.subject, self.n
         times = subject.times
         if times.size == 0:
             return []
         t_end = float(times[-1])
-        events = []  # (time, lag_state, state, bolus amount, rate change)
+        # (time, group, input channel (the state for a bolus), bolus amount, channel change)
+        events = []
         for tr in getattr(subject, "resets", ()):
             events.append((tr, -3, 0, 0.0, 0.0))
         for d in subject.doses:
@@ -70,7 +80,16 @@ class Regimen:
                 events.append((d.time, -2, d.state, d, 0.0))
             ls = d.state if d.state in self.lagged else -1
             t0 = d.time + (float(lags[d.state]) if ls >= 0 else 0.0)
-            if d.duration > 0:
+            if d.modelled:
+                if d.state not in self.timed:
+                    raise ValueError(
+                        f"subject ID {subject.id}, row {d.row}: RATE=-2 (a modelled duration) "
+                        f"into compartment {d.state + 1}, for which the model gives no duration"
+                    )
+                c = n + self.timed.index(d.state)
+                events.append((t0, ls, c, 0.0, d.amount))
+                events.append((t0 + float(durations[d.state]), n + d.state, c, 0.0, -d.amount))
+            elif d.duration > 0:
                 events.append((t0, ls, d.state, 0.0, d.rate))
                 events.append((t0 + d.duration, ls, d.state, 0.0, -d.rate))
             else:
@@ -80,7 +99,7 @@ class Regimen:
         cuts = {float(times[0]), t_end} | {e[0] for e in events}
         cuts |= {float(c) for c in self.changes if c <= t_end}
         cuts = sorted(cuts)
-        r = np.zeros(n)
+        r = np.zeros(n + len(self.timed))
         segments = []
         k = 0
         for i, a in enumerate(cuts):
@@ -134,11 +153,17 @@ def predict_subject(sens, regimen, par, rtol, atol):
             f"subject ID {subject.id}: the ODE's parameters are not finite (entry {j} is "
             f"{pars[k, j]}: an individual parameter, or its derivative, overflowed)"
         )
-    p = np.empty(npar + n)
+    p = np.empty(npar + sens.n_channels)
     lags = sens.lag_values(pars[0])
     if lags is not None and not np.all(np.isfinite(lags)):
         raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
-    for a, b, groups, rates, sel, piece in regimen.plan(lags):
+    durations = sens.duration_values(pars[0])
+    timed = list(sens.timed)
+    if durations is not None and not np.all(np.isfinite(durations[timed]) & (durations[timed] > 0)):
+        raise PKSolveError(
+            f"subject ID {subject.id}: a modelled duration is not finite and positive ({durations})"
+        )
+    for a, b, groups, rates, sel, piece in regimen.plan(lags, durations):
         cur = pars[piece]
         for ls, boluses, r_before, r_after in groups:
             if ls == -3:
@@ -150,6 +175,8 @@ def predict_subject(sens, regimen, par, rtol, atol):
             elif ls < 0:
                 for s, amount in boluses:
                     sens.add_bolus(y, s, amount, cur)
+            elif ls >= n:  # the ends of modelled-duration inputs into state ls - n
+                y = sens.lagged_jump(y, ls - n, 0.0, r_before, r_after, cur, end=True)
             else:
                 amount = sum(am for _, am in boluses)
                 y = sens.lagged_jump(y, ls, amount, r_before, r_after, cur)
@@ -204,8 +231,8 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
     ``M``. Raises :class:`PKSolveError` (subject and row) when it does not converge."""
     n, size = sens.n, sens.size
     ii = dose.ss_interval
-    npar = par.size
-    p = np.empty(npar + n)
+    npar, nc = par.size, sens.n_channels
+    p = np.empty(npar + nc)
     p[:npar] = par
 
     def run(y, a, b, rates):
@@ -221,13 +248,13 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
 
     def P(y):
         y = y.copy()
-        rates = np.zeros(n)
+        rates = np.zeros(nc)
         if dose.duration == 0:
             sens.add_bolus(y, dose.state, dose.amount, par)
             return run(y, 0.0, ii, rates)
         rates[dose.state] = dose.rate
         y = run(y, 0.0, dose.duration, rates)
-        return run(y, dose.duration, ii, np.zeros(n))
+        return run(y, dose.duration, ii, np.zeros(nc))
 
     # the sensitivity columns of each order, as (n, columns) blocks of y
     blocks, o = [], n

@@ -59,7 +59,7 @@ class PKChunk:
         """The objective of the chunk's subjects, built once per process."""
 
         def make():
-            from ._events import EventData
+            from ._records import EventData
 
             model = self.description.build(self.settings)
             data = EventData(self.subjects, self.covariates)

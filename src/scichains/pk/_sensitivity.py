@@ -57,9 +57,15 @@ class Sensitivities:
         continuous, because it holds derivatives along quantities that do not change.
     identity : direction mode: ``{i: l}`` for individual parameters equal to the typical
         value ``l`` (network weights): their derivatives are constants, not parameters
+    duration : optional list of ``n`` SymPy expressions in ``phi``: the modelled duration
+        ``D_a`` of each state's zero-order inputs of ``RATE=-2`` (0: none). Such a state has
+        a second input channel, the amount of its modelled inputs running, entering as
+        ``F_a amount / D_a``; the input's end moves with ``D_a`` (see :meth:`lagged_jump`)
 
     Parameters of the augmented system: ``phi`` (``m``), in direction mode the derivatives
-    ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then one rate per state.
+    ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then the input channels
+    (``n_channels``): one rate per state, then the running amount of the modelled-duration
+    inputs of each state in ``timed`` (in that order).
     """
 
     def __init__(
@@ -74,6 +80,7 @@ class Sensitivities:
         lag=None,
         directions=None,
         identity=None,
+        duration=None,
     ):
         import sympy as sp
 
@@ -128,6 +135,10 @@ class Sensitivities:
                         self.param_layout.append((i, tup))
         self.n_params = m + len(pars)
         rates = [sp.Symbol(f"_rate_{a}", real=True) for a in range(n)]
+        self.duration = None if duration is None else [sp.sympify(e) for e in duration]
+        self.timed = () if duration is None else tuple(a for a in range(n) if duration[a] != 0)
+        rates += [sp.Symbol(f"_amount_{a}", real=True) for a in self.timed]
+        self.n_channels = len(rates)
 
         # D_l of each symbol an expression can hold (everything else is constant along the
         # directions: t, the rates)
@@ -206,8 +217,14 @@ class Sensitivities:
             if bioavailability is None
             else [sp.sympify(e) for e in bioavailability]
         )
+        # the input channels of each state: (channel symbol, its multiplier)
+        self._inputs = [[(rates[a], F[a])] for a in range(n)]
+        for c, a in enumerate(self.timed):
+            self._inputs[a].append((rates[n + c], F[a] / self.duration[a]))
         # the right-hand side of every augmented state, by differentiating a lower one
-        rhs_of = [{(): F_of(a, ()) + rates[a] * F[a]} for a in range(n)]
+        rhs_of = [
+            {(): F_of(a, ()) + sp.Add(*[r * g for r, g in self._inputs[a]])} for a in range(n)
+        ]
         for o in range(1, order + 1):
             for a in range(n):
                 for tup in tuples[o]:
@@ -223,6 +240,7 @@ class Sensitivities:
         parsyms = list(phi) + pars
         # solved forward only (explicit Runge-Kutta): no vjp, which for these systems would
         # cost far more to generate and compile than the right-hand side
+        self.model_rates = rates
         self.model = SymbolicModel(
             aug_states,
             parsyms + rates,
@@ -263,6 +281,13 @@ class Sensitivities:
                     "dose-time shift is expanded along the flow of f(x, phi)"
                 )
             self._lag_fn = sp.lambdify(list(phi), self.lag, modules="numpy")
+        self._duration_fn = None
+        if self.timed:
+            if t is not None:
+                raise ValueError(
+                    "a modelled duration needs an autonomous right-hand side (the ODE uses t)"
+                )
+            self._duration_fn = sp.lambdify(list(phi), self.duration, modules="numpy")
         self._jumps = {}
 
         self._obs_tuples = all_tuples
@@ -286,10 +311,20 @@ class Sensitivities:
             return None
         return np.asarray(self._lag_fn(*phi[: self.m]), dtype=np.float64).reshape(self.n)
 
-    def lagged_jump(self, y, state, amount, r_before, r_after, phi) -> np.ndarray:
+    def duration_values(self, phi: np.ndarray) -> np.ndarray | None:
+        """The modelled duration of each state's ``RATE=-2`` inputs at ``phi`` (``(n,)``, 0
+        where none), or None without modelled durations."""
+        if self._duration_fn is None:
+            return None
+        v = self._duration_fn(*phi[: self.m])
+        return np.array([float(x) for x in v], dtype=np.float64)
+
+    def lagged_jump(self, y, state, amount, r_before, r_after, phi, end=False) -> np.ndarray:
         """The augmented state just after lagged events into ``state`` at one time (a bolus
-        of ``amount``, infusion rates changing from ``r_before`` to ``r_after``), from the
-        state ``y`` just before; a new array.
+        of ``amount``, the input channels changing from ``r_before`` to ``r_after``, each
+        ``(n_channels,)``), from the state ``y`` just before; a new array. ``end``: the events
+        are the ends of modelled-duration inputs, at the dose time plus the lag plus the
+        duration (the time that moves is ``tlag + D`` instead of ``tlag``).
 
         A dose at ``tau = t_d + tlag(phi)`` is non-smooth in time but smooth in ``tlag``:
         with ``h = tlag - tlag_0`` the state at ``tau_0`` that continues into the true
@@ -299,14 +334,15 @@ class Sensitivities:
         series of ``f``) composed with the phi-derivatives of ``x^-`` gives every entry of
         the jump exactly; at first order ``dx^+/dtlag = f^-(x^-) - f^+(x^+)``.
         """
-        fn = self._jumps.get(state)
+        key = (state, bool(end))
+        fn = self._jumps.get(key)
         if fn is None:
-            fn = self._jumps[state] = self._make_jump(state)
+            fn = self._jumps[key] = self._make_jump(state, bool(end))
         return np.asarray(fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64).reshape(
             self.size
         )
 
-    def _make_jump(self, a):
+    def _make_jump(self, a, end=False):
         import math
 
         import sympy as sp
@@ -314,11 +350,17 @@ class Sensitivities:
         n, K = self.n, self.order
         states, X, F = self._states, self._X, self._F
         h = sp.Symbol("_h", real=True)
-        rm = [sp.Symbol(f"_rm_{b}", real=True) for b in range(n)]
-        rp = [sp.Symbol(f"_rp_{b}", real=True) for b in range(n)]
+        nc = self.n_channels
+        rm = [sp.Symbol(f"_rm_{c}", real=True) for c in range(nc)]
+        rp = [sp.Symbol(f"_rp_{c}", real=True) for c in range(nc)]
         amt = sp.Symbol("_amount", real=True)
-        fm = [self._f[b] + rm[b] * F[b] for b in range(n)]
-        fp = [self._f[b] + rp[b] * F[b] for b in range(n)]
+        channel = {r: c for c, r in enumerate(self.model_rates)}
+
+        def inputs(b, r):
+            return sp.Add(*[r[channel[sym]] * g for sym, g in self._inputs[b]])
+
+        fm = [self._f[b] + inputs(b, rm) for b in range(n)]
+        fp = [self._f[b] + inputs(b, rp) for b in range(n)]
 
         def lie(e, f):
             return sum((sp.diff(e, states[b]) * f[b] for b in range(n)), sp.Integer(0))
@@ -336,7 +378,10 @@ class Sensitivities:
         # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
         # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
         # h^k, truncated at the degree the remaining derivatives can still reach.
-        dh = [self._D(self.lag[a], ll) for ll in range(self.nd)]
+        moving = sp.Integer(0) if self.lag is None else self.lag[a]
+        if end:
+            moving = moving + self.duration[a]
+        dh = [self._D(moving, ll) for ll in range(self.nd)]
         out = [None] * self.size
         for b in range(n):
             coef = [

@@ -1,0 +1,180 @@
+"""Zero-order inputs of modelled duration (issue 29, item 4: ``RATE=-2``, NONMEM's ``D1``):
+predictions against the closed form and SciPy, the OFV gradient against central differences
+(the input's end moves with the duration), bad input."""
+
+import numpy as np
+import pytest
+import scipy.integrate
+import sympy as sp
+
+from scichains import pk
+
+
+def read(tmp_path, text):
+    path = tmp_path / "data.csv"
+    path.write_text(text)
+    return pk.read_events(path)
+
+
+def d1_model(error=None, omega=(0.09, 0.04, 0.1)):
+    """One compartment, zero-order input into it of duration D1 (log-normal CL, V, D1)."""
+    center, cl, v, d1 = sp.symbols("center cl v d1")
+    tcl, tv, td1, ecl, ev, ed1 = sp.symbols("tcl tv td1 eta_cl eta_v eta_d1")
+    return pk.PKModel(
+        states=[center],
+        odes=[-cl / v * center],
+        individual={cl: sp.exp(tcl + ecl), v: sp.exp(tv + ev), d1: sp.exp(td1 + ed1)},
+        theta={tcl: np.log(4.0), tv: np.log(30.0), td1: np.log(2.0)},
+        eta=[ecl, ev, ed1],
+        omega=list(omega),
+        observe=center / v,
+        error=error or pk.Proportional(0.1),
+        duration={center: d1},
+    )
+
+
+D1_CSV = (
+    "ID,TIME,DV,AMT,RATE,EVID\n"
+    "1,0,.,100,-2,1\n1,0.5,0.8,.,.,0\n1,1.5,2.0,.,.,0\n1,3,2.2,.,.,0\n1,8,1.0,.,.,0\n"
+    "1,12,.,100,-2,1\n1,13,1.9,.,.,0\n1,20,1.1,.,.,0\n"
+    "2,0,.,150,-2,1\n2,1,2.4,.,.,0\n2,2.5,3.9,.,.,0\n2,6,2.6,.,.,0\n2,24,0.3,.,.,0\n"
+    "3,0,.,80,-2,1\n3,0,.,20,.,1\n3,1,1.4,.,.,0\n3,4,1.6,.,.,0\n3,10,0.5,.,.,0\n"
+)
+
+
+def closed_form(doses, t, cl, v, d):
+    """Superposition of zero-order inputs ``(time, amount, duration)`` (duration 0: bolus)
+    into one compartment."""
+    k = cl / v
+    out = np.zeros_like(t)
+    for t0, amount, dur in doses:
+        s = t - t0
+        if dur == 0:
+            out += np.where(s >= 0, amount / v * np.exp(-k * np.maximum(s, 0)), 0.0)
+            continue
+        rate = amount / dur
+        during = rate / cl * (1 - np.exp(-k * np.clip(s, 0, dur)))
+        out += np.where(s <= dur, during, during * np.exp(-k * (s - dur)))
+        out[s < 0] -= during[s < 0]
+    return out
+
+
+def test_predictions_match_the_closed_form(tmp_path):
+    data = read(tmp_path, D1_CSV)
+    assert data.subjects[0].doses[0].modelled and not data.subjects[2].doses[1].modelled
+    model = d1_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-12, atol=1e-14)
+    x = model.pack()
+    etas = np.array([[0.1, -0.1, 0.3], [0.0, 0.2, -0.4], [-0.2, 0.0, 0.5]])
+    for s, eta, pred in zip(data.subjects, etas, obj.predict(x, etas)):
+        cl, v, d = np.exp(x[:3] + eta)
+        doses = [(dd.time, dd.amount, d if dd.modelled else dd.duration) for dd in s.doses]
+        np.testing.assert_allclose(pred, closed_form(doses, s.times, cl, v, d), rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["focei", pytest.param("laplace", marks=pytest.mark.slow)])
+def test_ofv_gradient_against_central_differences(tmp_path, method):
+    data = read(tmp_path, D1_CSV)
+    model = d1_model()
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
+    x = model.pack(theta=np.log([3.5, 28.0, 2.4]), omega=[0.1, 0.05, 0.15], sd=[0.12])
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+
+
+def lagged_depot_model():
+    """Zero-order input of duration D1 into a depot after a lag, then first-order absorption
+    (bioavailability F too): the input's start moves with the lag, its end with lag + D1."""
+    depot, center, ka, cl, v, d1, tl, f = sp.symbols("depot center ka cl v d1 tl f")
+    tka, tcl, tv, td1, ttl, tf = sp.symbols("tka tcl tv td1 ttl tf")
+    eka, ecl, ed1 = sp.symbols("eta_ka eta_cl eta_d1")
+    return pk.PKModel(
+        states=[depot, center],
+        odes=[-ka * depot, ka * depot - cl / v * center],
+        individual={
+            ka: sp.exp(tka + eka),
+            cl: sp.exp(tcl + ecl),
+            v: sp.exp(tv),
+            d1: sp.exp(td1 + ed1),
+            tl: sp.exp(ttl),
+            f: 1 / (1 + sp.exp(-tf)),
+        },
+        theta={tka: 0.3, tcl: 1.3, tv: 3.4, td1: 0.5, ttl: -0.7, tf: 1.0},
+        eta=[eka, ecl, ed1],
+        omega=[0.1, 0.05, 0.1],
+        observe=center / v,
+        error=pk.Proportional(0.1),
+        duration={depot: d1},
+        lag={depot: tl},
+        bioavailability={depot: f},
+    )
+
+
+LAG_CSV = (
+    "ID,TIME,DV,AMT,RATE,EVID\n"
+    "1,0,.,200,-2,1\n1,0.6,0.1,.,.,0\n1,1,1.0,.,.,0\n1,2,2.9,.,.,0\n1,5,3.5,.,.,0\n"
+    "1,9,2.1,.,.,0\n"
+    "2,0,.,200,-2,1\n2,0.8,0.6,.,.,0\n2,3,3.1,.,.,0\n2,6,2.8,.,.,0\n2,12,1.2,.,.,0\n"
+)
+
+
+def test_lag_and_duration_against_scipy(tmp_path):
+    data = read(tmp_path, LAG_CSV)
+    model = lagged_depot_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-12, atol=1e-14)
+    x = model.pack()
+    etas = np.array([[0.2, -0.1, 0.3], [-0.1, 0.1, -0.2]])
+    for s, eta, pred in zip(data.subjects, etas, obj.predict(x, etas)):
+        tka, tcl, tv, td1, ttl, tf = x[:6]
+        ka, cl, v = np.exp(tka + eta[0]), np.exp(tcl + eta[1]), np.exp(tv)
+        d, lag, f = np.exp(td1 + eta[2]), np.exp(ttl), 1 / (1 + np.exp(-tf))
+        rate = f * 200 / d
+
+        def rhs(t, u, rate=rate, ka=ka, cl=cl, v=v, lag=lag, d=d):
+            r = rate if lag <= t < lag + d else 0.0
+            return [r - ka * u[0], ka * u[0] - cl / v * u[1]]
+
+        sol = scipy.integrate.solve_ivp(
+            rhs, (0, s.times[-1]), [0.0, 0.0], method="DOP853", t_eval=s.times,
+            rtol=1e-12, atol=1e-14, max_step=0.05,
+        )  # fmt: skip
+        np.testing.assert_allclose(pred, sol.y[1] / v, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_lag_and_duration_gradient(tmp_path):
+    data = read(tmp_path, LAG_CSV)
+    model = lagged_depot_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    x = model.pack()
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+
+
+def test_bad_modelled_durations_are_refused(tmp_path):
+    with pytest.raises(pk.EventTableError, match="only RATE=-2"):
+        read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID\n1,0,.,100,-1,1\n1,1,2,.,.,0\n")
+    with pytest.raises(pk.EventTableError, match=r"steady-state dose \(SS=1\) with a modelled"):
+        read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID,SS,II\n1,0,.,100,-2,1,1,12\n1,1,2,.,.,0,.,.\n")
+    with pytest.raises(pk.EventTableError, match="reset .* after the dose of row 1"):
+        read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID\n1,0,.,100,-2,1\n1,5,.,.,.,3\n1,6,2,.,.,0\n")
+    no_duration = d1_model()
+    no_duration_args = dict(no_duration._arguments, duration=None)
+    plain = pk.PKModel(**no_duration_args)
+    with pytest.raises(ValueError, match="row 1: RATE=-2 .* compartment 1, for which the model"):
+        pk.PopulationObjective(plain, read(tmp_path, D1_CSV))
+    args = dict(no_duration._arguments)
+    args["duration"] = {sp.Symbol("depot"): sp.Symbol("cl")}
+    with pytest.raises(ValueError, match="a duration is given for depot, which is not a state"):
+        pk.PKModel(**args)
+    args["duration"] = {sp.Symbol("center"): sp.Symbol("tcl")}
+    with pytest.raises(ValueError, match=r"the duration of center uses \['tcl'\]"):
+        pk.PKModel(**args)
