@@ -125,7 +125,7 @@ def call_rhs(typingctx, fn, du, u, p, t, k):
             for ty, v in zip(signature.args[1:4], args[1:4])
         ]
         du_a, u_a, p_a = (builder.ptrtoint(a.data, intp) for a in arrays)
-        n = builder.extract_value(arrays[0].shape, 0)
+        n = builder.extract_value(arrays[1].shape, 0)  # len(u) (= len(du) for a rhs)
         m = builder.extract_value(arrays[2].shape, 0)
         return builder.call(fptr, [du_a, u_a, p_a, args[4], n, m])
 
@@ -164,8 +164,8 @@ class EventTable(NamedTuple):
     builds it; ``Stops.events`` is None without events). ``m`` events, records for up to
     ``len(times)``."""
 
-    cond: int  # address of the conditions: a C-callable of RHS_SIGNATURE writing g_i(u, t, p)
-    #            into its first argument (length m); 0 with no events
+    cond: int  # address of the conditions (uint64): a C-callable of LEAN_RHS_SIGNATURE writing
+    #            g_i(u, t, p) into its first argument (length m; the length passed is u's)
     affect: int  # address of the affects (RHS_SIGNATURE): its first argument flags the events
     #              (1.0) whose affect changes u in place; 0 where no event has one
     max_events: int  # events allowed in one solve (more: status MAX_EVENTS)
@@ -223,7 +223,7 @@ CONTROL_TYPE = types.NamedTuple(
     StepControl,
 )
 EVENTS_TYPE = types.NamedTuple(
-    (types.int64,) * 4 + (I64,) * 5 + (_F2, F64, F64, I64, _F2), EventTable
+    (types.uint64,) + (types.int64,) * 3 + (I64,) * 5 + (_F2, F64, F64, I64, _F2), EventTable
 )
 STOPS_TYPE = types.NamedTuple((F64, I64, I64, I64, F64, types.none), Stops)
 """The stops of a solve without events."""

@@ -16,7 +16,7 @@ from numba import types
 from numba.core.registry import CPUDispatcher
 
 from .._status import call_status3, call_status5
-from ._abi import RHS_SIGNATURE, EventTable
+from ._abi import LEAN_RHS_SIGNATURE, RHS_SIGNATURE, EventTable, float64_pointer
 from ._problem import compile_reason
 
 _F64 = types.float64[::1]
@@ -171,7 +171,12 @@ def _adapters(events):
             a is e.condition and b is e.affect for (a, b), e in zip(known[0], events)
         ):
             return known[1]
-        scope = {"call_status5": call_status5, "call_status3": call_status3, "numba": numba}
+        scope = {
+            "call_status5": call_status5,
+            "call_status3": call_status3,
+            "numba": numba,
+            "pointer": float64_pointer,
+        }
         lines = []
         for i, e in enumerate(events):
             scope[f"g{i}"] = e.condition
@@ -179,7 +184,12 @@ def _adapters(events):
             if e.affect is not None:
                 scope[f"a{i}"] = e.affect
         src = "".join(lines)
-        src += "def conditions(out, u, p, t, k):\n"
+        # the conditions in the lean form (addresses and lengths: the loop calls them at
+        # every step, and the arrays' and the network kernel's structs cost ~12 ns a call)
+        src += "def conditions(out_a, u_a, p_a, t, n, m):\n"
+        src += f"    out = numba.carray(pointer(out_a), ({len(events)},))\n"
+        src += "    u = numba.carray(pointer(u_a), (n,))\n"
+        src += "    p = numba.carray(pointer(p_a), (m,))\n"
         for i in range(len(events)):
             src += f"    if call_status5(w{i}, out, {i}, u, t, p) != 0:\n        return 1\n"
         src += "    return 0\n"
@@ -194,7 +204,7 @@ def _adapters(events):
         exec(compile(src, "<scichains events>", "exec"), scope)
         for i in range(len(events)):
             scope[f"w{i}"] = numba.njit(scope[f"w{i}"])
-        cond = numba.cfunc(RHS_SIGNATURE, cache=False)(scope["conditions"])
+        cond = numba.cfunc(LEAN_RHS_SIGNATURE, cache=False)(scope["conditions"])
         act = None
         if any(e.affect is not None for e in events):
             act = numba.cfunc(RHS_SIGNATURE, cache=False)(scope["affects"])
@@ -236,7 +246,7 @@ class EventPlan:
         fb = np.zeros(8 * m + 8 + cap * (1 + n))
         ib = np.zeros(m + 6 + cap, dtype=np.int64)
         self.table = EventTable(
-            self._cond.address,
+            np.uint64(self._cond.address),
             0 if self._act is None else self._act.address,
             self.max_events,
             max(e.interp_points for e in events),
@@ -271,9 +281,12 @@ class EventPlan:
         (copies)."""
         tb = self.table
         c = int(tb.state[0])
+        m, n = tb.direction.size, tb.states.shape[1]
+        if c == 0:  # the common case of many solves: nothing happened
+            return [np.zeros(0) for _ in range(m)], [np.zeros((0, n)) for _ in range(m)]
         which = tb.which[:c]
         t_events, u_events = [], []
-        for i in range(tb.direction.size):
+        for i in range(m):
             hit = which == i
             t_events.append(tb.times[:c][hit].copy())
             u_events.append(tb.states[:c][hit].copy())

@@ -29,7 +29,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..._jit import CFUNC_FLAGS
-from .._abi import NO_NETWORK, rhs_from_address, vjp_from_address
+from .._abi import NO_NETWORK, lean_from_address, rhs_from_address, vjp_from_address
 
 CV_ADAMS, CV_BDF = 1, 2
 CV_NORMAL, CV_ONE_STEP = 1, 2
@@ -122,8 +122,8 @@ def _cv_root(t, y, gout, ud):
     u = _data(y, n)
     g = numba.carray(_f64_ptr(gout), info[NG])
     p = numba.carray(_f64_ptr(info[P_ADDR]), info[NPAR])
-    cond = rhs_from_address(info[G_ADDR])
-    if cond(g, u, p, t, NO_NETWORK) != 0:
+    cond = lean_from_address(info[G_ADDR])
+    if cond(g.ctypes.data, u.ctypes.data, p.ctypes.data, t, n, info[NPAR]) != 0:
         _record_failure(info, t, u, FAILED_CONDITION)
         return -1
     return 0
