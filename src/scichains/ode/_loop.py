@@ -421,10 +421,24 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                 # is located (_event_search)
                 t_end = target if landing else t + hs
                 found = 0
+                scan = False
                 if call_rhs(cond, g_trial, unew, p, t_end, k) != 0:
                     record_failure(fail, t_end, unew)
                     found = -1
                 else:
+                    # the common case first: no interior points, no event at the step's
+                    # start and no sign change at its end: nothing to bracket
+                    scan = npoints > 0
+                    for i in range(nev):
+                        ga = g_last[i]
+                        gw = g_trial[i]
+                        d = ev_dir[i]
+                        if ev_mark[i] != 0 or (
+                            (ga < 0.0 and gw >= 0.0 and d >= 0)
+                            or (ga > 0.0 and gw <= 0.0 and d <= 0)
+                        ):
+                            scan = True
+                if found == 0 and scan:
                     # the check for sign changes (_event_search.scan, written out here: a call
                     # or an IR-inlined function taking these arrays costs their reference
                     # counts on every step, ~0.2-0.4 us measured, more than the check itself)
