@@ -218,11 +218,16 @@ class PopulationObjective(SubjectTerms):
                         f"compartment {d.state + 1}, for which the model gives no duration "
                         "(PKModel(duration={state: expression}))"
                     )
-                if d.ss_interval > 0 and (model.t is not None or d.state in model.lagged_states):
-                    why = "a lag time" if model.t is None else "a time-dependent ODE"
+                lagged_infusion = d.state in model.lagged_states and d.duration > 0
+                if d.ss_interval > 0 and (model.t is not None or lagged_infusion):
+                    why = (
+                        "an infusion with a lag time (a bolus with one is)"
+                        if model.t is None
+                        else "a time-dependent ODE"
+                    )
                     raise ValueError(
-                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with {why} "
-                        "is not supported"
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) as "
+                        f"{why} is not supported"
                     )
                 if d.ss_add and not model.linear_in_states:
                     raise ValueError(

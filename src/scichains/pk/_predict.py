@@ -170,7 +170,8 @@ def predict_subject(sens, regimen, par, rtol, atol):
                 y = np.zeros(size)
             elif ls == -2:  # SS=1 replaces the state, SS=2 adds to it, in record order
                 for d in boluses:
-                    ss = steady_state(sens, d, cur, rtol, atol, subject)
+                    lag = 0.0 if lags is None else float(lags[d.state])
+                    ss = steady_state(sens, d, cur, rtol, atol, subject, lag=lag)
                     y = y + ss if d.ss_add else ss
             elif ls < 0:
                 for s, amount in boluses:
@@ -216,7 +217,7 @@ def _check_saved(sol, n_saved, subject, a, b) -> None:
         )
 
 
-def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
+def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50, lag=0.0):
     """The augmented state just before a steady-state dose (``SS=1``; of that dose alone, which
     ``SS=2`` adds to the state): the fixed point
     ``y = P(y)`` of ``P``, one interval ``II`` of this dose alone (bolus, or infusion then
@@ -228,7 +229,39 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50):
     augmented map's Jacobian is block lower triangular with ``M`` on the diagonal, so for a
     linear model the iteration is exact after ``order + 1`` steps, whatever the ratio of
     half-life to interval; a nonlinear model converges linearly at the rate of the error in
-    ``M``. Raises :class:`PKSolveError` (subject and row) when it does not converge."""
+    ``M``. Raises :class:`PKSolveError` (subject and row) when it does not converge.
+
+    ``lag > 0`` (a bolus into a state with a lag time, which must be shorter than ``II``):
+    the doses arrive ``lag`` after their records, so the state at the record's time is the
+    orbit ``II - lag`` after an arrival: the fixed point above (the state just before an
+    arrival), the bolus, ``II - lag`` of flow, and :meth:`Sensitivities.shifted` for the
+    derivatives along the lag."""
+    ss = _fixed_point(sens, dose, par, rtol, atol, subject, maxiter)
+    if lag == 0.0:
+        return ss
+    ii = dose.ss_interval
+    if not lag < ii:
+        raise PKSolveError(
+            f"subject ID {subject.id}, row {dose.row}: the lag time {lag:g} of a steady-state "
+            f"dose is not shorter than its interval II {ii:g}"
+        )
+    y = ss.copy()
+    sens.add_bolus(y, dose.state, dose.amount, par)
+    zero = np.zeros(sens.n_channels)
+    p = np.concatenate([par, zero])
+    sol = solve(sens.model.problem(y, (0.0, ii - lag), p), saveat=np.array([ii - lag]),
+                rtol=rtol, atol=atol)  # fmt: skip
+    if sol.status != ReturnCode.SUCCESS:
+        raise PKSolveError(
+            f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
+            f"[0, {ii - lag:g}] failed with {sol.status.name}: {sol.message}"
+        )
+    _check_saved(sol, 1, subject, 0.0, ii - lag)
+    return sens.shifted(sol.u[-1].copy(), dose.state, zero, par)
+
+
+def _fixed_point(sens, dose, par, rtol, atol, subject, maxiter):
+    """The steady state just before a dose (see :func:`steady_state`)."""
     n, size = sens.n, sens.size
     ii = dose.ss_interval
     npar, nc = par.size, sens.n_channels

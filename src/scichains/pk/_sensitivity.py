@@ -342,7 +342,20 @@ class Sensitivities:
             self.size
         )
 
-    def _make_jump(self, a, end=False):
+    def shifted(self, y, state, rates, phi) -> np.ndarray:
+        """The augmented state of ``y`` carried back by the lag time of ``state``'s doses
+        (``(n_channels,)`` input channels ``rates`` running): ``y`` is the state at ``T0``, a
+        time that moves as ``T0 - (tlag - tlag_0)``; a new array. For a steady-state dose with
+        a lag: the state at the record's time is the periodic orbit ``II - tlag`` after the
+        previous arrival, solved for ``II - tlag_0`` and carried by this shift (the second
+        half of :meth:`lagged_jump`'s expansion)."""
+        key = (state, False, True)
+        fn = self._jumps.get(key)
+        if fn is None:
+            fn = self._jumps[key] = self._make_jump(state, shift=True)
+        return np.asarray(fn(*y, *phi, *rates, *rates, 0.0), dtype=np.float64).reshape(self.size)
+
+    def _make_jump(self, a, end=False, shift=False):
         import math
 
         import sympy as sp
@@ -372,7 +385,10 @@ class Sensitivities:
                 acc += (sign * h) ** k / math.factorial(k) * term
             return acc
 
-        z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
+        if shift:
+            z = list(states)
+        else:
+            z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
         back = {states[b]: z[b] for b in range(n)}
         ytil = [series(b, fp, -1).xreplace(back) for b in range(n)]
         # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
