@@ -92,7 +92,7 @@ def test_unknown_compartment_ss_addl_and_rate_errors(tmp_path):
         ("7,0,.,5,1,1,1,0,0,0,0\n", r"row 1: a steady-state dose \(SS=1\) needs II > 0", None),
         ("7,0,.,5,1,1,1,12,0,0,12\n", r"row 1: a steady-state infusion must be shorter", None),
         ("7,0,.,5,1,1,0,0,2,0,0\n", r"row 1: ADDL 2 needs an interval II", None),
-        ("7,0,.,5,1,1,0,0,0,-1,0\n", r"row 1: RATE -1 .* only RATE=-2", None),
+        ("7,0,.,5,1,1,0,0,0,-3,0\n", r"row 1: RATE -3 .* modelled codes are RATE=-1", None),
         ("7,0,.,5,1,1,0,0,0,-2,3\n", r"row 1: RATE -2 / DUR 3: .* without DUR", None),
         ("7,0,.,5,1,1,0,0,0,1,3\n", r"row 1: RATE 1 and DUR 3 disagree", None),
     ]

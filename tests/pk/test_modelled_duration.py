@@ -1,6 +1,7 @@
-"""Zero-order inputs of modelled duration (issue 29, item 4: ``RATE=-2``, NONMEM's ``D1``):
-predictions against the closed form and SciPy, the OFV gradient against central differences
-(the input's end moves with the duration), bad input."""
+"""Zero-order inputs of modelled duration or rate (issue 29, item 4: ``RATE=-2`` and
+``RATE=-1``, NONMEM's ``D1`` and ``R1``): predictions against the closed form and SciPy, the
+OFV gradient against central differences (the input's end moves with the duration, or with
+the amount over the rate), bad input."""
 
 import numpy as np
 import pytest
@@ -160,8 +161,8 @@ def test_lag_and_duration_gradient(tmp_path):
 
 
 def test_bad_modelled_durations_are_refused(tmp_path):
-    with pytest.raises(pk.EventTableError, match="only RATE=-2"):
-        read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID\n1,0,.,100,-1,1\n1,1,2,.,.,0\n")
+    with pytest.raises(pk.EventTableError, match="modelled codes are RATE=-1"):
+        read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID\n1,0,.,100,-3,1\n1,1,2,.,.,0\n")
     with pytest.raises(pk.EventTableError, match=r"steady-state dose \(SS=1\) with a modelled"):
         read(tmp_path, "ID,TIME,DV,AMT,RATE,EVID,SS,II\n1,0,.,100,-2,1,1,12\n1,1,2,.,.,0,.,.\n")
     with pytest.raises(pk.EventTableError, match="reset .* after the dose of row 1"):
@@ -178,3 +179,52 @@ def test_bad_modelled_durations_are_refused(tmp_path):
     args["duration"] = {sp.Symbol("center"): sp.Symbol("tcl")}
     with pytest.raises(ValueError, match=r"the duration of center uses \['tcl'\]"):
         pk.PKModel(**args)
+
+
+def r1_model():
+    """One compartment, zero-order input of modelled rate R1 (log-normal CL, V, R1)."""
+    center, cl, v, r1 = sp.symbols("center cl v r1")
+    tcl, tv, tr1, ecl, ev, er1 = sp.symbols("tcl tv tr1 eta_cl eta_v eta_r1")
+    return pk.PKModel(
+        states=[center],
+        odes=[-cl / v * center],
+        individual={cl: sp.exp(tcl + ecl), v: sp.exp(tv + ev), r1: sp.exp(tr1 + er1)},
+        theta={tcl: np.log(4.0), tv: np.log(30.0), tr1: np.log(50.0)},
+        eta=[ecl, ev, er1],
+        omega=[0.09, 0.04, 0.1],
+        observe=center / v,
+        error=pk.Proportional(0.1),
+        rate={center: r1},
+    )
+
+
+R1_CSV = D1_CSV.replace(",-2,", ",-1,")
+
+
+def test_modelled_rate_matches_the_closed_form(tmp_path):
+    data = read(tmp_path, R1_CSV)
+    assert data.subjects[0].doses[0].modelled == -1
+    model = r1_model()
+    obj = pk.PopulationObjective(model, data, rtol=1e-12, atol=1e-14)
+    x = model.pack()
+    etas = np.array([[0.1, -0.1, 0.3], [0.0, 0.2, -0.4], [-0.2, 0.0, 0.5]])
+    for s, eta, pred in zip(data.subjects, etas, obj.predict(x, etas)):
+        cl, v, r = np.exp(x[:3] + eta)
+        doses = [(d.time, d.amount, d.amount / r if d.modelled else d.duration) for d in s.doses]
+        np.testing.assert_allclose(pred, closed_form(doses, s.times, cl, v, None), rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["focei", pytest.param("laplace", marks=pytest.mark.slow)])
+def test_modelled_rate_gradient(tmp_path, method):
+    # two amounts (100 and 150 mg) at one rate: inputs of different lengths
+    data = read(tmp_path, R1_CSV)
+    model = r1_model()
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
+    x = model.pack(theta=np.log([3.5, 28.0, 60.0]), omega=[0.1, 0.05, 0.15], sd=[0.12])
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+    assert abs(g[2]) > 1e-2  # the rate matters

@@ -2,17 +2,16 @@
 
 NONMEM-style event tables (:func:`read_events`: boluses, infusions, repeats, steady-state
 doses, time-varying and categorical covariates, observations censored below or above a
-limit), nonlinear mixed-effects models written in SymPy
-(:class:`PKModel`: typical values, random effects with a diagonal or full omega and
-inter-occasion variability (an ``OCC`` column, one shared block per occasion), the
-individual-parameter block, the ODE, the observation and its residual error model, or several
-endpoints selected by ``DVID`` with one each (joint PK/PD), bioavailability,
-lag times and modelled zero-order input durations, :class:`Network` terms in the dynamics),
-and FOCE-I
-and Laplace estimation with exact gradients (:func:`fit`, :class:`PopulationObjective`: the
-objective in NONMEM's -2 log-likelihood convention; typical values on any scale, with bounds,
-fixed parameters, the M3/M4 likelihood of censored observations); the covariance step, shrinkage and
-residual diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
+limit), nonlinear mixed-effects models written in SymPy (:class:`PKModel`: typical values,
+random effects with a diagonal or full omega and inter-occasion variability (an ``OCC``
+column, one shared block per occasion), the individual-parameter block, the ODE, the
+observation and its residual error model, or several endpoints selected by ``DVID`` with one
+each (joint PK/PD), bioavailability, lag times and modelled zero-order input durations and
+rates, :class:`Network` terms in the dynamics), and FOCE-I and Laplace estimation with exact
+gradients (:func:`fit`, :class:`PopulationObjective`: the objective in NONMEM's -2
+log-likelihood convention; typical values on any scale, with bounds, fixed parameters, the
+M3/M4 likelihood of censored observations); the covariance step, shrinkage and residual
+diagnostics (:func:`covariance`, :func:`shrinkage`, :func:`residuals`); plots
 (:func:`gof_plot`, :func:`vpc`, prediction-corrected or not, with :func:`simulate`); model
 evaluation (:func:`npde`, :func:`bootstrap`); stepwise covariate modelling
 (:func:`covariate_search`), log-likelihood profiles (:func:`profile`).

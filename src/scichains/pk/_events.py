@@ -46,7 +46,8 @@ encoded by ``categories`` or refused, ``drop`` names columns to leave out):
 - ``RATE``: infusion rate (> 0: zero-order input ``AMT / RATE`` long); ``DUR``: infusion
   duration (> 0, when ``RATE`` is 0 or absent). 0 or absent: a bolus. ``RATE=-2``: a
   zero-order input whose duration the model gives (NONMEM's ``D1``: ``PKModel(duration=
-  {state: expression})``; not with ``SS`` or a later reset).
+  {state: expression})``); ``RATE=-1``: whose rate it gives (``R1``: ``PKModel(rate=...)``);
+  neither with ``SS`` or a later reset.
 - ``II``, ``ADDL``: ``ADDL`` further doses every ``II`` after this one.
 - ``SS``: 1 marks a steady-state dose (with ``II > 0``): the state just before it is reset
   to the periodic steady state of this dose repeated every ``II`` (earlier doses are
@@ -443,19 +444,20 @@ def read_events(
                 f"{where}: CMT {int(c)} is not a compartment of the model (it has {n_states})"
             )
         rt, du = np.nan_to_num(rate[r]), np.nan_to_num(dur[r])
-        modelled = rt == -2 and du == 0
+        modelled = int(rt) if rt in (-1.0, -2.0) and du == 0 else 0
         if (rt < 0 and not modelled) or du < 0:
             raise EventTableError(
-                f"{where}: RATE {rt:g} / DUR {du:g}: of the modelled codes only RATE=-2 (the "
-                "duration from the model, NONMEM's D1) is supported, without DUR; give RATE or "
-                "DUR as positive numbers otherwise"
+                f"{where}: RATE {rt:g} / DUR {du:g}: the modelled codes are RATE=-1 (the rate "
+                "from the model, NONMEM's R1) and RATE=-2 (the duration, D1), without DUR; "
+                "give RATE or DUR as positive numbers otherwise"
             )
         duration = 0.0
         if modelled:
             if ssr in (1.0, 2.0):
                 raise EventTableError(
-                    f"{where}: a steady-state dose (SS={ssr:g}) with a modelled duration "
-                    "(RATE=-2) is not supported"
+                    f"{where}: a steady-state dose (SS={ssr:g}) with a modelled "
+                    f"{'rate' if modelled == -1 else 'duration'} (RATE={modelled}) is not "
+                    "supported"
                 )
         elif rt > 0:
             duration = a / rt
@@ -490,7 +492,7 @@ def read_events(
                     row,
                     ss_ii if k == 0 else 0.0,
                     ssr == 2.0 and k == 0,
-                    bool(modelled),
+                    modelled,
                 )  # fmt: skip
             )
     out = []
@@ -530,8 +532,9 @@ def _reset(cur, t, where, e) -> None:
             continue
         if d.modelled:
             raise EventTableError(
-                f"{where}: a reset (EVID {e:g}) after the dose of row {d.row}, whose duration "
-                "the model gives (RATE=-2), is not supported"
+                f"{where}: a reset (EVID {e:g}) after the dose of row {d.row}, whose "
+                f"{'rate' if d.modelled == -1 else 'duration'} the model gives "
+                f"(RATE={d.modelled}), is not supported"
             )
         if d.duration > 0 and d.time + d.duration > t:
             if d.ss_interval > 0:

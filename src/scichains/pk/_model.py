@@ -73,6 +73,10 @@ class PKModel:
         dose ``F * AMT`` runs in at ``F * AMT / D`` from its time (plus its lag) for ``D``.
         Differentiable like a lag time (the input's end moves with ``D``, see
         ``Sensitivities.lagged_jump``); needs an autonomous ODE (no ``t``)
+    rate : optional dict ``{state: expression}``: the rate of the zero-order inputs into that
+        state whose records say ``RATE=-1`` (NONMEM's ``R1``), the same way: the dose
+        ``F * AMT`` runs in at ``F * R`` for ``AMT / R`` (a state has a modelled duration or
+        a modelled rate, not both)
     iov_eta : SymPy symbols of inter-occasion random effects (``q_o``; NONMEM's IOV etas),
         used in ``individual`` like ``eta`` (e.g. ``cl: exp(tcl + eta_cl + kappa_cl)``): each
         occasion of a subject draws its own values, all occasions from one covariance
@@ -120,6 +124,7 @@ class PKModel:
         iov_omega=None,
         occasions: int = 0,
         duration: dict | None = None,
+        rate: dict | None = None,
     ):
         import sympy as sp
 
@@ -133,7 +138,7 @@ class PKModel:
         eta, covariates, networks = list(eta), list(covariates), list(networks)
         self._arguments = _arguments(
             self.states, odes, individual, theta, eta, omega, observe, error, covariates, t,
-            bioavailability, lag, networks, list(iov_eta), iov_omega, occasions, duration,
+            bioavailability, lag, networks, list(iov_eta), iov_omega, occasions, duration, rate,
         )  # fmt: skip
         self.odes = [sp.sympify(e) for e in odes]
         self.networks = list(networks)
@@ -249,7 +254,12 @@ class PKModel:
                 )
             self.lag = L
             self.lagged_states = tuple(self.states.index(k) for k in lag)
-        self.duration, self.timed_states = _durations(self.states, self.phi, duration, t)
+        self.duration, timed = _durations(self.states, self.phi, duration, t, "duration")
+        self.rate, rated = _durations(self.states, self.phi, rate, t, "rate")
+        both = sorted(str(self.states[a]) for a in set(timed) & set(rated))
+        if both:
+            raise ValueError(f"{both} have both a modelled duration and a modelled rate")
+        self.timed_states = tuple(sorted(timed + rated))  # the input channels, in order
         self._sens2 = None  # built on first use (a large phi system may never be)
         self._linear = None
         # the individual-parameter block and its derivatives (NumPy, generated once)
@@ -394,6 +404,7 @@ class PKModel:
                 bioavailability=self.bioavailability,
                 lag=self.lag,
                 duration=self.duration,
+                rate=self.rate,
             )
         return self._sens2
 
@@ -424,6 +435,7 @@ class PKModel:
                 bioavailability=self.bioavailability,
                 lag=self.lag,
                 duration=self.duration,
+                rate=self.rate,
             )
         return self._sens3
 
@@ -444,6 +456,7 @@ class PKModel:
                 bioavailability=self.bioavailability,
                 lag=self.lag,
                 duration=self.duration,
+                rate=self.rate,
                 directions=(self.q, self.p),
                 identity=self.identity,
             )
@@ -496,10 +509,10 @@ class PKModel:
         return names
 
 
-def _durations(states, phi, duration, t):
+def _durations(states, phi, duration, t, what="duration"):
     """``(durations (n SymPy expressions, 0 for none) or None, the states that have one)``
-    of the ``duration`` dict (``ValueError`` for a state that is not one, an expression in
-    other symbols than the individual parameters, a time-dependent ODE)."""
+    of the ``duration`` (or ``rate``) dict (``ValueError`` for a state that is not one, an
+    expression in other symbols than the individual parameters, a time-dependent ODE)."""
     import sympy as sp
 
     if not duration:
@@ -507,20 +520,20 @@ def _durations(states, phi, duration, t):
     out = [sp.Integer(0)] * len(states)
     for k, e in duration.items():
         if k not in states:
-            raise ValueError(f"a duration is given for {k}, which is not a state")
+            raise ValueError(f"a {what} is given for {k}, which is not a state")
         e = sp.sympify(e)
         extra = e.free_symbols - set(phi)
         if extra:
             raise ValueError(
-                f"the duration of {k} uses {sorted(map(str, extra))}: write it in the "
+                f"the {what} of {k} uses {sorted(map(str, extra))}: write it in the "
                 "individual parameters"
             )
         if e == 0:
-            raise ValueError(f"the duration of {k} is 0")
+            raise ValueError(f"the {what} of {k} is 0")
         out[states.index(k)] = e
     if t is not None:
         raise ValueError(
-            "a modelled duration needs an autonomous ODE (the equations use t): the end of the "
+            f"a modelled {what} needs an autonomous ODE (the equations use t): the end of the "
             "input is expanded along the flow"
         )
     return out, tuple(states.index(k) for k in duration)
@@ -597,7 +610,7 @@ def _theta_values(theta: dict):
 
 def _arguments(
     states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets,
-    iov_eta, iov_omega, occasions, duration,
+    iov_eta, iov_omega, occasions, duration, rate,
 ) -> dict:  # fmt: skip
     """The constructor's arguments (copies of the containers), as :meth:`PKModel.__reduce__`
     sends them."""
@@ -623,6 +636,7 @@ def _arguments(
         "iov_omega": np.array(iov_omega) if isinstance(iov_omega, np.ndarray) else iov_omega,
         "occasions": occasions,
         "duration": copied(duration),
+        "rate": copied(rate),
     }
 
 

@@ -189,8 +189,8 @@ class PopulationObjective(SubjectTerms):
             changing = [c for c in names if c in s.covariate_changes]
             piece = None
             if changing:
-                if model.lag is not None or model.duration is not None:
-                    what = "lag times" if model.lag is not None else "modelled durations"
+                if model.lag is not None or model.timed_states:
+                    what = "lag times" if model.lag is not None else "modelled inputs"
                     raise ValueError(
                         f"subject ID {s.id}: covariate(s) {changing} change within the subject, "
                         f"and {what} with time-varying covariates are not supported"
@@ -212,11 +212,15 @@ class PopulationObjective(SubjectTerms):
                     "the parameters)"
                 )
             for d in s.doses:
-                if d.modelled and d.state not in model.timed_states:
+                what = {-1: ("rate", model.rate), -2: ("duration", model.duration)}
+                if d.modelled and (
+                    what[d.modelled][1] is None or what[d.modelled][1][d.state] == 0
+                ):
+                    kind = what[d.modelled][0]
                     raise ValueError(
-                        f"subject ID {s.id}, row {d.row}: RATE=-2 (a modelled duration) into "
-                        f"compartment {d.state + 1}, for which the model gives no duration "
-                        "(PKModel(duration={state: expression}))"
+                        f"subject ID {s.id}, row {d.row}: RATE={d.modelled} (a modelled {kind}) "
+                        f"into compartment {d.state + 1}, for which the model gives no {kind} "
+                        f"(PKModel({kind}={{state: expression}}))"
                     )
                 lagged_infusion = d.state in model.lagged_states and d.duration > 0
                 if d.ss_interval > 0 and (model.t is not None or lagged_infusion):

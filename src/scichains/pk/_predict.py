@@ -45,7 +45,7 @@ class Regimen:
         self.timed = tuple(timed)
         self.changes = np.asarray(sorted(changes), dtype=np.float64)
         moving = self.lagged or any(d.modelled for d in subject.doses)
-        self._fixed = None if moving else self._plan(np.zeros(n_states), np.zeros(n_states))
+        self._fixed = None if moving else self._plan(np.zeros(n_states), np.zeros((2, n_states)))
 
     @property
     def segments(self):
@@ -55,14 +55,14 @@ class Regimen:
         return self._fixed
 
     def plan(self, lags=None, durations=None):
-        """The segments with each state's lag time ``lags`` and modelled duration
-        ``durations`` (``(n,)`` each; None: none)."""
+        """The segments with each state's lag time ``lags`` (``(n,)``) and modelled
+        durations and rates ``durations`` (``(2, n)``; None: none)."""
         if self._fixed is not None:
             return self._fixed
-        zero = np.zeros(self.n)
-        lags = zero if lags is None else np.asarray(lags, dtype=np.float64)
-        durations = zero if durations is None else np.asarray(durations, dtype=np.float64)
-        return self._plan(lags, durations)
+        lags = np.zeros(self.n) if lags is None else np.asarray(lags, dtype=np.float64)
+        if durations is None:
+            durations = np.zeros((2, self.n))
+        return self._plan(lags, np.asarray(durations, dtype=np.float64))
 
     def _plan(self, lags, durations):
         subject, n = self.subject, self.n
@@ -83,12 +83,16 @@ class Regimen:
             if d.modelled:
                 if d.state not in self.timed:
                     raise ValueError(
-                        f"subject ID {subject.id}, row {d.row}: RATE=-2 (a modelled duration) "
-                        f"into compartment {d.state + 1}, for which the model gives no duration"
+                        f"subject ID {subject.id}, row {d.row}: RATE={d.modelled} into "
+                        f"compartment {d.state + 1}, which the model gives no zero-order input"
                     )
                 c = n + self.timed.index(d.state)
-                events.append((t0, ls, c, 0.0, d.amount))
-                events.append((t0 + float(durations[d.state]), n + d.state, c, 0.0, -d.amount))
+                if d.modelled == -2:  # the channel holds the amount running, over D
+                    length, change, amt = float(durations[0, d.state]), d.amount, 0.0
+                else:  # the number of inputs running, at F R each; AMT sets the length
+                    length, change, amt = d.amount / float(durations[1, d.state]), 1.0, d.amount
+                events.append((t0, ls, c, 0.0, change))
+                events.append((t0 + length, n + d.state, c, amt, -change))
             elif d.duration > 0:
                 events.append((t0, ls, d.state, 0.0, d.rate))
                 events.append((t0 + d.duration, ls, d.state, 0.0, -d.rate))
@@ -157,12 +161,15 @@ def predict_subject(sens, regimen, par, rtol, atol):
     lags = sens.lag_values(pars[0])
     if lags is not None and not np.all(np.isfinite(lags)):
         raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
-    durations = sens.duration_values(pars[0])
-    timed = list(sens.timed)
-    if durations is not None and not np.all(np.isfinite(durations[timed]) & (durations[timed] > 0)):
-        raise PKSolveError(
-            f"subject ID {subject.id}: a modelled duration is not finite and positive ({durations})"
-        )
+    durations = sens.duration_values(pars[0])  # (2, n): durations, rates
+    if durations is not None:
+        timed = list(sens.timed)
+        used = durations[:, timed][durations[:, timed] != 0]
+        if not np.all(np.isfinite(used) & (used > 0)):
+            raise PKSolveError(
+                f"subject ID {subject.id}: a modelled duration or rate is not finite and "
+                f"positive ({durations})"
+            )
     for a, b, groups, rates, sel, piece in regimen.plan(lags, durations):
         cur = pars[piece]
         for ls, boluses, r_before, r_after in groups:
@@ -176,8 +183,9 @@ def predict_subject(sens, regimen, par, rtol, atol):
             elif ls < 0:
                 for s, amount in boluses:
                     sens.add_bolus(y, s, amount, cur)
-            elif ls >= n:  # the ends of modelled-duration inputs into state ls - n
-                y = sens.lagged_jump(y, ls - n, 0.0, r_before, r_after, cur, end=True)
+            elif ls >= n:  # the ends of modelled inputs into state ls - n (RATE=-1: its AMT)
+                amount = sum(am for _, am in boluses)
+                y = sens.lagged_jump(y, ls - n, amount, r_before, r_after, cur, end=True)
             else:
                 amount = sum(am for _, am in boluses)
                 y = sens.lagged_jump(y, ls, amount, r_before, r_after, cur)

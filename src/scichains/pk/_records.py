@@ -17,9 +17,9 @@ class Dose:
     record (1-based data row; repeats from ``ADDL`` share their record's row).
     ``ss_interval > 0``: a steady-state dose (``SS=1``, ``II``): the state just before it is
     the periodic steady state of this dose given every ``ss_interval``; with ``ss_add``
-    (``SS=2``) that steady state is added to the state instead. ``modelled``: a zero-order
-    input whose duration the model gives (``RATE=-2``, ``PKModel(duration=...)``;
-    ``duration`` is 0 here)."""
+    (``SS=2``) that steady state is added to the state instead. ``modelled``: 0, or a
+    zero-order input whose duration (``-2``: ``RATE=-2``, ``PKModel(duration=...)``) or rate
+    (``-1``: ``RATE=-1``, ``PKModel(rate=...)``) the model gives (``duration`` is 0 here)."""
 
     time: float
     amount: float
@@ -28,7 +28,7 @@ class Dose:
     row: int = 0
     ss_interval: float = 0.0
     ss_add: bool = False
-    modelled: bool = False
+    modelled: int = 0
 
     @property
     def rate(self) -> float:

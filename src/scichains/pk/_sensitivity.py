@@ -61,6 +61,9 @@ class Sensitivities:
         ``D_a`` of each state's zero-order inputs of ``RATE=-2`` (0: none). Such a state has
         a second input channel, the amount of its modelled inputs running, entering as
         ``F_a amount / D_a``; the input's end moves with ``D_a`` (see :meth:`lagged_jump`)
+    rate : optional list of ``n`` SymPy expressions: the modelled rate ``R_a`` of each
+        state's ``RATE=-1`` inputs (0: none): the second channel counts the inputs running,
+        entering as ``F_a count R_a``; an input of ``AMT`` ends ``AMT / R_a`` after its start
 
     Parameters of the augmented system: ``phi`` (``m``), in direction mode the derivatives
     ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then the input channels
@@ -81,6 +84,7 @@ class Sensitivities:
         directions=None,
         identity=None,
         duration=None,
+        rate=None,
     ):
         import sympy as sp
 
@@ -135,8 +139,10 @@ class Sensitivities:
                         self.param_layout.append((i, tup))
         self.n_params = m + len(pars)
         rates = [sp.Symbol(f"_rate_{a}", real=True) for a in range(n)]
-        self.duration = None if duration is None else [sp.sympify(e) for e in duration]
-        self.timed = () if duration is None else tuple(a for a in range(n) if duration[a] != 0)
+        zero = [sp.Integer(0)] * n
+        self.duration = zero if duration is None else [sp.sympify(e) for e in duration]
+        self.rate = zero if rate is None else [sp.sympify(e) for e in rate]
+        self.timed = tuple(a for a in range(n) if self.duration[a] != 0 or self.rate[a] != 0)
         rates += [sp.Symbol(f"_amount_{a}", real=True) for a in self.timed]
         self.n_channels = len(rates)
 
@@ -220,7 +226,8 @@ class Sensitivities:
         # the input channels of each state: (channel symbol, its multiplier)
         self._inputs = [[(rates[a], F[a])] for a in range(n)]
         for c, a in enumerate(self.timed):
-            self._inputs[a].append((rates[n + c], F[a] / self.duration[a]))
+            g = F[a] / self.duration[a] if self.duration[a] != 0 else F[a] * self.rate[a]
+            self._inputs[a].append((rates[n + c], g))
         # the right-hand side of every augmented state, by differentiating a lower one
         rhs_of = [
             {(): F_of(a, ()) + sp.Add(*[r * g for r, g in self._inputs[a]])} for a in range(n)
@@ -287,7 +294,7 @@ class Sensitivities:
                 raise ValueError(
                     "a modelled duration needs an autonomous right-hand side (the ODE uses t)"
                 )
-            self._duration_fn = sp.lambdify(list(phi), self.duration, modules="numpy")
+            self._duration_fn = sp.lambdify(list(phi), [self.duration, self.rate], modules="numpy")
         self._jumps = {}
 
         self._obs_tuples = all_tuples
@@ -312,12 +319,12 @@ class Sensitivities:
         return np.asarray(self._lag_fn(*phi[: self.m]), dtype=np.float64).reshape(self.n)
 
     def duration_values(self, phi: np.ndarray) -> np.ndarray | None:
-        """The modelled duration of each state's ``RATE=-2`` inputs at ``phi`` (``(n,)``, 0
-        where none), or None without modelled durations."""
+        """``(2, n)``: the modelled duration (``RATE=-2``) and rate (``RATE=-1``) of each
+        state's inputs at ``phi`` (0 where none), or None without modelled inputs."""
         if self._duration_fn is None:
             return None
-        v = self._duration_fn(*phi[: self.m])
-        return np.array([float(x) for x in v], dtype=np.float64)
+        d, r = self._duration_fn(*phi[: self.m])
+        return np.array([[float(x) for x in d], [float(x) for x in r]], dtype=np.float64)
 
     def lagged_jump(self, y, state, amount, r_before, r_after, phi, end=False) -> np.ndarray:
         """The augmented state just after lagged events into ``state`` at one time (a bolus
@@ -385,8 +392,9 @@ class Sensitivities:
                 acc += (sign * h) ** k / math.factorial(k) * term
             return acc
 
-        if shift:
-            z = list(states)
+        if shift or end:  # no dose here: the flow back from the moved time only (shift), or
+            # the input's end (the amount is that of the input, which sets its length)
+            z = list(states) if shift else [series(b, fm, 1) for b in range(n)]
         else:
             z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
         back = {states[b]: z[b] for b in range(n)}
@@ -395,8 +403,8 @@ class Sensitivities:
         # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
         # h^k, truncated at the degree the remaining derivatives can still reach.
         moving = sp.Integer(0) if self.lag is None else self.lag[a]
-        if end:
-            moving = moving + self.duration[a]
+        if end:  # a duration, or the amount over the rate
+            moving += self.duration[a] if self.duration[a] != 0 else amt / self.rate[a]
         dh = [self._D(moving, ll) for ll in range(self.nd)]
         out = [None] * self.size
         for b in range(n):
