@@ -189,11 +189,11 @@ class PopulationObjective(SubjectTerms):
             changing = [c for c in names if c in s.covariate_changes]
             piece = None
             if changing:
-                if model.lag is not None or model.timed_states:
-                    what = "lag times" if model.lag is not None else "modelled inputs"
+                if model.timed_states:
                     raise ValueError(
                         f"subject ID {s.id}: covariate(s) {changing} change within the subject, "
-                        f"and {what} with time-varying covariates are not supported"
+                        "and modelled inputs (RATE=-1/-2) with time-varying covariates are not "
+                        "supported"
                     )
                 times, covs = [], [vals]
                 for t, _row, values in s.covariate_history:

@@ -55,14 +55,24 @@ class Regimen:
         return self._fixed
 
     def plan(self, lags=None, durations=None):
-        """The segments with each state's lag time ``lags`` (``(n,)``) and modelled
-        durations and rates ``durations`` (``(2, n)``; None: none)."""
+        """The segments with each state's lag time ``lags`` (``(n,)``, or ``(K, n)``: one row
+        per piece of time-varying covariates, a dose taking the row in effect at its record's
+        time) and modelled durations and rates ``durations`` (``(2, n)``; None: none).
+        :class:`PKSolveError` when a covariate changes between a dose and its lagged
+        arrival."""
         if self._fixed is not None:
             return self._fixed
         lags = np.zeros(self.n) if lags is None else np.asarray(lags, dtype=np.float64)
         if durations is None:
             durations = np.zeros((2, self.n))
         return self._plan(lags, np.asarray(durations, dtype=np.float64))
+
+    def lag_of(self, d, lags) -> float:
+        """The lag time of dose ``d``: its state's, in the piece in effect at its record."""
+        lags = np.asarray(lags)
+        if lags.ndim == 1:
+            return float(lags[d.state])
+        return float(lags[int(np.searchsorted(self.changes, d.time, side="right")), d.state])
 
     def _plan(self, lags, durations):
         subject, n = self.subject, self.n
@@ -79,7 +89,13 @@ class Regimen:
                 # reset to the steady state first (lag_state -2 sorts before the doses)
                 events.append((d.time, -2, d.state, d, 0.0))
             ls = d.state if d.state in self.lagged else -1
-            t0 = d.time + (float(lags[d.state]) if ls >= 0 else 0.0)
+            t0 = d.time + (self.lag_of(d, lags) if ls >= 0 else 0.0)
+            if ls >= 0 and np.any((self.changes > d.time) & (self.changes <= t0)):
+                raise PKSolveError(
+                    f"subject ID {subject.id}, row {d.row}: a covariate changes between the "
+                    f"dose at {d.time:g} and its arrival at {t0:g} (lag time {t0 - d.time:g}): "
+                    "not supported"
+                )
             if d.modelled:
                 if d.state not in self.timed:
                     raise ValueError(
@@ -159,6 +175,8 @@ def predict_subject(sens, regimen, par, rtol, atol):
         )
     p = np.empty(npar + sens.n_channels)
     lags = sens.lag_values(pars[0])
+    if lags is not None and pars.shape[0] > 1:  # one row per piece
+        lags = np.array([sens.lag_values(row) for row in pars])
     if lags is not None and not np.all(np.isfinite(lags)):
         raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
     durations = sens.duration_values(pars[0])  # (2, n): durations, rates
@@ -177,7 +195,7 @@ def predict_subject(sens, regimen, par, rtol, atol):
                 y = np.zeros(size)
             elif ls == -2:  # SS=1 replaces the state, SS=2 adds to it, in record order
                 for d in boluses:
-                    lag = 0.0 if lags is None else float(lags[d.state])
+                    lag = 0.0 if lags is None else regimen.lag_of(d, lags)
                     ss = steady_state(sens, d, cur, rtol, atol, subject, lag=lag)
                     y = y + ss if d.ss_add else ss
             elif ls < 0:
