@@ -29,6 +29,7 @@ import sympy as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _machine as machine  # noqa: E402
+from _replicates import print_recovery  # noqa: E402
 
 from scichains import pk  # noqa: E402
 
@@ -128,25 +129,11 @@ def main() -> None:
     n = args.replicates
     print(f"\n{n} replicates x {args.subjects} subjects x 2 occasions x {AFTER.size} samples")
     for label in rows:
-        est = np.array(rows[label])
-        mean, se = est.mean(axis=0), est.std(axis=0, ddof=1) / np.sqrt(n)
         print(
             f"\n{label} model (FOCE-I): median fit {statistics.median(seconds[label]):.1f} s, "
             f"{failed[label]} of {n} not converged"
         )
-        print(
-            f"  {'parameter':10s} {'truth':>8s} {'mean':>8s} {'SD':>8s} {'bias/SD':>8s} "
-            f"{'MC SE':>8s} {'z':>7s}"
-        )
-        for k, name in enumerate(names):
-            if np.isnan(mean[k]):
-                continue
-            z = (mean[k] - truth[k]) / se[k]
-            sd = se[k] * np.sqrt(n)
-            print(
-                f"  {name:10s} {truth[k]:8.4f} {mean[k]:8.4f} {sd:8.4f} "
-                f"{(mean[k] - truth[k]) / sd:8.2f} {se[k]:8.4f} {z:7.2f}"
-            )
+        print_recovery(names, truth, rows[label])
 
 
 if __name__ == "__main__":

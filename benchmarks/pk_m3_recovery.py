@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _machine as machine  # noqa: E402
+from _replicates import print_recovery  # noqa: E402
 from pk_m3 import OMEGA, SD, THETA, model, simulate  # noqa: E402
 
 from scichains import pk  # noqa: E402
@@ -72,23 +73,11 @@ def main() -> None:
         f"on average ({min(censored):.1%}-{max(censored):.1%})"
     )
     for blq in est:
-        e = np.array(est[blq])
-        mean, se = e.mean(axis=0), e.std(axis=0, ddof=1) / np.sqrt(n)
         print(
             f"\n{blq.upper()}: median fit {statistics.median(secs[blq]):.1f} s, "
             f"{failed[blq]} of {n} not converged"
         )
-        print(
-            f"  {'parameter':10s} {'truth':>8s} {'mean':>8s} {'SD':>8s} {'bias/SD':>8s} "
-            f"{'MC SE':>8s} {'z':>7s}"
-        )
-        for k, name in enumerate(names):
-            z = (mean[k] - truth[k]) / se[k]
-            sd = se[k] * np.sqrt(n)
-            print(
-                f"  {name:10s} {truth[k]:8.4f} {mean[k]:8.4f} {sd:8.4f} "
-                f"{(mean[k] - truth[k]) / sd:8.2f} {se[k]:8.4f} {z:7.2f}"
-            )
+        print_recovery(names, truth, est[blq])
 
 
 if __name__ == "__main__":
