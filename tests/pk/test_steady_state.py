@@ -142,12 +142,40 @@ def test_ofv_gradient_through_a_lagged_steady_state(tmp_path, method):
     assert abs(g[3]) > 1e-2  # the lag matters
 
 
-def test_steady_state_infusion_with_a_lag_is_refused(tmp_path):
+def test_lagged_steady_state_infusion_equals_a_long_run_of_repeats(tmp_path):
+    # a 2 h infusion into the lagged depot every 12 h at steady state against 60 explicit
+    # repeats (ADDL): samples before the arrival (the last cycle's washout) and after
     from .models import lag_model
 
-    data = write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II,DUR\n5,0,.,300,1,1,12,2\n5,1,3,0,0,0,0,0\n")
-    with pytest.raises(ValueError, match=r"subject ID 5, row 1: a steady-state dose .* infusion"):
-        pk.PopulationObjective(lag_model(), data)
+    samples = "5,720.05,1,0,0,0,0,0\n5,721,1,0,0,0,0,0\n5,723,1,0,0,0,0,0\n5,731,1,0,0,0,0,0\n"
+    ss = write(tmp_path, "ID,TIME,DV,AMT,EVID,SS,II,DUR\n5,720,.,300,1,1,12,2\n" + samples)
+    rep = write(tmp_path, "ID,TIME,DV,AMT,EVID,ADDL,II,DUR\n5,0,.,300,1,60,12,2\n" + samples)
+    model = lag_model()
+    x = model.pack()
+    etas = np.array([[0.1, 0.2, 0.3]])  # tlag about 0.13 h
+    a = pk.PopulationObjective(model, ss, rtol=1e-11, atol=1e-13).predict(x, etas)[0]
+    b = pk.PopulationObjective(model, rep, rtol=1e-11, atol=1e-13).predict(x, etas)[0]
+    np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
+def test_ofv_gradient_through_a_lagged_steady_state_infusion(tmp_path):
+    from .models import lag_model
+
+    data = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,SS,II,DUR\n"
+        "5,0,.,300,1,1,12,2\n5,0.05,4,0,0,0,0,0\n5,1,6,0,0,0,0,0\n5,4,9,0,0,0,0,0\n"
+        "6,0,.,200,1,1,8,1\n6,0.05,5,0,0,0,0,0\n6,2,7,0,0,0,0,0\n6,7,5,0,0,0,0,0\n",
+    )
+    model = lag_model(omega=(0.3, 0.1, 0.2))
+    obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
+    x = model.pack()
+    f, g = obj.value_and_grad(x)
+    fd = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.eye(x.size)[k] * 1e-4
+        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
+    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
 
 
 # ---------------------------------------------------------------- SS=2 (superposition)

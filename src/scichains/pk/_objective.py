@@ -222,16 +222,10 @@ class PopulationObjective(SubjectTerms):
                         f"into compartment {d.state + 1}, for which the model gives no {kind} "
                         f"(PKModel({kind}={{state: expression}}))"
                     )
-                lagged_infusion = d.state in model.lagged_states and d.duration > 0
-                if d.ss_interval > 0 and (model.t is not None or lagged_infusion):
-                    why = (
-                        "an infusion with a lag time (a bolus with one is)"
-                        if model.t is None
-                        else "a time-dependent ODE"
-                    )
+                if d.ss_interval > 0 and model.t is not None:
                     raise ValueError(
-                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) as "
-                        f"{why} is not supported"
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with a "
+                        "time-dependent ODE is not supported"
                     )
                 if d.ss_add and not model.linear_in_states:
                     raise ValueError(

@@ -257,11 +257,11 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50, lag=0.0):
     half-life to interval; a nonlinear model converges linearly at the rate of the error in
     ``M``. Raises :class:`PKSolveError` (subject and row) when it does not converge.
 
-    ``lag > 0`` (a bolus into a state with a lag time, which must be shorter than ``II``):
+    ``lag > 0`` (a dose into a state with a lag time, which must be shorter than ``II``):
     the doses arrive ``lag`` after their records, so the state at the record's time is the
     orbit ``II - lag`` after an arrival: the fixed point above (the state just before an
-    arrival), the bolus, ``II - lag`` of flow, and :meth:`Sensitivities.shifted` for the
-    derivatives along the lag."""
+    arrival), the dose (a bolus, or an infusion that must end before ``II - lag``), ``II -
+    lag`` of flow, and :meth:`Sensitivities.shifted` for the derivatives along the lag."""
     ss = _fixed_point(sens, dose, par, rtol, atol, subject, maxiter)
     if lag == 0.0:
         return ss
@@ -271,19 +271,33 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50, lag=0.0):
             f"subject ID {subject.id}, row {dose.row}: the lag time {lag:g} of a steady-state "
             f"dose is not shorter than its interval II {ii:g}"
         )
+    if dose.duration > 0 and not dose.duration < ii - lag:
+        raise PKSolveError(
+            f"subject ID {subject.id}, row {dose.row}: a steady-state infusion whose lag "
+            f"{lag:g} plus duration {dose.duration:g} reach its interval II {ii:g} (an "
+            "infusion running at the record's time) is not supported"
+        )
     y = ss.copy()
-    sens.add_bolus(y, dose.state, dose.amount, par)
     zero = np.zeros(sens.n_channels)
     p = np.concatenate([par, zero])
-    sol = solve(sens.model.problem(y, (0.0, ii - lag), p), saveat=np.array([ii - lag]),
-                rtol=rtol, atol=atol)  # fmt: skip
-    if sol.status != ReturnCode.SUCCESS:
-        raise PKSolveError(
-            f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
-            f"[0, {ii - lag:g}] failed with {sol.status.name}: {sol.message}"
-        )
-    _check_saved(sol, 1, subject, 0.0, ii - lag)
-    return sens.shifted(sol.u[-1].copy(), dose.state, zero, par)
+    pieces = [(0.0, ii - lag)]
+    if dose.duration > 0:  # the infusion from the arrival, then the washout
+        pieces = [(0.0, dose.duration), (dose.duration, ii - lag)]
+    else:
+        sens.add_bolus(y, dose.state, dose.amount, par)
+    for a, b in pieces:
+        p[par.size :] = 0.0
+        if dose.duration > 0 and a == 0.0:
+            p[par.size + dose.state] = dose.rate
+        sol = solve(sens.model.problem(y, (a, b), p), saveat=np.array([b]), rtol=rtol, atol=atol)
+        if sol.status != ReturnCode.SUCCESS:
+            raise PKSolveError(
+                f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
+                f"[{a:g}, {b:g}] failed with {sol.status.name}: {sol.message}"
+            )
+        _check_saved(sol, 1, subject, a, b)
+        y = sol.u[-1].copy()
+    return sens.shifted(y, dose.state, zero, par)
 
 
 def _fixed_point(sens, dose, par, rtol, atol, subject, maxiter):
