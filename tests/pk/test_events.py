@@ -158,3 +158,14 @@ def test_with_observations_replaces_the_dvs_only():
         data.with_observations(dv[:-1])
     with pytest.raises(ValueError, match="dv must be finite"):
         data.with_observations(np.full(data.n_obs, np.nan))
+
+
+def test_with_observations_keeps_censored_values_inside_their_interval(tmp_path):
+    path = write(
+        tmp_path,
+        "ID,TIME,DV,AMT,EVID,CENS,LIMIT\n1,0,.,100,1,0,.\n1,1,5.2,.,0,0,.\n1,12,0.5,.,0,1,0\n",
+    )
+    data = pk.read_events(path)
+    assert data.with_observations([5.0, 0.3]).subjects[0].dv[1] == 0.3
+    with pytest.raises(ValueError, match=r"row 3: the new DV -0.1 of a censored observation"):
+        data.with_observations([5.0, -0.1])

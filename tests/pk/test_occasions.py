@@ -344,9 +344,28 @@ def test_lag_times_with_occasions_gradient(tmp_path):
 
 def test_a_change_between_a_dose_and_its_arrival_fails_that_point(tmp_path):
     # the lag (about 0.37 h) carries the dose past the occasion's change at 0.1 h
-    data = read(
-        tmp_path, "ID,TIME,DV,AMT,EVID,OCC\n1,0,.,200,1,1\n1,0.1,.,.,2,2\n1,2,4.0,.,0,2\n"
-    )
+    data = read(tmp_path, "ID,TIME,DV,AMT,EVID,OCC\n1,0,.,200,1,1\n1,0.1,.,.,2,2\n1,2,4.0,.,0,2\n")
     obj = pk.PopulationObjective(oral_lag_iov_model(), data)
     with pytest.raises(pk.PKSolveError, match=r"row 1: a covariate changes between the dose"):
+        obj.predict(oral_lag_iov_model().pack())
+
+
+def test_fix_omega_in_the_short_form(tmp_path):
+    data = read(tmp_path, IV_CSV)
+    model = iv_iov_model()
+    mask, x = pk._fit.fixed_entries(model, {"omega": [0.05, 0.02, 0.03]}, model.pack())
+    assert mask.tolist() == [False, False, True, True, True, False]
+    np.testing.assert_allclose(np.diag(model.unpack(x)[1]), [0.05, 0.02, 0.03, 0.03])
+    assert pk.fit(model, data, fix={"omega": [0.05, 0.02, 0.03]}).omega[3, 3] == pytest.approx(
+        0.03, rel=1e-14
+    )
+
+
+def test_a_lagged_infusion_ending_after_a_change_fails_that_point(tmp_path):
+    data = read(
+        tmp_path,
+        "ID,TIME,DV,AMT,DUR,EVID,OCC\n1,0,.,200,2,1,1\n1,1.5,.,.,.,2,2\n1,4,4.0,.,.,0,2\n",
+    )
+    obj = pk.PopulationObjective(oral_lag_iov_model(), data)
+    with pytest.raises(pk.PKSolveError, match=r"or the end of its infusion at"):
         obj.predict(oral_lag_iov_model().pack())

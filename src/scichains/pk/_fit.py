@@ -489,6 +489,9 @@ def fixed_entries(model, fix, x):
             mask[p : p + no] = True
             if value is not None:
                 om = np.asarray(value, dtype=np.float64)
+                short = len(model.omega_layout.names)  # one variance per name (occasions once)
+                if om.shape == (short,) and short != q:
+                    om = model.omega_layout.expand(om)
                 if om.shape not in ((q,), (q, q)):
                     raise ValueError(
                         f"fix: omega must have shape ({q},) or ({q}, {q}), got {om.shape}"

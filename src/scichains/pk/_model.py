@@ -75,8 +75,8 @@ class PKModel:
         ``Sensitivities.lagged_jump``); needs an autonomous ODE (no ``t``)
     rate : optional dict ``{state: expression}``: the rate of the zero-order inputs into that
         state whose records say ``RATE=-1`` (NONMEM's ``R1``), the same way: the dose
-        ``F * AMT`` runs in at ``F * R`` for ``AMT / R`` (a state has a modelled duration or
-        a modelled rate, not both)
+        ``F * AMT`` runs in at ``R`` for ``F * AMT / R`` (as NONMEM keeps a rate and stretches
+        the duration; a state has a modelled duration or a modelled rate, not both)
     iov_eta : SymPy symbols of inter-occasion random effects (``q_o``; NONMEM's IOV etas),
         used in ``individual`` like ``eta`` (e.g. ``cl: exp(tcl + eta_cl + kappa_cl)``): each
         occasion of a subject draws its own values, all occasions from one covariance
@@ -559,9 +559,10 @@ def _omega_block(omega, q: int, what: str):
 
 
 def _indicator(occ, k: int, K: int):
-    """1 where ``occ == k`` and 0 at the other whole numbers ``1..K`` (exactly, in floating
-    point: a product of small whole numbers over their own product): Lagrange's basis
-    polynomial, smooth, so that the generated derivatives are plain arithmetic."""
+    """1 where ``occ == k`` and 0 at the other whole numbers ``1..K``: Lagrange's basis
+    polynomial, smooth, so that the generated derivatives are plain arithmetic. The zeros are
+    exact in floating point (a factor is 0); the one is a product of whole numbers over
+    their own product, exact while they stay below 2^53 (1 to rounding beyond 9 occasions)."""
     import sympy as sp
 
     num = sp.Mul(*[occ - i for i in range(1, K + 1) if i != k], evaluate=False)

@@ -205,6 +205,11 @@ class PopulationObjective(SubjectTerms):
             if piece is None and sensitivities == "directions":
                 piece = (np.zeros(0), np.array([vals], dtype=np.float64))
             self.pieces.append(piece)
+            if s.resets and any(d.modelled for d in s.doses):
+                raise ValueError(
+                    f"subject ID {s.id}: reset events (EVID 3/4) with modelled inputs "
+                    "(RATE=-1/-2) are not supported"
+                )
             if s.resets and model.lag is not None:
                 raise ValueError(
                     f"subject ID {s.id}: reset events (EVID 3/4) with lag times are not "
@@ -221,6 +226,11 @@ class PopulationObjective(SubjectTerms):
                         f"subject ID {s.id}, row {d.row}: RATE={d.modelled} (a modelled {kind}) "
                         f"into compartment {d.state + 1}, for which the model gives no {kind} "
                         f"(PKModel({kind}={{state: expression}}))"
+                    )
+                if d.ss_interval > 0 and d.modelled:
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose with a modelled "
+                        f"input (RATE={d.modelled}) is not supported"
                     )
                 if d.ss_interval > 0 and model.t is not None:
                     raise ValueError(

@@ -90,10 +90,12 @@ class Regimen:
                 events.append((d.time, -2, d.state, d, 0.0))
             ls = d.state if d.state in self.lagged else -1
             t0 = d.time + (self.lag_of(d, lags) if ls >= 0 else 0.0)
-            if ls >= 0 and np.any((self.changes > d.time) & (self.changes <= t0)):
+            last = t0 + d.duration  # a lagged infusion's end moves with the lag too
+            if ls >= 0 and np.any((self.changes > d.time) & (self.changes <= last)):
                 raise PKSolveError(
                     f"subject ID {subject.id}, row {d.row}: a covariate changes between the "
-                    f"dose at {d.time:g} and its arrival at {t0:g} (lag time {t0 - d.time:g}): "
+                    f"dose at {d.time:g} and its lagged arrival at {t0:g}"
+                    f"{f' or the end of its infusion at {last:g}' if d.duration > 0 else ''}: "
                     "not supported"
                 )
             if d.modelled:
@@ -105,7 +107,7 @@ class Regimen:
                 c = n + self.timed.index(d.state)
                 if d.modelled == -2:  # the channel holds the amount running, over D
                     length, change, amt = float(durations[0, d.state]), d.amount, 0.0
-                else:  # the number of inputs running, at F R each; AMT sets the length
+                else:  # the number of inputs running, at R each; F AMT / R is the length
                     length, change, amt = d.amount / float(durations[1, d.state]), 1.0, d.amount
                 events.append((t0, ls, c, 0.0, change))
                 events.append((t0 + length, n + d.state, c, amt, -change))
@@ -179,10 +181,9 @@ def predict_subject(sens, regimen, par, rtol, atol):
         lags = np.array([sens.lag_values(row) for row in pars])
     if lags is not None and not np.all(np.isfinite(lags)):
         raise PKSolveError(f"subject ID {subject.id}: a lag time is not finite ({lags})")
-    durations = sens.duration_values(pars[0])  # (2, n): durations, rates
+    durations = sens.duration_values(pars[0])  # (2, n): durations, rates over F
     if durations is not None:
-        timed = list(sens.timed)
-        used = durations[:, timed][durations[:, timed] != 0]
+        used = np.array([durations[0 if sens.duration[a] != 0 else 1, a] for a in sens.timed])
         if not np.all(np.isfinite(used) & (used > 0)):
             raise PKSolveError(
                 f"subject ID {subject.id}: a modelled duration or rate is not finite and "
@@ -202,6 +203,11 @@ def predict_subject(sens, regimen, par, rtol, atol):
                 for s, amount in boluses:
                     sens.add_bolus(y, s, amount, cur)
             elif ls >= n:  # the ends of modelled inputs into state ls - n (RATE=-1: its AMT)
+                if len(boluses) > 1:
+                    raise PKSolveError(
+                        f"subject ID {subject.id}: two inputs of modelled rate (RATE=-1) into "
+                        f"compartment {ls - n + 1} end at the same time {a:g}: not supported"
+                    )
                 amount = sum(am for _, am in boluses)
                 y = sens.lagged_jump(y, ls - n, amount, r_before, r_after, cur, end=True)
             else:

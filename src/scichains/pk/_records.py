@@ -128,8 +128,10 @@ class EventData:
     def with_observations(self, dv) -> EventData:
         """A copy whose observations are ``dv`` (shape ``(n_obs,)``, subjects in data order:
         one replicate of :func:`simulate`, for a simulation study); doses, times,
-        covariates, censoring flags and endpoints are the same. ``ValueError`` for another
-        shape or a value that is not finite."""
+        covariates, censoring flags and endpoints are the same (censor simulated values
+        yourself: a censored observation's new DV is its limit). ``ValueError`` for another
+        shape, a value that is not finite, or a censored observation's DV on the wrong side of
+        its ``LIMIT``."""
         import dataclasses
 
         dv = np.asarray(dv, dtype=np.float64)
@@ -139,7 +141,18 @@ class EventData:
             raise ValueError("dv must be finite")
         out, k = [], 0
         for s in self.subjects:
-            out.append(dataclasses.replace(s, dv=dv[k : k + s.n_obs].copy()))
+            new = dv[k : k + s.n_obs].copy()
+            if s.cens is not None and s.limit is not None:
+                # a censored value must stay on its side of the interval's other end
+                lo = (s.cens == 1) & np.isfinite(s.limit) & ~(s.limit < new)
+                hi = (s.cens == -1) & np.isfinite(s.limit) & ~(s.limit > new)
+                if np.any(lo | hi):
+                    j = int(np.flatnonzero(lo | hi)[0])
+                    raise ValueError(
+                        f"subject ID {s.id}, row {s.rows[j]}: the new DV {new[j]:g} of a "
+                        f"censored observation is not inside its interval (LIMIT {s.limit[j]:g})"
+                    )
+            out.append(dataclasses.replace(s, dv=new))
             k += s.n_obs
         return EventData(out, self.covariates)
 

@@ -63,7 +63,8 @@ class Sensitivities:
         ``F_a amount / D_a``; the input's end moves with ``D_a`` (see :meth:`lagged_jump`)
     rate : optional list of ``n`` SymPy expressions: the modelled rate ``R_a`` of each
         state's ``RATE=-1`` inputs (0: none): the second channel counts the inputs running,
-        entering as ``F_a count R_a``; an input of ``AMT`` ends ``AMT / R_a`` after its start
+        entering as ``count R_a``; an input of ``AMT`` ends ``F_a AMT / R_a`` after its start
+        (NONMEM keeps the rate and stretches the duration by the bioavailability)
 
     Parameters of the augmented system: ``phi`` (``m``), in direction mode the derivatives
     ``d^o phi_i / dz_I`` (``param_layout``: ``(i, I)`` per entry), then the input channels
@@ -226,7 +227,9 @@ class Sensitivities:
         # the input channels of each state: (channel symbol, its multiplier)
         self._inputs = [[(rates[a], F[a])] for a in range(n)]
         for c, a in enumerate(self.timed):
-            g = F[a] / self.duration[a] if self.duration[a] != 0 else F[a] * self.rate[a]
+            # a modelled duration: F AMT over D; a modelled rate: R, for F AMT / R (NONMEM
+            # keeps a rate and stretches the duration by F)
+            g = F[a] / self.duration[a] if self.duration[a] != 0 else self.rate[a]
             self._inputs[a].append((rates[n + c], g))
         # the right-hand side of every augmented state, by differentiating a lower one
         rhs_of = [
@@ -294,7 +297,8 @@ class Sensitivities:
                 raise ValueError(
                     "a modelled duration needs an autonomous right-hand side (the ODE uses t)"
                 )
-            self._duration_fn = sp.lambdify(list(phi), [self.duration, self.rate], modules="numpy")
+            over_f = [r / F[a] if r != 0 else sp.Integer(0) for a, r in enumerate(self.rate)]
+            self._duration_fn = sp.lambdify(list(phi), [self.duration, over_f], modules="numpy")
         self._jumps = {}
 
         self._obs_tuples = all_tuples
@@ -319,8 +323,9 @@ class Sensitivities:
         return np.asarray(self._lag_fn(*phi[: self.m]), dtype=np.float64).reshape(self.n)
 
     def duration_values(self, phi: np.ndarray) -> np.ndarray | None:
-        """``(2, n)``: the modelled duration (``RATE=-2``) and rate (``RATE=-1``) of each
-        state's inputs at ``phi`` (0 where none), or None without modelled inputs."""
+        """``(2, n)``: the modelled duration (``RATE=-2``) and rate over the bioavailability
+        (``RATE=-1``: an input of ``AMT`` lasts ``AMT`` over it) of each state's inputs at
+        ``phi`` (0 where none), or None without modelled inputs."""
         if self._duration_fn is None:
             return None
         d, r = self._duration_fn(*phi[: self.m])
@@ -403,8 +408,8 @@ class Sensitivities:
         # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
         # h^k, truncated at the degree the remaining derivatives can still reach.
         moving = sp.Integer(0) if self.lag is None else self.lag[a]
-        if end:  # a duration, or the amount over the rate
-            moving += self.duration[a] if self.duration[a] != 0 else amt / self.rate[a]
+        if end:  # a duration, or F times the amount over the rate
+            moving += self.duration[a] if self.duration[a] != 0 else amt * F[a] / self.rate[a]
         dh = [self._D(moving, ll) for ll in range(self.nd)]
         out = [None] * self.size
         for b in range(n):

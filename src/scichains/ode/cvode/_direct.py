@@ -309,7 +309,7 @@ class DirectCVODE:
             self.row.ctypes.data,
             self.pb.ctypes.data,
             0,
-            0 if events is None else events[0],
+            0 if events is None else int(events[0]),
             0 if events is None else len(events[1]),
         ]
         m = int(self.info[NG])
