@@ -85,3 +85,29 @@ def test_fit_runs_lbfgs_on_one_blas_thread_and_restores_them(original):
     # the evaluations inside the L-BFGS stage (all but the first, at the start) see one thread
     assert inside[1:] and all(s == {1} for s in inside[1:])
     assert blas_threads() == original
+
+
+def test_a_library_loaded_after_a_first_block_is_limited_too():
+    # found by test order: a controller built at the first block (NumPy's BLAS only) missed
+    # SciPy's, imported later, which kept its threads inside later blocks
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy\n"
+        "from scichains._blas import one_blas_thread\n"
+        "with one_blas_thread():\n    pass\n"
+        "import scipy.optimize\n"
+        "from threadpoolctl import threadpool_info\n"
+        "before = {d['filepath']: d['num_threads'] for d in threadpool_info()"
+        " if d['user_api'] == 'blas'}\n"
+        "with one_blas_thread():\n"
+        "    inside = {d['filepath']: d['num_threads'] for d in threadpool_info()"
+        " if d['user_api'] == 'blas'}\n"
+        "print(max(before.values()), max(inside.values()), len(inside))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    most_before, most_inside, n = map(int, out.stdout.split())
+    if most_before < 2:
+        pytest.skip("no BLAS library with more than one thread here")
+    assert most_inside == 1 and n >= 1

@@ -14,9 +14,10 @@ as several, so its L-BFGS calls run with one. The objective runs inside the same
 linear algebra in this package's objectives is on small matrices, which OpenBLAS does not
 split between threads anyway.
 
-``threadpoolctl`` finds and limits the loaded BLAS libraries. The controller is built once, on
-first use (scanning the loaded libraries takes about 1.5 ms; limiting with a built controller
-0.06 ms).
+``threadpoolctl`` finds and limits the loaded BLAS libraries. The controller is built at each
+outermost block (scanning the loaded libraries takes about 1-1.5 ms, against a whole L-BFGS
+run): a controller built once missed a BLAS library loaded after it (SciPy's, imported after a
+first fit had used NumPy's), which then kept its threads.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import threading
 from collections.abc import Iterator
 
 _lock = threading.Lock()
-_controller = None
 _owner: int | None = None  # the thread whose block set the limit
 
 
@@ -39,16 +39,16 @@ def one_blas_thread() -> Iterator[None]:
     restores the counts when it ends; blocks nested in it, and blocks that start on other
     Python threads while it runs, change nothing (they run under the limit while it lasts, and
     with the original counts after it: a matter of speed only, never a count left changed)."""
-    global _controller, _owner
+    global _owner
     limiter = None
     with _lock:
         if _owner is None:
-            if _controller is None:
-                from threadpoolctl import ThreadpoolController
+            from threadpoolctl import ThreadpoolController
 
-                _controller = ThreadpoolController()
             _owner = threading.get_ident()
-            limiter = _controller.limit(limits=1, user_api="blas")
+            # the libraries loaded now (a library loaded later, inside the block, keeps its
+            # threads until the next block)
+            limiter = ThreadpoolController().limit(limits=1, user_api="blas")
             limiter.__enter__()  # (threadpoolctl: this thread controls the counts until exit)
     try:
         yield
