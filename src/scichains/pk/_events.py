@@ -80,7 +80,7 @@ import os
 
 import numpy as np
 
-from ._records import Dose, EventData, Subject
+from ._records import Dose, EventData, Subject, limit_side
 from ._table import EventTableError, columns_from_file, columns_from_frame, number, text_column
 
 KNOWN = (
@@ -400,16 +400,9 @@ def read_events(
                     "observed values (nlmixr2's M2) is not supported; LIMIT bounds censored "
                     "observations (CENS 1 or -1)"
                 )
-            if ce == 1.0 and math.isfinite(lim) and lim >= dv[r]:
-                raise EventTableError(
-                    f"{where}: LIMIT {lim:g} must be below DV {dv[r]:g} for CENS=1 (the "
-                    "observation lies in (LIMIT, DV))"
-                )
-            if ce == -1.0 and math.isfinite(lim) and lim <= dv[r]:
-                raise EventTableError(
-                    f"{where}: LIMIT {lim:g} must be above DV {dv[r]:g} for CENS=-1 (the "
-                    "observation lies in (DV, LIMIT))"
-                )
+            wrong = limit_side(ce, lim, dv[r])
+            if wrong:
+                raise EventTableError(f"{where}: {wrong}")
             cur["t"].append(t)
             cur["dv"].append(dv[r])
             cur["rows"].append(row)

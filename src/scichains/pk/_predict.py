@@ -98,12 +98,7 @@ class Regimen:
                     f"{f' or the end of its infusion at {last:g}' if d.duration > 0 else ''}: "
                     "not supported"
                 )
-            if d.modelled:
-                if d.state not in self.timed:
-                    raise ValueError(
-                        f"subject ID {subject.id}, row {d.row}: RATE={d.modelled} into "
-                        f"compartment {d.state + 1}, which the model gives no zero-order input"
-                    )
+            if d.modelled:  # (the objective refuses one into a state without its input)
                 c = n + self.timed.index(d.state)
                 if d.modelled == -2:  # the channel holds the amount running, over D
                     length, change, amt = float(durations[0, d.state]), d.amount, 0.0
@@ -283,18 +278,23 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50, lag=0.0):
             f"{lag:g} plus duration {dose.duration:g} reach its interval II {ii:g} (an "
             "infusion running at the record's time) is not supported"
         )
-    y = ss.copy()
-    zero = np.zeros(sens.n_channels)
-    p = np.concatenate([par, zero])
-    pieces = [(0.0, ii - lag)]
-    if dose.duration > 0:  # the infusion from the arrival, then the washout
-        pieces = [(0.0, dose.duration), (dose.duration, ii - lag)]
-    else:
+    y = _dose_then_flow(sens, dose, par, ss, ii - lag, rtol, atol, subject)
+    return sens.shifted(y, dose.state, np.zeros(sens.n_channels), par)
+
+
+def _dose_then_flow(sens, dose, par, y, T, rtol, atol, subject):
+    """The augmented state ``T`` after ``dose`` given to ``y`` (a bolus, or its infusion then
+    the washout; ``T`` past the infusion's end), the dose alone running: a new array."""
+    p = np.zeros(par.size + sens.n_channels)
+    p[: par.size] = par
+    y = y.copy()
+    pieces = [(0.0, T)]
+    if dose.duration == 0:
         sens.add_bolus(y, dose.state, dose.amount, par)
+    else:
+        pieces = [(0.0, dose.duration), (dose.duration, T)]
     for a, b in pieces:
-        p[par.size :] = 0.0
-        if dose.duration > 0 and a == 0.0:
-            p[par.size + dose.state] = dose.rate
+        p[par.size + dose.state] = dose.rate if (dose.duration > 0 and a == 0.0) else 0.0
         sol = solve(sens.model.problem(y, (a, b), p), saveat=np.array([b]), rtol=rtol, atol=atol)
         if sol.status != ReturnCode.SUCCESS:
             raise PKSolveError(
@@ -303,37 +303,16 @@ def steady_state(sens, dose, par, rtol, atol, subject, maxiter=50, lag=0.0):
             )
         _check_saved(sol, 1, subject, a, b)
         y = sol.u[-1].copy()
-    return sens.shifted(y, dose.state, zero, par)
+    return y
 
 
 def _fixed_point(sens, dose, par, rtol, atol, subject, maxiter):
     """The steady state just before a dose (see :func:`steady_state`)."""
     n, size = sens.n, sens.size
     ii = dose.ss_interval
-    npar, nc = par.size, sens.n_channels
-    p = np.empty(npar + nc)
-    p[:npar] = par
-
-    def run(y, a, b, rates):
-        p[npar:] = rates
-        sol = solve(sens.model.problem(y, (a, b), p), saveat=np.array([b]), rtol=rtol, atol=atol)
-        if sol.status != ReturnCode.SUCCESS:
-            raise PKSolveError(
-                f"subject ID {subject.id}, row {dose.row}: the steady-state solve on "
-                f"[0, {b:g}] failed with {sol.status.name}: {sol.message}"
-            )
-        _check_saved(sol, 1, subject, a, b)
-        return sol.u[-1].copy()
 
     def P(y):
-        y = y.copy()
-        rates = np.zeros(nc)
-        if dose.duration == 0:
-            sens.add_bolus(y, dose.state, dose.amount, par)
-            return run(y, 0.0, ii, rates)
-        rates[dose.state] = dose.rate
-        y = run(y, 0.0, dose.duration, rates)
-        return run(y, dose.duration, ii, np.zeros(nc))
+        return _dose_then_flow(sens, dose, par, y, ii, rtol, atol, subject)
 
     # the sensitivity columns of each order, as (n, columns) blocks of y
     blocks, o = [], n

@@ -3,6 +3,7 @@ makes; the reader is :mod:`._events`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,15 +144,13 @@ class EventData:
         for s in self.subjects:
             new = dv[k : k + s.n_obs].copy()
             if s.cens is not None and s.limit is not None:
-                # a censored value must stay on its side of the interval's other end
-                lo = (s.cens == 1) & np.isfinite(s.limit) & ~(s.limit < new)
-                hi = (s.cens == -1) & np.isfinite(s.limit) & ~(s.limit > new)
-                if np.any(lo | hi):
-                    j = int(np.flatnonzero(lo | hi)[0])
-                    raise ValueError(
-                        f"subject ID {s.id}, row {s.rows[j]}: the new DV {new[j]:g} of a "
-                        f"censored observation is not inside its interval (LIMIT {s.limit[j]:g})"
-                    )
+                for j in np.flatnonzero(s.cens):
+                    wrong = limit_side(s.cens[j], s.limit[j], new[j])
+                    if wrong:
+                        raise ValueError(
+                            f"subject ID {s.id}, row {s.rows[j]}: the new DV {new[j]:g} of a "
+                            f"censored observation is not inside its interval: {wrong}"
+                        )
             out.append(dataclasses.replace(s, dv=new))
             k += s.n_obs
         return EventData(out, self.covariates)
@@ -165,3 +164,20 @@ class EventData:
                         f"subject ID {s.id}, row {d.row}: CMT {d.state + 1} is not a compartment "
                         f"of the model (it has {n_states}: CMT 1..{n_states})"
                     )
+
+
+def limit_side(cens: float, limit: float, dv: float) -> str:
+    """What is wrong with a censored observation's ``LIMIT`` (the other end of its interval:
+    below ``DV`` for ``CENS=1``, above it for ``-1``; a missing or infinite one is none), or
+    ``""``."""
+    if cens == 1.0 and math.isfinite(limit) and limit >= dv:
+        return (
+            f"LIMIT {limit:g} must be below DV {dv:g} for CENS=1 (the observation lies in "
+            "(LIMIT, DV))"
+        )
+    if cens == -1.0 and math.isfinite(limit) and limit <= dv:
+        return (
+            f"LIMIT {limit:g} must be above DV {dv:g} for CENS=-1 (the observation lies in "
+            "(DV, LIMIT))"
+        )
+    return ""

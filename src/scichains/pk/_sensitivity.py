@@ -346,10 +346,7 @@ class Sensitivities:
         series of ``f``) composed with the phi-derivatives of ``x^-`` gives every entry of
         the jump exactly; at first order ``dx^+/dtlag = f^-(x^-) - f^+(x^+)``.
         """
-        key = (state, bool(end))
-        fn = self._jumps.get(key)
-        if fn is None:
-            fn = self._jumps[key] = self._make_jump(state, bool(end))
+        fn = self._jump(state, end=bool(end))
         return np.asarray(fn(*y, *phi, *r_before, *r_after, amount), dtype=np.float64).reshape(
             self.size
         )
@@ -361,11 +358,16 @@ class Sensitivities:
         a lag: the state at the record's time is the periodic orbit ``II - tlag`` after the
         previous arrival, solved for ``II - tlag_0`` and carried by this shift (the second
         half of :meth:`lagged_jump`'s expansion)."""
-        key = (state, False, True)
+        fn = self._jump(state, shift=True)
+        return np.asarray(fn(*y, *phi, *rates, *rates, 0.0), dtype=np.float64).reshape(self.size)
+
+    def _jump(self, state, end=False, shift=False):
+        """The generated function of :meth:`_make_jump`, made on first use."""
+        key = (state, end, shift)
         fn = self._jumps.get(key)
         if fn is None:
-            fn = self._jumps[key] = self._make_jump(state, shift=True)
-        return np.asarray(fn(*y, *phi, *rates, *rates, 0.0), dtype=np.float64).reshape(self.size)
+            fn = self._jumps[key] = self._make_jump(state, end=end, shift=shift)
+        return fn
 
     def _make_jump(self, a, end=False, shift=False):
         import math
