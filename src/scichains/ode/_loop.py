@@ -99,6 +99,7 @@ from ._event_search import (
     TOL,
     WINDOW,
     any_fired,
+    crosses,
     keep_best,
     record_events,
     search_begin,
@@ -430,13 +431,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                     # start and no sign change at its end: nothing to bracket
                     scan = npoints > 0
                     for i in range(nev):
-                        ga = g_last[i]
-                        gw = g_trial[i]
-                        d = ev_dir[i]
-                        if ev_mark[i] != 0 or (
-                            (ga < 0.0 and gw >= 0.0 and d >= 0)
-                            or (ga > 0.0 and gw <= 0.0 and d <= 0)
-                        ):
+                        if ev_mark[i] != 0 or crosses(g_last[i], g_trial[i], ev_dir[i]):
                             scan = True
                 if found == 0 and scan:
                     # the check for sign changes (_event_search.scan, written out here: a call
@@ -490,11 +485,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                             if ev_g[HI, i] >= 0.0 or sj <= ev_g[LO, i]:
                                 continue
                             gw = g_work[i]
-                            ga = ev_g[G_BRACKET, i]
-                            d = ev_dir[i]
-                            if (ga < 0.0 and gw >= 0.0 and d >= 0) or (
-                                ga > 0.0 and gw <= 0.0 and d <= 0
-                            ):
+                            if crosses(ev_g[G_BRACKET, i], gw, ev_dir[i]):
                                 ev_g[HI, i] = sj
                                 ev_g[EST, i] = gw  # the value there, for estimate_roots
                                 found = 1
