@@ -10,6 +10,8 @@ import sympy as sp
 
 from scichains import pk
 
+from .checks import gradient_matches_central_differences
+
 
 def read(tmp_path, text):
     path = tmp_path / "data.csv"
@@ -79,12 +81,7 @@ def test_ofv_gradient_against_central_differences(tmp_path, method):
     model = d1_model()
     obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
     x = model.pack(theta=np.log([3.5, 28.0, 2.4]), omega=[0.1, 0.05, 0.15], sd=[0.12])
-    f, g = obj.value_and_grad(x)
-    fd = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.eye(x.size)[k] * 1e-4
-        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
-    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+    gradient_matches_central_differences(obj, x)
 
 
 def lagged_depot_model():
@@ -152,12 +149,7 @@ def test_lag_and_duration_gradient(tmp_path):
     model = lagged_depot_model()
     obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
     x = model.pack()
-    f, g = obj.value_and_grad(x)
-    fd = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.eye(x.size)[k] * 1e-4
-        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
-    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+    gradient_matches_central_differences(obj, x)
 
 
 def test_bad_modelled_durations_are_refused(tmp_path):
@@ -221,12 +213,7 @@ def test_modelled_rate_gradient(tmp_path, method):
     model = r1_model()
     obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
     x = model.pack(theta=np.log([3.5, 28.0, 60.0]), omega=[0.1, 0.05, 0.15], sd=[0.12])
-    f, g = obj.value_and_grad(x)
-    fd = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.eye(x.size)[k] * 1e-4
-        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
-    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+    g = gradient_matches_central_differences(obj, x)
     assert abs(g[2]) > 1e-2  # the rate matters
 
 
@@ -264,12 +251,7 @@ def test_modelled_rate_with_bioavailability_stretches_the_duration(tmp_path):
         np.testing.assert_allclose(p, closed_form(doses, s.times, cl, v, None), rtol=1e-9)
     # the end moves with F too: the gradient along tf against central differences
     obj = pk.PopulationObjective(model, data, rtol=1e-11, atol=1e-13)
-    f0, g = obj.value_and_grad(x)
-    fd = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.eye(x.size)[k] * 1e-4
-        fd[k] = (obj.value(x + e) - obj.value(x - e)) / 2e-4
-    np.testing.assert_allclose(g, fd, rtol=2e-5, atol=2e-5)
+    gradient_matches_central_differences(obj, x)
 
 
 def test_modelled_inputs_refused_where_not_supported(tmp_path):
