@@ -53,11 +53,9 @@ def _smoothed(t: np.ndarray, X: np.ndarray, lam) -> tuple[np.ndarray, np.ndarray
     """``(states, derivatives)`` at ``t`` of the cubic smoothing splines of the columns of
     ``X`` (the penalty ``lam``, ``None``: generalised cross-validation), as
     :func:`~scichains.discovery.derivatives` fits them."""
-    from scipy.interpolate import make_smoothing_spline
+    from ._gcv import smoothing_splines
 
-    if t.size < 5:
-        raise ValueError(f"the smoothing spline needs at least 5 samples, got {t.size}")
-    splines = [make_smoothing_spline(t, X[:, j], lam=lam) for j in range(X.shape[1])]
+    splines = smoothing_splines(t, X, lam)
     Xs = np.stack([s(t) for s in splines], axis=1)
     dX = np.stack([s.derivative()(t) for s in splines], axis=1)
     return np.ascontiguousarray(Xs), np.ascontiguousarray(dX)
@@ -144,12 +142,7 @@ class CollocationObjective:
                     raise TypeError(
                         f"method 'spline' takes the options ['lam'], got {sorted(extra)}"
                     )
-                lam = options.get("lam")
-                if lam is not None and not (np.isscalar(lam) and float(lam) >= 0):
-                    raise ValueError(
-                        f"lam must be a non-negative number or None (GCV), got {lam!r}"
-                    )
-                X, dX = _smoothed(t, X, lam)
+                X, dX = _smoothed(t, X, options.get("lam"))
             else:
                 dX = derivatives(t, X, method, **options)
         else:

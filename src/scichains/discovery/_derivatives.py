@@ -103,16 +103,9 @@ def _default_window(m: int, order: int) -> int:
 
 
 def _spline(t: np.ndarray, X: np.ndarray, lam) -> np.ndarray:
-    from scipy.interpolate import make_smoothing_spline
+    from ._gcv import smoothing_splines
 
-    if lam is not None and not (np.isscalar(lam) and float(lam) >= 0):
-        raise ValueError(f"lam must be a non-negative number or None (GCV), got {lam!r}")
-    if t.size < 5:
-        raise ValueError(f"the smoothing spline needs at least 5 samples, got {t.size}")
-    return np.stack(
-        [make_smoothing_spline(t, X[:, j], lam=lam).derivative()(t) for j in range(X.shape[1])],
-        axis=1,
-    )
+    return np.stack([s.derivative()(t) for s in smoothing_splines(t, X, lam)], axis=1)
 
 
 def _tv(t: np.ndarray, X: np.ndarray, alpha: float, max_iter: int, eps: float) -> np.ndarray:
@@ -262,7 +255,9 @@ def derivatives(t, X, method: str = "spline", **options) -> np.ndarray:
     method : str
         - ``"spline"`` (default): the derivative of the cubic smoothing spline
           (``scipy.interpolate.make_smoothing_spline``) with penalty ``lam`` (default
-          ``None``: chosen by generalised cross-validation). The default because it needs no
+          ``None``: chosen by generalised cross-validation, SciPy's criterion and search,
+          evaluated in the Demmler-Reinsch basis, about 3x faster on a few dozen samples).
+          The default because it needs no
           window or penalty from the user and was the most accurate of the five on clean and
           noisy sines, on even and irregular times (3x better than Savitzky-Golay at 1% noise:
           ``benchmarks/discovery_noise.py``).
