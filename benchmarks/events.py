@@ -8,6 +8,11 @@
 2. The bouncing ball (x'' = -9.81, restitution 0.8, 10 bounces, rtol 1e-10): the time of a
    solve, the right-hand-side calls against the same solve's steps, and the largest relative
    error of the event times against the closed form.
+3. An ensemble of 10,000 bouncing balls (heights 0.5-2, restitutions 0.5-0.9, t in [0, 4],
+   Tsit5, rtol 1e-8, 41 save times): ``solve_ensemble(..., events=...)`` on 1 and 2 threads
+   against a Python loop of ``solve`` over the same trajectories (the first 500, scaled), and
+   the same ensemble without events (the lane loop: the balls fall through the floor) for
+   the price of the events.
 
 Run: ``python benchmarks/events.py``. Quote the machine line printed first.
 """
@@ -112,10 +117,55 @@ def bouncing_ball():
         )
 
 
+def ensemble_of_balls(m=10_000, looped=500):
+    rng = np.random.default_rng(0)
+    u0s = np.column_stack([rng.uniform(0.5, 2.0, m), np.zeros(m)])
+    ps = np.column_stack([np.full(m, 9.81), rng.uniform(0.5, 0.9, m)])
+    prob = ode.ODEProblem(falling, u0s[0], (0.0, 4.0), ps[0])
+    eprob = ode.EnsembleProblem(prob, u0s=u0s, ps=ps)
+    event = ode.Event(ground, bounce, direction=-1)
+    kw = dict(saveat=np.linspace(0.0, 4.0, 41), rtol=1e-8, atol=1e-10)
+    print(f"\n3. {m:,} bouncing balls, t in [0, 4], Tsit5, rtol 1e-8, 41 save times")
+    one = ode.solve_ensemble(eprob, ode.Tsit5(), events=event, threads=1, **kw)
+    two = ode.solve_ensemble(eprob, ode.Tsit5(), events=event, threads=2, **kw)
+    assert np.array_equal(one.u, two.u) and one.success.all()
+    counts = [len(t[0]) for t in one.t_events]
+    single = [ode.ODEProblem(falling, u0s[i], (0.0, 4.0), ps[i]) for i in range(looped)]
+    for i in (0, looped - 1):
+        sol = ode.solve(single[i], ode.Tsit5(), events=event, **kw)
+        assert np.array_equal(sol.t_events[0], one.t_events[i][0])
+
+    def loop():
+        for q in single:
+            ode.solve(q, ode.Tsit5(), events=event, **kw)
+
+    ode.solve_ensemble(eprob, ode.Tsit5(), **kw)  # compile the lane loop
+    t1, t2, t_loop, t_none = alternate(
+        [
+            partial(ode.solve_ensemble, eprob, ode.Tsit5(), events=event, threads=1, **kw),
+            partial(ode.solve_ensemble, eprob, ode.Tsit5(), events=event, threads=2, **kw),
+            loop,
+            partial(ode.solve_ensemble, eprob, ode.Tsit5(), **kw),
+        ],
+        rounds=7,
+        inner=1,
+    )
+    t_loop *= m / looped
+    print(
+        f"  events per ball {min(counts)}-{max(counts)} (median {int(np.median(counts))}); "
+        f"{one.naccept.sum():,} steps in all"
+    )
+    print(f"  solve_ensemble, events, 1 thread   {t1 * 1e3:8.1f} ms  ({t_loop / t1:.1f}x the loop)")
+    print(f"  solve_ensemble, events, 2 threads  {t2 * 1e3:8.1f} ms  ({t1 / t2:.2f}x 1 thread)")
+    print(f"  Python loop of solve (scaled)      {t_loop * 1e3:8.1f} ms")
+    print(f"  solve_ensemble without events      {t_none * 1e3:8.1f} ms  (lane loop, no bounces)")
+
+
 def main():
     print(machine.describe())
     never_fires()
     bouncing_ball()
+    ensemble_of_balls()
 
 
 if __name__ == "__main__":

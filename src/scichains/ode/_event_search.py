@@ -124,8 +124,10 @@ def estimate_roots(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
 
 
 @numba.njit(**FLAGS)
-def _next_trial(ev):
-    g, s, st = ev.g, ev.s, ev.state
+def _next_trial(g, s, st, direction):
+    """The next trial step of the search (or -1.0 when it is over). The table's arrays come
+    one by one: passing the whole table (14 fields) to each of these small calls cost the
+    arrays' reference counts, ~0.2 us a call, several times the arithmetic."""
     m = g.shape[1]
     while True:
         if st[PHASE] == BRACKET:
@@ -178,7 +180,7 @@ def _next_trial(ev):
         if s[B] < s[S_BEST]:
             st[PHASE] = CHECK_B
             return s[B]
-        if crosses(s[FA], s[FB], ev.direction[i]):
+        if crosses(s[FA], s[FB], direction[i]):
             st[PHASE] = BRACKET
 
 
@@ -197,21 +199,22 @@ def search_begin(ev, cond, u, unew, f0, tmp, p, t, hs, k, fail):
         g[FIRED, j] = 0.0
     st[CAND] = -1
     st[PHASE] = NEXT
-    return _next_trial(ev)
+    return _next_trial(g, ev.s, st, ev.direction)
 
 
 @numba.njit(**FLAGS)
-def search_trial(ev, s_trial, ok):
+def search_trial(g, s, st, direction, s_trial, ok):
     """After the trial step of length ``s_trial`` (``ok``: made, with the conditions at its
-    end in ``g[G_TRIAL]``; else the step failed there): the next trial length, or -1.0."""
-    g, s, st = ev.g, ev.s, ev.state
+    end in ``g[G_TRIAL]``; else the step failed there): the next trial length, or -1.0.
+    ``g``, ``s``, ``st``, ``direction``: the event table's arrays of those names (``st``:
+    ``state``)."""
     s[LAST] = s_trial
     i = st[CAND]
     phase = st[PHASE]
     if phase == CHECK_A or phase == CHECK_B:
         if not ok:
             st[PHASE] = NEXT  # no step there: the candidate is dropped
-            return _next_trial(ev)
+            return _next_trial(g, s, st, direction)
         if phase == CHECK_A:
             s[FA] = g[G_TRIAL, i]
             if s[B] < s[S_BEST]:
@@ -222,13 +225,13 @@ def search_trial(ev, s_trial, ok):
             for j in range(g.shape[1]):
                 g[G_BRACKET, j] = g[G_TRIAL, j]
         # confirmed by the exact values at both ends, or dropped
-        st[PHASE] = BRACKET if crosses(s[FA], s[FB], ev.direction[i]) else NEXT
-        return _next_trial(ev)
+        st[PHASE] = BRACKET if crosses(s[FA], s[FB], direction[i]) else NEXT
+        return _next_trial(g, s, st, direction)
     st[ITER] += 1
     if not ok:
         # no step of that length (a stiff method's iteration failed): try nearer to a
         if st[ITER] >= MAX_ITER:
-            return _next_trial(ev)
+            return _next_trial(g, s, st, direction)
         return 0.5 * (s[A] + s_trial)
     gi = g[G_TRIAL, i]
     # Anderson-Bjorck: the end kept has its value scaled by 1 - f(new)/f(replaced) (by 1/2,
@@ -245,14 +248,14 @@ def search_trial(ev, s_trial, ok):
         s[FB] *= scale if scale > 0.0 else 0.5
         s[A] = s_trial
         s[FA] = gi
-    return _next_trial(ev)
+    return _next_trial(g, s, st, direction)
 
 
 @numba.njit(**FLAGS)
-def any_fired(ev):
-    """Whether an event happens at the end of the step just searched."""
-    for i in range(ev.g.shape[1]):
-        if ev.g[FIRED, i] != 0.0:
+def any_fired(g):
+    """Whether an event happens at the end of the step just searched (``g``: the table's)."""
+    for i in range(g.shape[1]):
+        if g[FIRED, i] != 0.0:
             return True
     return False
 
@@ -286,18 +289,17 @@ def record_events(ev, t, u):
 
 
 @numba.njit(**FLAGS)
-def settle(ev, fired):
+def settle(g, mark, fired):
     """After the step (and any affects): the conditions at its end become the last ones
     (``g[G_LAST]`` already holds them if an affect or a jump re-evaluated them); an event that
-    fired there, or whose condition is zero there, is marked."""
-    g = ev.g
+    fired there, or whose condition is zero there, is marked (``g``, ``mark``: the table's)."""
     for i in range(g.shape[1]):
-        ev.mark[i] = 1 if ((fired and g[FIRED, i] != 0.0) or g[G_LAST, i] == 0.0) else 0
+        mark[i] = 1 if ((fired and g[FIRED, i] != 0.0) or g[G_LAST, i] == 0.0) else 0
 
 
 @numba.njit(**FLAGS)
-def keep_best(ev):
-    """``g[G_LAST] = g[G_BEST]``: the conditions at the step's end, none re-evaluated."""
-    g = ev.g
+def keep_best(g):
+    """``g[G_LAST] = g[G_BEST]``: the conditions at the step's end, none re-evaluated (``g``:
+    the table's)."""
     for i in range(g.shape[1]):
         g[G_LAST, i] = g[G_BEST, i]

@@ -50,7 +50,8 @@ class Event:
         largest value among its events.
 
     How events are located and handled (every compiled method: explicit Runge-Kutta,
-    Rosenbrock, ESDIRK, Radau, the automatic method):
+    Rosenbrock, ESDIRK, Radau, the automatic method; and per trajectory in
+    :func:`solve_ensemble`):
 
     - After each accepted step the solver evaluates every condition at the step's end (and at
       ``interp_points`` points inside it, on a quadratic through the step's ends and initial
@@ -239,20 +240,28 @@ class EventPlan:
             if sizes not in e._probed:
                 _probe(e, i, prob.u0, t0, prob.p)
                 e._probed.add(sizes)
-        self._cond, self._act, direction, terminal, has_affect = _adapters(events)
-        m = len(events)
+        self._cond, self._act, self._direction, self._terminal, self._has_affect = _adapters(
+            events
+        )
+        self.n = n
+        self.table = self.new_table()
+
+    def new_table(self) -> EventTable:
+        """A table for one solve (or one block of an ensemble's solves): the events' compiled
+        functions and constants, with new arrays for the loop's state and records."""
+        m, n = self._direction.size, self.n
         cap = min(16, self.max_events)
         # the loop's state and records: views of one float and one integer buffer
         fb = np.zeros(8 * m + 8 + cap * (1 + n))
         ib = np.zeros(m + 6 + cap, dtype=np.int64)
-        self.table = EventTable(
+        return EventTable(
             np.uint64(self._cond.address),
             0 if self._act is None else self._act.address,
             self.max_events,
-            max(e.interp_points for e in events),
-            direction,
-            terminal,
-            has_affect,
+            max(e.interp_points for e in self.events),
+            self._direction,
+            self._terminal,
+            self._has_affect,
             ib[:m],
             ib[m : m + 6],
             fb[: 8 * m].reshape(8, m),

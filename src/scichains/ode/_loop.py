@@ -282,7 +282,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                 record_failure(fail, t, u)
                 ev.state[ERROR] = 1
                 code = RHS_ERROR
-            settle(ev, False)  # a condition zero at t0: no event there (see _event_search)
+            settle(ev_g, ev_mark, False)  # zero at t0: no event there (_event_search)
         # step size: given, or Hairer & Wanner's initial guess (Solving ODEs I, II.4)
         if dt0 > 0.0:
             h = dt0
@@ -357,7 +357,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
             elif status != RETRY:
                 code = status
                 break
-            s_next = search_trial(ev, s_trial, ok)
+            s_next = search_trial(ev_g, ev_s, ev.state, ev_dir, s_trial, ok)
             if s_next >= 0.0:
                 s_trial = s_next
                 continue
@@ -510,7 +510,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
         short = False
         fired = False
         if ev is not None and searched:
-            fired = any_fired(ev)
+            fired = any_fired(ev_g)
             if ev_s[S_BEST] < h_try:
                 hs = direction * ev_s[S_BEST]
                 landing = False
@@ -559,8 +559,8 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                     ev.state[ERROR] = 1
                     code = RHS_ERROR
             else:
-                keep_best(ev)
-            settle(ev, fired)
+                keep_best(ev_g)
+            settle(ev_g, ev_mark, fired)
         if landing and code == SUCCESS:
             j0 = jump_index[stop_i]
             if j0 >= 0:
@@ -581,7 +581,7 @@ def _loop(faddr, vaddr, k, u0, p, t0, t1, method, control, stops, store, ev):
                         record_failure(fail, t, u)
                         ev.state[ERROR] = 1
                         code = RHS_ERROR
-                    settle(ev, fired)
+                    settle(ev_g, ev_mark, fired)
             stop_i += 1
         store_point(ts, us, fs, nstore, t, u, fcur)
         nstore += 1

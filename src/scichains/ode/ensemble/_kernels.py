@@ -13,9 +13,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..._jit import parallel_kernel
+from ..._jit import FLAGS, parallel_kernel
 from ...nn._chain import ChainKernel
-from .._abi import StepStore, Stops
+from .._abi import EventTable, StepStore, Stops
 from .._codes import GROW, SUCCESS
 from ..explicit._kernels import integrate, interpolate_saves
 
@@ -54,7 +54,6 @@ def solve_batch(
     m = out.shape[0]
     n = out.shape[2]
     s = method.b.shape[0]
-    nsave = save.shape[0]
     use_interp = interp.shape[0] > 0
     # the stop tables (no events): each block builds its own tuple of them (numba's parallel
     # loop could not take the stops' nested event table among its variables)
@@ -105,43 +104,254 @@ def solve_batch(
                 if code != GROW:
                     break
                 # the buffers are full: double them, keeping what they hold, and resume
-                used = stats[0]
-                new = 2 * cap
-                ts2 = np.empty(new)
-                us2 = np.empty((new, n))
-                fs2 = np.empty((new, n))
-                ts2[:used] = ts[:used]
-                us2[:used] = us[:used]
-                fs2[:used] = fs[:used]
-                ts, us, fs = ts2, us2, fs2
-                if use_interp:
-                    ks2 = np.empty((new, s, n))
-                    ks2[:used] = kstore[:used]
-                    kstore = ks2
-                cap = new
+                ts, us, fs, kstore = _grown(ts, us, fs, kstore, stats[0], use_interp)
+                cap = ts.shape[0]
                 stats[6] = 1
-            nstored = stats[0]
-            status[i] = code
-            t_reached[i] = ts[nstored - 1]
-            counts[i, 0] = stats[1]
-            counts[i, 1] = stats[2]
-            counts[i, 2] = stats[3]
-            if code != SUCCESS:
-                for j in range(1 + n):
-                    fail[i, j] = fl[j]
-            if use_interp:
-                interpolate_saves(ts, us, kstore, nstored, interp, save, out[i], pos, inner, W)
-            else:
-                # the steps landed on every save time reached: the right limit at each
-                direction = 1.0 if t1 >= t0 else -1.0
-                e = 0
-                for q in range(nsave):
-                    tq = save[q]
-                    while e < nstored and direction * (ts[e] - tq) < 0.0:
-                        e += 1
-                    if e == nstored or ts[e] != tq:
-                        break
-                    while e + 1 < nstored and ts[e + 1] == tq:
-                        e += 1
-                    for c in range(n):
-                        out[i, q, c] = us[e, c]
+            _report(
+                i,
+                code,
+                stats,
+                ts,
+                us,
+                kstore,
+                fl,
+                t0,
+                t1,
+                interp,
+                save,
+                out,
+                status,
+                t_reached,
+                fail,
+                counts,
+                pos,
+                inner,
+                W,
+            )
+
+
+@numba.njit(**FLAGS)
+def _grown(ts, us, fs, kstore, used, use_interp):
+    """The step buffers doubled, keeping their first ``used`` entries (the loop returned
+    GROW): ``(ts, us, fs, kstore)``, the stages' store grown only when it is kept."""
+    cap, n = us.shape
+    new = 2 * cap
+    ts2 = np.empty(new)
+    us2 = np.empty((new, n))
+    fs2 = np.empty((new, n))
+    ts2[:used] = ts[:used]
+    us2[:used] = us[:used]
+    fs2[:used] = fs[:used]
+    if use_interp:
+        ks2 = np.empty((new, kstore.shape[1], n))
+        ks2[:used] = kstore[:used]
+        kstore = ks2
+    return ts2, us2, fs2, kstore
+
+
+@numba.njit(**FLAGS)
+def _report(
+    i,
+    code,
+    stats,
+    ts,
+    us,
+    kstore,
+    fl,
+    t0,
+    t1,
+    interp,
+    save,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
+    pos,
+    inner,
+    W,
+):
+    """Trajectory ``i``'s outcome into the results: its code, last time, counts, the failed
+    call's time and state, and the states at the save times it reached (by the continuous
+    extension ``interp`` where it has rows, else from the steps that landed on them)."""
+    n = out.shape[2]
+    nstored = stats[0]
+    status[i] = code
+    t_reached[i] = ts[nstored - 1]
+    counts[i, 0] = stats[1]
+    counts[i, 1] = stats[2]
+    counts[i, 2] = stats[3]
+    if code != SUCCESS:
+        for j in range(1 + n):
+            fail[i, j] = fl[j]
+    if interp.shape[0] > 0:
+        interpolate_saves(ts, us, kstore, nstored, interp, save, out[i], pos, inner, W)
+        return
+    # the steps landed on every save time reached: the right limit at each
+    direction = 1.0 if t1 >= t0 else -1.0
+    e = 0
+    for q in range(save.shape[0]):
+        tq = save[q]
+        while e < nstored and direction * (ts[e] - tq) < 0.0:
+            e += 1
+        if e == nstored or ts[e] != tq:
+            break
+        while e + 1 < nstored and ts[e + 1] == tq:
+            e += 1
+        for c in range(n):
+            out[i, q, c] = us[e, c]
+
+
+@numba.njit(**FLAGS)
+def solve_events_block(
+    faddr,
+    k,
+    U0,
+    P,
+    t0,
+    t1,
+    method,
+    control,
+    stops,
+    ev,
+    save,
+    interp,
+    cap0,
+    lo,
+    hi,
+    out,
+    status,
+    t_reached,
+    fail,
+    counts,
+):
+    """Trajectories ``lo..hi-1`` of an ensemble with state-dependent events, one after the
+    other (the caller runs blocks on threads of its own: the kernel holds no GIL). As
+    :func:`solve_batch` for the results; ``stops`` has no event table, ``ev`` is the block's
+    own :class:`~scichains.ode._abi.EventTable` (its arrays written by this block only), reset
+    for each trajectory and grown as its records need.
+
+    Returns the block's event records ``(count, trajectory, which, times, states)``: record
+    ``r < count`` is event ``which[r]`` of trajectory ``trajectory[r]`` at ``times[r]`` with
+    the state ``states[r]`` before its affect, in the order of the trajectories and, within
+    one, of the events' times."""
+    n = out.shape[2]
+    s = method.b.shape[0]
+    use_interp = interp.shape[0] > 0
+    times, jump_index, jump_count, jump_state, jump_amount = stops[:5]
+    nev = ev.direction.shape[0]
+    kb = ChainKernel(k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy())
+    p = np.empty(P.shape[1])
+    cap = cap0
+    ts = np.empty(cap)
+    us = np.empty((cap, n))
+    fs = np.empty((cap, n))
+    kstore = np.empty((cap if use_interp else 0, s, n))
+    astore = np.zeros((0, s, 0))
+    stats = np.zeros(7, dtype=np.int64)
+    carry = np.zeros(3)
+    fl = np.zeros(1 + n)
+    pos = np.zeros(0, dtype=np.int64)
+    inner = np.zeros(0, dtype=np.bool_)
+    W = np.zeros((0, s))
+    count = 0
+    rec_traj = np.empty(16, dtype=np.int64)
+    rec_which = np.empty(16, dtype=np.int64)
+    rec_t = np.empty(16)
+    rec_u = np.empty((16, n))
+    for i in range(lo, hi):
+        u0 = U0[i] if U0.shape[0] > 1 else U0[0]
+        row = i if P.shape[0] > 1 else 0
+        for j in range(p.shape[0]):
+            p[j] = P[row, j]
+        for j in range(7):
+            stats[j] = 0
+        ev.mark[:] = 0
+        ev.state[:] = 0
+        ev.g[:, :] = 0.0
+        ev.s[:] = 0.0
+        while True:
+            code = integrate(
+                faddr,
+                kb,
+                u0,
+                p,
+                t0,
+                t1,
+                method,
+                control,
+                Stops(times, jump_index, jump_count, jump_state, jump_amount, ev),
+                StepStore(ts, us, fs, stats, kstore, astore, carry, fl),
+            )
+            if code != GROW:
+                break
+            c = ev.state[0]
+            size = ev.times.shape[0]
+            if c + nev > size and size < ev.max_events:  # room for the records, as plan.grow
+                new = min(max(2 * size, c + nev), ev.max_events)
+                et = np.zeros(new)
+                ew = np.zeros(new, dtype=np.int64)
+                es = np.zeros((new, n))
+                et[:c] = ev.times[:c]
+                ew[:c] = ev.which[:c]
+                es[:c] = ev.states[:c]
+                ev = EventTable(
+                    ev.cond,
+                    ev.affect,
+                    ev.max_events,
+                    ev.points,
+                    ev.direction,
+                    ev.terminal,
+                    ev.has_affect,
+                    ev.mark,
+                    ev.state,
+                    ev.g,
+                    ev.s,
+                    et,
+                    ew,
+                    es,
+                )
+            ts, us, fs, kstore = _grown(ts, us, fs, kstore, stats[0], use_interp)
+            cap = ts.shape[0]
+            stats[6] = 1
+        _report(
+            i,
+            code,
+            stats,
+            ts,
+            us,
+            kstore,
+            fl,
+            t0,
+            t1,
+            interp,
+            save,
+            out,
+            status,
+            t_reached,
+            fail,
+            counts,
+            pos,
+            inner,
+            W,
+        )
+        c = ev.state[0]
+        if count + c > rec_t.shape[0]:
+            new = max(2 * rec_t.shape[0], count + c)
+            rt = np.empty(new, dtype=np.int64)
+            rw = np.empty(new, dtype=np.int64)
+            rtt = np.empty(new)
+            ru = np.empty((new, n))
+            rt[:count] = rec_traj[:count]
+            rw[:count] = rec_which[:count]
+            rtt[:count] = rec_t[:count]
+            ru[:count] = rec_u[:count]
+            rec_traj, rec_which, rec_t, rec_u = rt, rw, rtt, ru
+        for r in range(c):
+            rec_traj[count] = i
+            rec_which[count] = ev.which[r]
+            rec_t[count] = ev.times[r]
+            for j in range(n):
+                rec_u[count, j] = ev.states[r, j]
+            count += 1
+    return count, rec_traj, rec_which, rec_t, rec_u

@@ -166,6 +166,10 @@ class EnsembleSolution:
         does not fail the others
     t_reached : ``(m,)`` the last time each trajectory reached
     nf, naccept, nreject : ``(m,)`` int64 counts of right-hand-side calls and steps
+    t_events, u_events : with ``events=``, per trajectory a list over the events of their
+        times ``(k,)`` and states ``(k, n)`` (before the affect), as ``solve``'s
+        ``sol.t_events`` / ``sol.u_events``: ``sol.t_events[i][j]`` are the times of event
+        ``j`` in trajectory ``i``; None without events
     """
 
     def __init__(self, ensemble, t, u, status, t_reached, fail, counts):
@@ -176,6 +180,8 @@ class EnsembleSolution:
         self.t_reached = t_reached
         self._fail = fail
         self.nf, self.naccept, self.nreject = (counts[:, j].copy() for j in range(3))
+        self.t_events = self.u_events = None
+        self._event_plan = None  # the events' plan (ode._events.EventPlan) of a solve with them
 
     @property
     def success(self) -> np.ndarray:
@@ -201,8 +207,14 @@ class EnsembleSolution:
         if int(self.status[i]) != ReturnCode.RHS_ERROR:
             return None
         e = self._ensemble
-        failure = user_error_failure(e.prob, e.p(i), self._fail[i, 0], self._fail[i, 1:])
-        return failure.exception
+        t, u = self._fail[i, 0], self._fail[i, 1:]
+        exc = user_error_failure(e.prob, e.p(i), t, u).exception
+        if exc is None and self._event_plan is not None:  # a condition or an affect raised?
+            for what in ("condition", "affect"):
+                exc = self._event_plan.call_again(what, float(t), u.copy(), e.p(i))[1]
+                if exc is not None:
+                    break
+        return exc
 
     def __len__(self) -> int:
         return self.u.shape[0]

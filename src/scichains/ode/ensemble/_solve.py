@@ -8,6 +8,7 @@ Python per trajectory), or in batches on a Dask cluster (``executor=client``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numba
@@ -17,11 +18,12 @@ from ..._jit import parallel_lock, resolve_threads
 from ...parallel import _executor as ex
 from ...parallel import _shm as shm
 from .._abi import NO_MASS, StepControl, Stops
+from .._events import EventPlan, check_events
 from .._plan import plan_solve
 from .._solution import ReturnCode
-from ..explicit._kernels import ensure_lean_integrate
+from ..explicit._kernels import ensure_event_integrate, ensure_lean_integrate
 from ..explicit._tableaus import ExplicitRK, Tsit5
-from ._kernels import solve_batch
+from ._kernels import solve_batch, solve_events_block
 from ._lanes import LANES, lane_rhs_address, solve_lanes
 from ._problem import EnsembleProblem, EnsembleSolution
 
@@ -172,6 +174,76 @@ def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     return out, status, t_reached, fail, counts
 
 
+def _run_rows_events(prob, settings, found, U0, P, m, threads):
+    """:func:`_run_rows` for an ensemble with events (``found``: their
+    :class:`~scichains.ode._events.EventPlan`): the trajectories in blocks of the compiled
+    :func:`solve_events_block`, each block with its own event table, on ``threads`` Python
+    threads (the kernel holds no GIL). Returns the five result arrays and the event records
+    of all blocks, in trajectory order."""
+    n = prob.u0.size
+    outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, settings.save.size, n)]
+    out, status, t_reached, fail, counts = outs
+    out.fill(np.nan)
+    for a in outs[2:]:
+        a.fill(0)
+    status.fill(ReturnCode.NOT_RUN)
+    ensure_event_integrate()
+    control = StepControl(*settings.control, prob.error_group, NO_MASS)
+    stops = Stops(*settings.stops)
+    nblocks = max(1, min(m, 16 * threads))
+    edges = [m * b // nblocks for b in range(nblocks + 1)]
+
+    def block(b):
+        return solve_events_block(
+            prob.f_address,
+            prob.kernel,
+            U0,
+            P,
+            settings.t0,
+            settings.t1,
+            settings.tableau,
+            control,
+            stops,
+            found.new_table(),
+            settings.save,
+            settings.interp,
+            settings.cap0,
+            edges[b],
+            edges[b + 1],
+            out,
+            status,
+            t_reached,
+            fail,
+            counts,
+        )
+
+    if threads == 1 or nblocks == 1:
+        records = [block(b) for b in range(nblocks)]
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            records = list(pool.map(block, range(nblocks)))
+    return (*outs, records)
+
+
+def _per_trajectory(records, m, nev, n):
+    """``(t_events, u_events)``: per trajectory, per event, its times ``(k,)`` and states
+    ``(k, n)`` (new arrays), from the blocks' records (see :func:`solve_events_block`)."""
+    t_events = [[np.zeros(0) for _ in range(nev)] for _ in range(m)]
+    u_events = [[np.zeros((0, n)) for _ in range(nev)] for _ in range(m)]
+    for count, traj, which, times, states in records:
+        if count == 0:
+            continue
+        traj, which, times, states = traj[:count], which[:count], times[:count], states[:count]
+        for i in np.unique(traj):
+            mine = traj == i
+            for j in range(nev):
+                hit = mine & (which == j)
+                if hit.any():
+                    t_events[i][j] = times[hit].copy()
+                    u_events[i][j] = states[hit].copy()
+    return t_events, u_events
+
+
 def _reduce(reduction, outputs):
     if reduction is not None:
         return reduction(outputs)
@@ -289,6 +361,8 @@ def solve_ensemble(
     dtmin: float | None = None,
     adaptive: bool | None = None,
     worker_threads: int = 1,
+    events=None,
+    max_events: int = 10_000,
 ):
     """Solve every trajectory of ``eprob``; returns an :class:`EnsembleSolution` (or, with an
     ``output_func``, the ``reduction`` of its results).
@@ -322,6 +396,15 @@ def solve_ensemble(
         each (default 1: a Dask worker thread per core is the usual layout).
     rtol, atol, dt0, max_steps, tstops, jumps, dtmin, adaptive : as for :func:`solve`
         (shared by every trajectory)
+    events, max_events : state-dependent events (:class:`scichains.ode.Event`) and the most
+        one trajectory may have, as for :func:`solve`: each trajectory locates, records and
+        acts on its own events (``sol.t_events[i]``, ``sol.u_events[i]``), a terminal event
+        ends that trajectory only (its later save times stay NaN, its status ``SUCCESS``),
+        and a trajectory past ``max_events`` stops with ``MAX_EVENTS``. With events every
+        trajectory runs through the scalar stepper (not the lane loop), in blocks on
+        ``threads`` threads, in this process only (``executor=None``, no ``output_func``):
+        each trajectory's events, saved states and counts are those of :func:`solve` with the
+        same options, bit for bit, for any ``threads``.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
@@ -352,6 +435,12 @@ def solve_ensemble(
         )
     if saveat is None:
         raise ValueError("give saveat: the times at which every trajectory is saved")
+    events = check_events(events)
+    if events and (executor is not None or eprob.output_func is not None):
+        raise TypeError(
+            "an ensemble with events runs in this process and returns an EnsembleSolution for "
+            "now: give executor=None and no output_func"
+        )
     executor = ex.check_executor(executor)
     batch_size = ex.check_batch_size(batch_size)
     threads = resolve_threads(threads)
@@ -374,6 +463,13 @@ def solve_ensemble(
     settings = _Settings(plan)
     del plan
     m = eprob.m
+    if events:
+        found = EventPlan(events, prob, max_events)
+        res = _run_rows_events(prob, settings, found, eprob.u0s, eprob.ps, m, threads)
+        sol = EnsembleSolution(eprob, settings.save.copy(), *res[:5])
+        sol.t_events, sol.u_events = _per_trajectory(res[5], m, len(events), prob.u0.size)
+        sol._event_plan = found
+        return sol
     if executor is None:
         if batch_size is None:
             res = _run_rows(prob, settings, eprob.u0s, eprob.ps, m, threads)

@@ -1,0 +1,131 @@
+"""State-dependent events in ensembles (solve_ensemble(..., events=...)): each trajectory's
+events, saves and counts are solve's, bit for bit, for any thread count; closed forms; terminal
+events, max_events and errors per trajectory."""
+
+import numba
+import numpy as np
+import pytest
+
+from scichains import ode
+
+from ._ball import bounce, falling, ground
+
+G = 9.81
+M = 24
+HEIGHTS = np.linspace(0.5, 2.0, M)
+RESTITUTION = np.linspace(0.5, 0.9, M)
+SAVE = np.linspace(0.0, 4.0, 9)
+TOL = dict(rtol=1e-10, atol=1e-12)
+
+
+def _ensemble():
+    prob = ode.ODEProblem(falling, np.array([1.0, 0.0]), (0.0, 4.0), np.array([G, 0.8]))
+    u0s = np.column_stack([HEIGHTS, np.zeros(M)])
+    ps = np.column_stack([np.full(M, G), RESTITUTION])
+    return prob, ode.EnsembleProblem(prob, u0s=u0s, ps=ps)
+
+
+def _landings(x0, e, t_end):
+    """Closed form: the landing times of a ball dropped from ``x0`` before ``t_end``."""
+    v = np.sqrt(2 * G * x0)
+    times = [np.sqrt(2 * x0 / G)]
+    while True:
+        v *= e
+        nxt = times[-1] + 2 * v / G
+        if nxt >= t_end or v < 1e-3:
+            return np.array(times)
+        times.append(nxt)
+
+
+def test_each_trajectory_is_solves_bit_for_bit_for_any_thread_count():
+    prob, eprob = _ensemble()
+    event = ode.Event(ground, bounce, direction=-1)
+    runs = [
+        ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=event, threads=k, **TOL)
+        for k in (1, 2)
+    ]
+    for es in runs:
+        assert es.success.all()
+        for i in range(M):
+            one = ode.ODEProblem(falling, eprob.u0(i), (0.0, 4.0), eprob.p(i))
+            sol = ode.solve(one, ode.Tsit5(), saveat=SAVE, events=event, **TOL)
+            np.testing.assert_array_equal(es.t_events[i][0], sol.t_events[0])
+            np.testing.assert_array_equal(es.u_events[i][0], sol.u_events[0])
+            np.testing.assert_array_equal(es.u[i], sol.u)
+            assert (es.nf[i], es.naccept[i], es.nreject[i]) == tuple(
+                sol.stats[k] for k in ("nf", "naccept", "nreject")
+            )
+    a, b = runs
+    np.testing.assert_array_equal(a.u, b.u)
+    # the closed form, on the trajectories whose bounces stay well apart (records grow past
+    # the first 16 on the bounciest)
+    assert max(len(t[0]) for t in a.t_events) > 16
+    for i in range(M):
+        want = _landings(HEIGHTS[i], RESTITUTION[i], 4.0)
+        k = min(10, want.size)
+        np.testing.assert_allclose(a.t_events[i][0][:k], want[:k], rtol=1e-11)
+
+
+@numba.njit
+def below(u, t, p):
+    return u[0] - 0.25
+
+
+def test_terminal_event_ends_its_trajectory_only():
+    _, eprob = _ensemble()
+    stop = ode.Event(below, direction=-1, terminal=True)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=stop, **TOL)
+    assert (es.status == ode.ReturnCode.SUCCESS).all()
+    t_hit = np.sqrt(2 * (HEIGHTS - 0.25) / G)
+    np.testing.assert_allclose(es.t_reached, t_hit, rtol=1e-12)
+    np.testing.assert_allclose([t[0][0] for t in es.t_events], t_hit, rtol=1e-12)
+    for i in range(M):
+        reached = SAVE <= t_hit[i]
+        assert np.isfinite(es.u[i][reached]).all() and np.isnan(es.u[i][~reached]).all()
+
+
+def test_max_events_stops_the_trajectories_past_it():
+    _, eprob = _ensemble()
+    event = ode.Event(ground, bounce, direction=-1)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=event, max_events=5, **TOL)
+    full = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=event, **TOL)
+    many = np.array([len(t[0]) > 5 for t in full.t_events])
+    assert many.any() and (~many).any()
+    np.testing.assert_array_equal(es.status[many], ode.ReturnCode.MAX_EVENTS)
+    np.testing.assert_array_equal(es.status[~many], ode.ReturnCode.SUCCESS)
+    for i in np.flatnonzero(~many):
+        np.testing.assert_array_equal(es.u[i], full.u[i])
+
+
+@numba.njit
+def refuses_high_bounce(u, t, p):
+    if p[1] > 0.8 and t > 1.0:
+        raise ValueError("condition says no")
+    return u[0]
+
+
+def test_an_event_function_that_raises_fails_its_trajectories_with_the_exception():
+    _, eprob = _ensemble()
+    es = ode.solve_ensemble(
+        eprob, ode.Tsit5(), saveat=SAVE, events=ode.Event(refuses_high_bounce, bounce, -1)
+    )
+    bad = RESTITUTION > 0.8
+    np.testing.assert_array_equal(es.status[bad], ode.ReturnCode.RHS_ERROR)
+    np.testing.assert_array_equal(es.status[~bad], ode.ReturnCode.SUCCESS)
+    i = int(np.flatnonzero(bad)[0])
+    assert isinstance(es.exception(i), ValueError)
+    assert es.exception(int(np.flatnonzero(~bad)[0])) is None
+
+
+def test_events_refuse_executors_and_output_funcs():
+    prob, eprob = _ensemble()
+    event = ode.Event(ground, bounce, direction=-1)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool, pytest.raises(TypeError, match="executor=None"):
+        ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=event, executor=pool)
+    reduced = ode.EnsembleProblem(prob, u0s=eprob.u0s, output_func=lambda u, s, i: u)
+    with pytest.raises(TypeError, match="output_func"):
+        ode.solve_ensemble(reduced, ode.Tsit5(), saveat=SAVE, events=event)
+    with pytest.raises(TypeError, match=r"events\[0\] must be an ode.Event"):
+        ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=[ground])
