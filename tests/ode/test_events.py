@@ -335,3 +335,32 @@ def test_threads_sharing_events_get_serial_results():
     for (ts, us), (tt, ut) in zip(serial, threaded):
         np.testing.assert_array_equal(ts, tt)
         np.testing.assert_array_equal(us, ut)
+
+
+def test_repeated_and_concurrent_solves_with_the_same_events_agree():
+    # a solve repeated with the same events reuses its thread's table (reset), and the next
+    # solve of a problem starts with the room the last one needed: neither changes a result
+    from concurrent.futures import ThreadPoolExecutor
+
+    prob = ball(4.0)
+    event = ode.Event(ground, bounce, direction=-1)
+    other = ode.Event(position)
+    kw = dict(rtol=1e-10, atol=1e-12, saveat=np.linspace(0.0, 4.0, 9))
+    first = ode.solve(prob, ode.Tsit5(), events=event, **kw)
+    assert first.t_events[0].size > 16  # the records grew in the first solve
+    again = [ode.solve(prob, ode.Tsit5(), events=e, **kw) for e in (event, other, event)]
+    fresh = ode.solve(ball(4.0), ode.Tsit5(), events=ode.Event(ground, bounce, direction=-1), **kw)
+    for sol in (again[0], again[2], fresh):
+        np.testing.assert_array_equal(sol.t_events[0], first.t_events[0])
+        np.testing.assert_array_equal(sol.u_events[0], first.u_events[0])
+        np.testing.assert_array_equal(sol.u, first.u)
+        np.testing.assert_array_equal(sol.step_times, first.step_times)
+    short = ode.solve(ball(0.5), ode.Tsit5(), events=event, **kw | {"saveat": None})
+    assert short.t_events[0].size == 1
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: ode.solve(prob, ode.Tsit5(), events=event, **kw), range(8)))
+    for sol in runs:
+        np.testing.assert_array_equal(sol.t_events[0], first.t_events[0])
+        np.testing.assert_array_equal(sol.u, first.u)
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        event.direction = 1

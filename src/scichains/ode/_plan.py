@@ -454,8 +454,12 @@ def plan_solve(
         prob, saveat, tstops, jumps, land_on_saves=not interpolate
     )
     n = prob.u0.size
-    # room to start with; the buffers double as the solve needs (SolvePlan.grow)
-    cap = min(int(max_steps), 256) + 2 * stops.size + 4
+    # room to start with: a few hundred steps, or as many as the last solve of this problem
+    # stored (a fit solves one problem again and again: each GROW costs a return to Python
+    # and a call of the kernel, ~10-20 us); the buffers double as the solve needs
+    # (SolvePlan.grow)
+    hint = getattr(prob, "_steps_hint", 0)
+    cap = min(int(max_steps), max(256, hint)) + 2 * stops.size + 4
     A, b, c, bt = solver.arrays()
     return SolvePlan(
         prob=prob,

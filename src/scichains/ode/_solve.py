@@ -9,7 +9,7 @@ import numpy as np
 
 from ._abi import NO_NETWORK
 from ._auto import AutoSwitch, AutoTsit5Rodas5P
-from ._events import EventPlan, check_events
+from ._events import EventPlan, check_events, event_plan
 from ._plan import check_mass_solver, plan_failure, plan_solve, run_plan, stop_tables
 from ._problem import ODEProblem
 from ._solution import (
@@ -158,13 +158,14 @@ def solve(
                 "events with an affect are not supported with a singular mass matrix: the "
                 "affect would leave the algebraic equations unsatisfied"
             )
-        plan.events = EventPlan(events, prob, max_events)
+        plan.events = event_plan(events, prob, max_events)
     code = run_plan(plan, prob.u0, prob.p)
     message = exc = None
     if code in (ReturnCode.RHS_ERROR, ReturnCode.JACOBIAN_NONFINITE, ReturnCode.MAX_STEPS):
         failure = plan_failure(plan, code, prob.p)  # names an event's function that raised
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
+    prob._steps_hint = m + m // 8  # the next solve of this problem starts with that room
     save, stats = plan.save, _stats(plan.stats)
     stats.update(plan.stepper.stats(plan.carry))
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()
