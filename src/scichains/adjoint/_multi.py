@@ -158,19 +158,32 @@ class Trajectory:
     jumps : doses ``[(t, state_index, amount), ...]`` within ``(t0, saveat[-1]]``, optional
         (as for :class:`Objective`)
     t0 : start time, optional (default: the problem's ``tspan[0]``)
+    inputs : the measured inputs of this experiment (:class:`scichains.ode.Interpolation`),
+        optional, for a problem made with ``inputs=``: the trajectory is solved with them in
+        place of the problem's (:meth:`ODEProblem.with_inputs`; default: the problem's)
 
     A tuple ``(u0, saveat, data[, weights[, jumps]])`` stands for the same.
     """
 
-    __slots__ = ("u0", "saveat", "data", "weights", "jumps", "t0")
+    __slots__ = ("u0", "saveat", "data", "weights", "jumps", "t0", "inputs")
 
-    def __init__(self, u0, saveat, data, weights=None, jumps=None, t0: float | None = None):
+    def __init__(
+        self,
+        u0,
+        saveat,
+        data,
+        weights=None,
+        jumps=None,
+        t0: float | None = None,
+        inputs=None,
+    ):
         self.u0 = u0
         self.saveat = saveat
         self.data = data
         self.weights = weights
         self.jumps = jumps
         self.t0 = t0
+        self.inputs = inputs
 
     def __repr__(self) -> str:
         return f"Trajectory(saveat of length {np.size(self.saveat)}, t0={self.t0})"
@@ -236,10 +249,13 @@ def _trajectory_objective(prob, spec: Trajectory, i: int, kwargs: dict):
             loss = spec.data
         else:
             loss = SquaredError(spec.data, spec.weights)
-        one = copy.copy(prob)
-        k = one.kernel
-        one.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
-        one.tspan = (t0, t1)
+        if spec.inputs is not None:  # this experiment's inputs: the problem made for them
+            one = prob.with_inputs(spec.inputs, tspan=(t0, t1))
+        else:
+            one = copy.copy(prob)
+            k = one.kernel
+            one.kernel = k._replace(work=np.zeros_like(k.work), samples=k.samples.copy())
+            one.tspan = (t0, t1)
         tstops = kwargs.get("tstops")
         if tstops is not None:  # the shared stops that fall in this trajectory's span
             tstops = as_real(tstops, "tstops").ravel()

@@ -28,13 +28,16 @@ from ._lockstep import lockstep_problem
 
 def blockable(node, specs) -> bool:
     """Whether the Trajectory list ``specs`` can step in lockstep on ``node``: squared-error
-    data (weights allowed), no doses, the model's start time, forward in time."""
+    data (weights allowed), no doses, no inputs of their own, the model's start time, forward
+    in time."""
     t0, t1 = node.tspan
     if not t1 > t0:
         return False
     for i, item in enumerate(specs):
         s = _as_trajectory(item, i)
         if isinstance(s.data, SolutionLoss) or s.jumps is not None and len(s.jumps) > 0:
+            return False
+        if s.inputs is not None:
             return False
         if s.t0 is not None and float(s.t0) != float(t0):
             return False
