@@ -87,3 +87,11 @@ def test_bad_penalty_is_refused(bad):
     t = np.linspace(0, 1, 10)
     with pytest.raises(ValueError, match="lam must be"):
         _gcv.smoothing_splines(t, np.sin(t)[:, None], bad)
+
+
+def test_samples_far_apart_in_the_units_of_t():
+    # every lam d tiny: 1 - tr(S)/m must not cancel to zero (it did: ZeroDivisionError)
+    t = np.linspace(0.0, 10.0, 31) * 1e8
+    y = np.sin(t / 1e8) + 0.05 * np.random.default_rng(0).standard_normal(t.size)
+    (spline,) = _gcv.smoothing_splines(t, y[:, None], None)
+    np.testing.assert_allclose(spline(t), make_smoothing_spline(t, y)(t), atol=1e-6)

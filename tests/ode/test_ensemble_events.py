@@ -129,3 +129,40 @@ def test_events_refuse_executors_and_output_funcs():
         ode.solve_ensemble(reduced, ode.Tsit5(), saveat=SAVE, events=event)
     with pytest.raises(TypeError, match=r"events\[0\] must be an ode.Event"):
         ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=[ground])
+
+
+@numba.njit
+def falling_or_not(du, u, p, t):
+    if p[0] < 0.0:
+        raise ZeroDivisionError("the right-hand side says no")
+    du[0] = u[1]
+    du[1] = -p[0]
+
+
+@numba.njit
+def bounce_or_not(u, t, p):
+    if p[1] < 0.55:
+        raise KeyError("the affect says no")
+    u[1] = -p[1] * u[1]
+
+
+def test_each_failed_trajectory_names_what_raised_in_it():
+    # in one block: a condition raises, then the right-hand side, then an affect; each
+    # trajectory's exception is its own (nothing carried over from the one before)
+    prob = ode.ODEProblem(falling_or_not, np.array([1.0, 0.0]), (0.0, 4.0), np.array([G, 0.8]))
+    u0s = np.array([[1.0, 0.0]] * 4)
+    ps = np.array([[G, 0.9], [-1.0, 0.7], [G, 0.5], [G, 0.7]])
+    event = ode.Event(refuses_high_bounce, bounce_or_not, direction=-1)
+    es = ode.solve_ensemble(
+        ode.EnsembleProblem(prob, u0s=u0s, ps=ps),
+        ode.Tsit5(),
+        saveat=SAVE,
+        events=event,
+        threads=1,
+    )
+    np.testing.assert_array_equal(es.status[:3], ode.ReturnCode.RHS_ERROR)
+    assert es.status[3] == ode.ReturnCode.SUCCESS
+    assert isinstance(es.exception(0), ValueError)
+    assert isinstance(es.exception(1), ZeroDivisionError)
+    assert isinstance(es.exception(2), KeyError)
+    assert es.exception(3) is None

@@ -364,3 +364,25 @@ def test_repeated_and_concurrent_solves_with_the_same_events_agree():
         np.testing.assert_array_equal(sol.u, first.u)
     with pytest.raises(AttributeError, match="cannot be changed"):
         event.direction = 1
+
+
+def test_a_reused_event_table_does_not_blame_the_last_failure():
+    @numba.njit
+    def rhs_raises(du, u, p, t):
+        if t > 0.5:
+            raise ZeroDivisionError("the right-hand side says no")
+        du[0] = u[1]
+        du[1] = -p[0]
+
+    event = ode.Event(raises_late)
+    prob = ode.ODEProblem(oscillator, np.array([0.0, 1.0]), (0.0, 5.0))
+    first = ode.solve(prob, ode.Tsit5(), events=event)
+    assert isinstance(first.exception, ValueError) and "condition of events[0]" in first.message
+    second = ode.solve(
+        ode.ODEProblem(rhs_raises, np.array([1.0, 0.0]), (0.0, 5.0), np.array([G, E])),
+        ode.Tsit5(),
+        events=event,
+    )
+    assert second.status == ode.ReturnCode.RHS_ERROR
+    assert isinstance(second.exception, ZeroDivisionError)
+    assert "condition" not in second.message

@@ -58,7 +58,10 @@ def gcv_score(lam: float, d: np.ndarray, z: np.ndarray) -> float:
     ld = lam * d
     shrink = ld / (1.0 + ld)
     rss = float(np.dot(shrink * z, shrink * z)) / m
-    return rss / (1.0 - float(np.sum(1.0 / (1.0 + ld))) / m) ** 2
+    # 1 - tr(S) / m written as the mean of the shrinkages: no cancellation when every lam d
+    # is tiny (samples far apart in t's units)
+    free = float(np.mean(shrink))
+    return rss / free**2 if free > 0.0 else np.inf
 
 
 def gcv_penalty(d: np.ndarray, z: np.ndarray) -> float:

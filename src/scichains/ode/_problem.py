@@ -405,10 +405,11 @@ def _input_functions(f, vjp, inputs, kernel):
     key = (id(f), id(vjp), id(inputs), k)
     known = _INPUT_ADAPTERS.get(key)
     if known is not None and known[0] is f and known[1] is vjp and known[2] is inputs:
+        _INPUT_ADAPTERS[key] = _INPUT_ADAPTERS.pop(key)  # the most recently used last
         return known[3], known[4]
     g = input_rhs(f, inputs, k)
     vg = None if vjp is None else input_vjp(vjp, inputs, k)
-    if len(_INPUT_ADAPTERS) >= 64:  # (oldest first out)
+    if len(_INPUT_ADAPTERS) >= 256:  # (the least recently used out)
         del _INPUT_ADAPTERS[next(iter(_INPUT_ADAPTERS))]
     _INPUT_ADAPTERS[key] = (f, vjp, inputs, g, vg)
     return g, vg
@@ -538,7 +539,9 @@ class ODEProblem:
         parameters, ``inputs`` (an :class:`Interpolation` with as many channels as this
         problem's), and ``u0``/``tspan`` where given. Its input adapters are compiled for
         ``inputs`` (~0.2 s each for the right-hand side and a given vjp, ~0.4 s more for an
-        automatic vjp, measured on an AMD EPYC Zen 4), once per ``Interpolation`` object.
+        automatic vjp, measured on an AMD EPYC Zen 4): the right-hand side's and a given
+        vjp's once per ``Interpolation`` object (kept for the 256 most recently used), an
+        automatic vjp for each new problem.
         ``TypeError`` if this problem takes no inputs; ``ValueError`` for another number of
         channels or a time span the samples do not cover."""
         if self.inputs is None:

@@ -3,6 +3,7 @@ the solution."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -95,6 +96,7 @@ def solve(
     if solver is None:
         with_mass = getattr(prob, "mass_matrix", None) is not None
         solver = Rodas5P if with_mass else AutoTsit5Rodas5P
+    caller = prob  # keeps the step hint (below) where the next solve will look for it
     if isinstance(prob, ODEProblem) and prob.kernel is not NO_NETWORK:
         # the network's scratch is per call, so threads may share one problem
         prob = copy.copy(prob)
@@ -165,7 +167,9 @@ def solve(
         failure = plan_failure(plan, code, prob.p)  # names an event's function that raised
         message, exc = failure.message, failure.exception
     m = int(plan.stats[0])
-    prob._steps_hint = m + m // 8  # the next solve of this problem starts with that room
+    if code == ReturnCode.SUCCESS:  # the next solve of this problem starts with that room
+        with contextlib.suppress(AttributeError):  # (a problem object that takes no attribute)
+            caller._steps_hint = m + m // 8
     save, stats = plan.save, _stats(plan.stats)
     stats.update(plan.stepper.stats(plan.carry))
     st, su, sf = plan.ts[:m].copy(), plan.us[:m].copy(), plan.fs[:m].copy()

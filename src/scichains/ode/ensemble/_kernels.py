@@ -224,12 +224,16 @@ def solve_events_block(
     t_reached,
     fail,
     counts,
+    raised,
+    fired,
 ):
     """Trajectories ``lo..hi-1`` of an ensemble with state-dependent events, one after the
     other (the caller runs blocks on threads of its own: the kernel holds no GIL). As
     :func:`solve_batch` for the results; ``stops`` has no event table, ``ev`` is the block's
     own :class:`~scichains.ode._abi.EventTable` (its arrays written by this block only), reset
-    for each trajectory and grown as its records need.
+    for each trajectory and grown as its records need. A trajectory that ends with RHS_ERROR
+    leaves in ``raised[i]`` what raised (0 the right-hand side, 1 a condition, 2 an affect)
+    and in ``fired[i]`` (shape ``(m_events,)``) the events whose affects were acting.
 
     Returns the block's event records ``(count, trajectory, which, times, states)``: record
     ``r < count`` is event ``which[r]`` of trajectory ``trajectory[r]`` at ``times[r]`` with
@@ -335,6 +339,10 @@ def solve_events_block(
             inner,
             W,
         )
+        if code != SUCCESS:
+            raised[i] = ev.state[1]
+            for j in range(nev):
+                fired[i, j] = ev.g[4, j]  # the FIRED row (see _event_search)
         c = ev.state[0]
         if count + c > rec_t.shape[0]:
             new = max(2 * rec_t.shape[0], count + c)

@@ -181,11 +181,13 @@ class EnsembleSolution:
         self._fail = fail
         self.nf, self.naccept, self.nreject = (counts[:, j].copy() for j in range(3))
         self.t_events = self.u_events = None
-        self._event_plan = None  # the events' plan (ode._events.EventPlan) of a solve with them
+        # with events: (their EventPlan, what raised per trajectory, the events that fired)
+        self._events_raised = None
 
     @property
     def success(self) -> np.ndarray:
-        """``(m,)`` bool: which trajectories reached the end of the time span."""
+        """``(m,)`` bool: which trajectories succeeded: reached the end of the time span, or
+        ended at a terminal event."""
         return self.status == ReturnCode.SUCCESS
 
     @property
@@ -208,13 +210,13 @@ class EnsembleSolution:
             return None
         e = self._ensemble
         t, u = self._fail[i, 0], self._fail[i, 1:]
-        exc = user_error_failure(e.prob, e.p(i), t, u).exception
-        if exc is None and self._event_plan is not None:  # a condition or an affect raised?
-            for what in ("condition", "affect"):
-                exc = self._event_plan.call_again(what, float(t), u.copy(), e.p(i))[1]
-                if exc is not None:
-                    break
-        return exc
+        if self._events_raised is not None:
+            plan, raised, fired = self._events_raised
+            if raised[i] == 1:  # a condition
+                return plan.call_again("condition", float(t), u.copy(), e.p(i))[1]
+            if raised[i] == 2:  # one of the affects of the events that fired there
+                return plan.call_again("affect", float(t), u.copy(), e.p(i), fired[i] != 0)[1]
+        return user_error_failure(e.prob, e.p(i), t, u).exception
 
     def __len__(self) -> int:
         return self.u.shape[0]

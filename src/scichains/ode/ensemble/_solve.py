@@ -179,7 +179,8 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     :class:`~scichains.ode._events.EventPlan`): the trajectories in blocks of the compiled
     :func:`solve_events_block`, each block with its own event table, on ``threads`` Python
     threads (the kernel holds no GIL). Returns the five result arrays and the event records
-    of all blocks, in trajectory order."""
+    of all blocks, in trajectory order, and ``(raised, fired)``: for each trajectory that
+    failed, what raised and the events whose affects acted (see :func:`solve_events_block`)."""
     n = prob.u0.size
     outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, settings.save.size, n)]
     out, status, t_reached, fail, counts = outs
@@ -192,6 +193,8 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     stops = Stops(*settings.stops)
     nblocks = max(1, min(m, 16 * threads))
     edges = [m * b // nblocks for b in range(nblocks + 1)]
+    raised = np.zeros(m, dtype=np.int64)
+    fired = np.zeros((m, len(found.events)))
 
     def block(b):
         return solve_events_block(
@@ -215,6 +218,8 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
             t_reached,
             fail,
             counts,
+            raised,
+            fired,
         )
 
     if threads == 1 or nblocks == 1:
@@ -222,25 +227,31 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     else:
         with ThreadPoolExecutor(threads) as pool:
             records = list(pool.map(block, range(nblocks)))
-    return (*outs, records)
+    return (*outs, records, (raised, fired))
 
 
 def _per_trajectory(records, m, nev, n):
     """``(t_events, u_events)``: per trajectory, per event, its times ``(k,)`` and states
-    ``(k, n)`` (new arrays), from the blocks' records (see :func:`solve_events_block`)."""
+    ``(k, n)`` (new arrays), from the blocks' records (see :func:`solve_events_block`: in
+    trajectory order, each trajectory's in time order)."""
     t_events = [[np.zeros(0) for _ in range(nev)] for _ in range(m)]
     u_events = [[np.zeros((0, n)) for _ in range(nev)] for _ in range(m)]
     for count, traj, which, times, states in records:
         if count == 0:
             continue
         traj, which, times, states = traj[:count], which[:count], times[:count], states[:count]
-        for i in np.unique(traj):
-            mine = traj == i
+        cuts = np.flatnonzero(np.diff(traj)) + 1
+        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [count]])):
+            i = int(traj[lo])
+            if nev == 1:
+                t_events[i][0] = times[lo:hi].copy()
+                u_events[i][0] = states[lo:hi].copy()
+                continue
             for j in range(nev):
-                hit = mine & (which == j)
+                hit = which[lo:hi] == j
                 if hit.any():
-                    t_events[i][j] = times[hit].copy()
-                    u_events[i][j] = states[hit].copy()
+                    t_events[i][j] = times[lo:hi][hit]
+                    u_events[i][j] = states[lo:hi][hit]
     return t_events, u_events
 
 
@@ -402,7 +413,8 @@ def solve_ensemble(
         ends that trajectory only (its later save times stay NaN, its status ``SUCCESS``),
         and a trajectory past ``max_events`` stops with ``MAX_EVENTS``. With events every
         trajectory runs through the scalar stepper (not the lane loop), in blocks on
-        ``threads`` threads, in this process only (``executor=None``, no ``output_func``):
+        ``threads`` threads, in this process only (``executor=None``, no ``batch_size``, no
+        ``output_func``):
         each trajectory's events, saved states and counts are those of :func:`solve` with the
         same options, bit for bit, for any ``threads``.
 
@@ -436,10 +448,10 @@ def solve_ensemble(
     if saveat is None:
         raise ValueError("give saveat: the times at which every trajectory is saved")
     events = check_events(events)
-    if events and (executor is not None or eprob.output_func is not None):
+    if events and (executor is not None or eprob.output_func is not None or batch_size is not None):
         raise TypeError(
             "an ensemble with events runs in this process and returns an EnsembleSolution for "
-            "now: give executor=None and no output_func"
+            "now: give executor=None, no batch_size and no output_func"
         )
     executor = ex.check_executor(executor)
     batch_size = ex.check_batch_size(batch_size)
@@ -468,7 +480,7 @@ def solve_ensemble(
         res = _run_rows_events(prob, settings, found, eprob.u0s, eprob.ps, m, threads)
         sol = EnsembleSolution(eprob, settings.save.copy(), *res[:5])
         sol.t_events, sol.u_events = _per_trajectory(res[5], m, len(events), prob.u0.size)
-        sol._event_plan = found
+        sol._events_raised = (found, *res[6])
         return sol
     if executor is None:
         if batch_size is None:
