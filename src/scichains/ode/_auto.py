@@ -34,7 +34,12 @@ import numpy as np
 
 from ._codes import NEED_JACOBIAN, SWITCH
 from ._family import register
-from .explicit._kernels import Tableau, WatchedTableau, integrate_watched
+from .explicit._kernels import (
+    Tableau,
+    WatchedTableau,
+    ensure_watched_integrate,
+    integrate_watched,
+)
 from .explicit._tableaus import ExplicitRK, Tsit5
 from .stiff._jacobian import JAC_EXACT
 from .stiff._rosenbrock import Rodas5P, Rosenbrock
@@ -223,6 +228,7 @@ def auto_run(faddr, vaddr, k, u0, p, t0, t1, tables: AutoTables, control, stops,
     Jacobian and no vjp yet (``vaddr == 0``) it returns NEED_JACOBIAN, ready to resume in
     that phase once the caller has made one. See :func:`scichains.ode._loop.run_loop` for the
     arguments."""
+    ensure_watched_integrate()
     carry, stats = store.carry, store.stats
     if stats[6] == 0:
         carry[PHASE:] = 0.0

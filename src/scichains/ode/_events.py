@@ -45,8 +45,8 @@ class Event:
         checked just after it, so a bounce that falls back within one step is seen). With
         ``k > 0`` such a double crossing is seen when a checked point falls between the two
         roots; each point costs a condition call per step (on a 2-state Lotka-Volterra solve
-        with Tsit5, whole ``solve`` calls: ends only +16%, 4 points +27% over no events,
-        measured on an idle AMD EPYC, AVX2; see ``benchmarks/events.py``). The solve uses the
+        with Tsit5, whole ``solve`` calls: ends only 0-2%, 4 points about 8% over no events,
+        measured on an idle AMD EPYC Zen 4; see ``benchmarks/events.py``). The solve uses the
         largest value among its events.
 
     How events are located and handled (every compiled method: explicit Runge-Kutta,

@@ -11,7 +11,12 @@ import numpy as np
 
 from ._auto import auto_run, auto_stats, auto_tables
 from ._auto import carry_size as auto_carry_size
-from .explicit._kernels import Tableau, ensure_event_integrate, integrate
+from .explicit._kernels import (
+    Tableau,
+    ensure_event_integrate,
+    ensure_event_integrate_watched,
+    integrate,
+)
 from .explicit._tableaus import ExplicitRK
 from .stiff._esdirk import ESDIRK
 from .stiff._esdirk_kernel import ESDIRKTableau, esdirk_integrate
@@ -137,7 +142,7 @@ STEPPERS = {
         auto_stats,
         True,
         jacobian_on_demand=True,
-        prepare_events=ensure_event_integrate,
+        prepare_events=ensure_event_integrate_watched,
     ),
 }
 """The compiled families by ``solver.family`` (CVODE runs through :func:`solve_cvode`)."""
