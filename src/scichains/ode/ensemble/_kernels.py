@@ -2,10 +2,14 @@
 
 One parallel kernel, cached per machine like the stepper it calls: the trajectories are split
 into blocks, each block runs on one thread with step buffers of its own (grown as the solve
-needs, exactly as :meth:`SolvePlan.grow` does) and calls the compiled stepper
-:func:`scichains.ode.explicit._kernels.integrate` once per trajectory, so no Python runs per
-trajectory. A trajectory's result depends only on its own ``u0`` and ``p``: the saved states
-are identical bit for bit for any thread count and any split into blocks or batches.
+needs, exactly as :meth:`SolvePlan.grow` does) and runs the explicit stepper once per
+trajectory, so no Python runs per trajectory. The kernels call the one loop
+(:func:`scichains.ode._loop.run_loop`, inlined; the explicit family's step) as
+:func:`scichains.ode.explicit._kernels.integrate` does, not ``integrate`` itself: through
+``integrate`` the loop's module was linked and optimised once more in each kernel (the event
+kernel's cold compile 42 s, 24 s without). A trajectory's result depends only on its own
+``u0`` and ``p``: the saved states are identical bit for bit for any thread count and any
+split into blocks or batches.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from ..._jit import FLAGS, parallel_kernel
 from ...nn._chain import ChainKernel
 from .._abi import EventTable, StepStore, Stops
 from .._codes import GROW, SUCCESS
-from ..explicit._kernels import integrate, interpolate_saves
+from .._loop import run_loop
+from ..explicit._kernels import interpolate_saves
 
 
 @parallel_kernel
@@ -89,8 +94,9 @@ def solve_batch(
             for j in range(7):
                 stats[j] = 0
             while True:
-                code = integrate(
+                code = run_loop(
                     faddr,
+                    0,
                     kb,
                     u0,
                     p,
@@ -275,8 +281,9 @@ def solve_events_block(
         ev.g[:, :] = 0.0
         ev.s[:] = 0.0
         while True:
-            code = integrate(
+            code = run_loop(
                 faddr,
+                0,
                 kb,
                 u0,
                 p,
