@@ -66,33 +66,13 @@ def solve_batch(
     for blk in numba.prange(nblocks):
         lo = m * blk // nblocks
         hi = m * (blk + 1) // nblocks
-        # every array the right-hand side is handed is the block's own: the scratch (a
-        # network writes into k.work), and the read-only ones too, so that threads never
-        # share the reference count of an array passed on each of the millions of calls
-        kb = ChainKernel(
-            k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy()
+        # the block's own copies and buffers (see _block_buffers)
+        kb, p, ts, us, fs, kstore, astore, stats, carry, fl, pos, inner, W = _block_buffers(
+            k, P.shape[1], cap0, n, s, use_interp
         )
-        p = np.empty(P.shape[1])
         block_stops = Stops(times, jump_index, jump_count, jump_state, jump_amount, None)
-        cap = cap0
-        ts = np.empty(cap)
-        us = np.empty((cap, n))
-        fs = np.empty((cap, n))
-        kstore = np.empty((cap if use_interp else 0, s, n))
-        astore = np.zeros((0, s, 0))
-        stats = np.zeros(7, dtype=np.int64)
-        carry = np.zeros(3)
-        fl = np.zeros(1 + n)
-        pos = np.zeros(0, dtype=np.int64)
-        inner = np.zeros(0, dtype=np.bool_)
-        W = np.zeros((0, s))
         for i in range(lo, hi):
-            u0 = U0[i] if U0.shape[0] > 1 else U0[0]
-            row = i if P.shape[0] > 1 else 0
-            for j in range(p.shape[0]):
-                p[j] = P[row, j]
-            for j in range(7):
-                stats[j] = 0
+            u0 = _load_trajectory(i, U0, P, p, stats)
             while True:
                 code = run_loop(
                     faddr,
@@ -111,7 +91,6 @@ def solve_batch(
                     break
                 # the buffers are full: double them, keeping what they hold, and resume
                 ts, us, fs, kstore = _grown(ts, us, fs, kstore, stats[0], use_interp)
-                cap = ts.shape[0]
                 stats[6] = 1
             _report(
                 i,
@@ -134,6 +113,42 @@ def solve_batch(
                 inner,
                 W,
             )
+
+
+@numba.njit(**FLAGS)
+def _block_buffers(k, npar, cap, n, s, use_interp):
+    """A block's own copies and buffers: ``(kb, p, ts, us, fs, kstore, astore, stats, carry,
+    fail, pos, inner, W)``. Every array the right-hand side is handed is the block's own: the
+    scratch (a network writes into ``k.work``), and the read-only ones too, so that threads
+    never share the reference count of an array passed on each of the millions of calls."""
+    kb = ChainKernel(k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy())
+    return (
+        kb,
+        np.empty(npar),
+        np.empty(cap),
+        np.empty((cap, n)),
+        np.empty((cap, n)),
+        np.empty((cap if use_interp else 0, s, n)),
+        np.zeros((0, s, 0)),
+        np.zeros(7, dtype=np.int64),
+        np.zeros(3),
+        np.zeros(1 + n),
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.bool_),
+        np.zeros((0, s)),
+    )
+
+
+@numba.njit(**FLAGS)
+def _load_trajectory(i, U0, P, p, stats):
+    """Trajectory ``i``'s parameters into ``p`` and its statistics zeroed; returns its initial
+    state (a row of ``U0``, or the shared one)."""
+    row = i if P.shape[0] > 1 else 0
+    for j in range(p.shape[0]):
+        p[j] = P[row, j]
+    for j in range(stats.shape[0]):
+        stats[j] = 0
+    return U0[i] if U0.shape[0] > 1 else U0[0]
 
 
 @numba.njit(**FLAGS)
@@ -250,32 +265,16 @@ def solve_events_block(
     use_interp = interp.shape[0] > 0
     times, jump_index, jump_count, jump_state, jump_amount = stops[:5]
     nev = ev.direction.shape[0]
-    kb = ChainKernel(k.spec.copy(), k.fspec.copy(), k.meta.copy(), k.work.copy(), k.samples.copy())
-    p = np.empty(P.shape[1])
-    cap = cap0
-    ts = np.empty(cap)
-    us = np.empty((cap, n))
-    fs = np.empty((cap, n))
-    kstore = np.empty((cap if use_interp else 0, s, n))
-    astore = np.zeros((0, s, 0))
-    stats = np.zeros(7, dtype=np.int64)
-    carry = np.zeros(3)
-    fl = np.zeros(1 + n)
-    pos = np.zeros(0, dtype=np.int64)
-    inner = np.zeros(0, dtype=np.bool_)
-    W = np.zeros((0, s))
+    kb, p, ts, us, fs, kstore, astore, stats, carry, fl, pos, inner, W = _block_buffers(
+        k, P.shape[1], cap0, n, s, use_interp
+    )
     count = 0
     rec_traj = np.empty(16, dtype=np.int64)
     rec_which = np.empty(16, dtype=np.int64)
     rec_t = np.empty(16)
     rec_u = np.empty((16, n))
     for i in range(lo, hi):
-        u0 = U0[i] if U0.shape[0] > 1 else U0[0]
-        row = i if P.shape[0] > 1 else 0
-        for j in range(p.shape[0]):
-            p[j] = P[row, j]
-        for j in range(7):
-            stats[j] = 0
+        u0 = _load_trajectory(i, U0, P, p, stats)
         ev.mark[:] = 0
         ev.state[:] = 0
         ev.g[:, :] = 0.0
@@ -323,7 +322,6 @@ def solve_events_block(
                     es,
                 )
             ts, us, fs, kstore = _grown(ts, us, fs, kstore, stats[0], use_interp)
-            cap = ts.shape[0]
             stats[6] = 1
         _report(
             i,
