@@ -117,13 +117,37 @@ def test_an_event_function_that_raises_fails_its_trajectories_with_the_exception
     assert es.exception(int(np.flatnonzero(~bad)[0])) is None
 
 
-def test_events_refuse_executors_and_output_funcs():
-    prob, eprob = _ensemble()
+def test_batches_and_executors_give_the_same_bits():
+    _, eprob = _ensemble()
     event = ode.Event(ground, bounce, direction=-1)
+    kw = dict(saveat=SAVE, events=event, **TOL)
+    ref = ode.solve_ensemble(eprob, ode.Tsit5(), **kw)
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1) as pool, pytest.raises(TypeError, match="executor=None"):
-        ode.solve_ensemble(eprob, ode.Tsit5(), saveat=SAVE, events=event, executor=pool)
+    runs = [ode.solve_ensemble(eprob, ode.Tsit5(), batch_size=5, **kw)]
+    with ThreadPoolExecutor(2) as pool:
+        runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=pool, **kw))
+        runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=pool, batch_size=7, **kw))
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=client, **kw))
+    for got in runs:
+        np.testing.assert_array_equal(got.u, ref.u)
+        np.testing.assert_array_equal(got.status, ref.status)
+        np.testing.assert_array_equal(got.naccept, ref.naccept)
+        for i in range(M):
+            np.testing.assert_array_equal(got.t_events[i][0], ref.t_events[i][0])
+            np.testing.assert_array_equal(got.u_events[i][0], ref.u_events[i][0])
+
+
+def test_events_refuse_output_funcs_and_non_events():
+    prob, eprob = _ensemble()
+    event = ode.Event(ground, bounce, direction=-1)
     reduced = ode.EnsembleProblem(prob, u0s=eprob.u0s, output_func=lambda u, s, i: u)
     with pytest.raises(TypeError, match="output_func"):
         ode.solve_ensemble(reduced, ode.Tsit5(), saveat=SAVE, events=event)

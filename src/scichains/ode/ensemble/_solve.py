@@ -230,6 +230,45 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     return (*outs, records, (raised, fired))
 
 
+def _event_task(shared, U0, P, lo, hi, threads):
+    """One batch of an ensemble with events (trajectories ``lo..hi-1``) on a worker: the
+    problem rebuilt from its spec, the events' plan made there, then the compiled blocks.
+    Returns :func:`_run_rows_events`'s results with the records' trajectory numbers counted
+    from the ensemble's first trajectory."""
+    spec, settings, events, max_events = shared
+    prob = spec.problem()
+    found = EventPlan(events, prob, max_events)
+    *outs, records, raised = _run_rows_events(prob, settings, found, U0, P, hi - lo, threads)
+    records = [(c, traj + lo, which, times, states) for c, traj, which, times, states in records]
+    return (*outs, records, raised)
+
+
+def _events_in_batches(
+    eprob, settings, events, max_events, executor, batch_size, worker_threads, threads
+):
+    """An ensemble with events in contiguous batches: on ``executor`` (a task per batch, on
+    ``worker_threads`` threads each), or one after the other here (``executor=None``, on
+    ``threads``). Default batches: four per worker. Returns what :func:`_run_rows_events`
+    returns for the whole ensemble, the batches in order."""
+    m = eprob.m
+    if batch_size is None:
+        batch_size = -(-m // (4 * ex.n_workers(executor)))
+    bounds = ex.batch_bounds(m, batch_size)
+    shared = (eprob.spec(), settings, events, max_events)
+    if executor is None:
+        parts = [_event_task(shared, *eprob.rows(lo, hi), lo, hi, threads) for lo, hi in bounds]
+    else:
+        futures = [
+            ex.submit(executor, _event_task, shared, *eprob.rows(lo, hi), lo, hi, worker_threads)
+            for lo, hi in bounds
+        ]
+        parts = [f.result() for f in futures]
+    outs = [np.concatenate([part[j] for part in parts]) for j in range(5)]
+    records = [r for part in parts for r in part[5]]
+    raised = tuple(np.concatenate([part[6][j] for part in parts]) for j in range(2))
+    return (*outs, records, raised)
+
+
 def _per_trajectory(records, m, nev, n):
     """``(t_events, u_events)``: per trajectory, per event, its times ``(k,)`` and states
     ``(k, n)`` (new arrays), from the blocks' records (see :func:`solve_events_block`: in
@@ -413,10 +452,11 @@ def solve_ensemble(
         ends that trajectory only (its later save times stay NaN, its status ``SUCCESS``),
         and a trajectory past ``max_events`` stops with ``MAX_EVENTS``. With events every
         trajectory runs through the scalar stepper (not the lane loop), in blocks on
-        ``threads`` threads, in this process only (``executor=None``, no ``batch_size``, no
-        ``output_func``):
+        ``threads`` threads, or in batches on an ``executor`` (a task per batch, four per
+        worker unless ``batch_size``; no shared memory or work stealing), without an
+        ``output_func``:
         each trajectory's events, saved states and counts are those of :func:`solve` with the
-        same options, bit for bit, for any ``threads``.
+        same options, bit for bit, for any ``threads``, ``batch_size`` or executor.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
@@ -448,10 +488,10 @@ def solve_ensemble(
     if saveat is None:
         raise ValueError("give saveat: the times at which every trajectory is saved")
     events = check_events(events)
-    if events and (executor is not None or eprob.output_func is not None or batch_size is not None):
+    if events and eprob.output_func is not None:
         raise TypeError(
-            "an ensemble with events runs in this process and returns an EnsembleSolution for "
-            "now: give executor=None, no batch_size and no output_func"
+            "an ensemble with events returns an EnsembleSolution (with each trajectory's "
+            "events) for now: give no output_func"
         )
     executor = ex.check_executor(executor)
     batch_size = ex.check_batch_size(batch_size)
@@ -476,8 +516,13 @@ def solve_ensemble(
     del plan
     m = eprob.m
     if events:
-        found = EventPlan(events, prob, max_events)
-        res = _run_rows_events(prob, settings, found, eprob.u0s, eprob.ps, m, threads)
+        found = EventPlan(events, prob, max_events)  # checked here, before any batch is sent
+        if executor is None and batch_size is None:
+            res = _run_rows_events(prob, settings, found, eprob.u0s, eprob.ps, m, threads)
+        else:
+            res = _events_in_batches(
+                eprob, settings, events, max_events, executor, batch_size, worker_threads, threads
+            )
         sol = EnsembleSolution(eprob, settings.save.copy(), *res[:5])
         sol.t_events, sol.u_events = _per_trajectory(res[5], m, len(events), prob.u0.size)
         sol._events_raised = (found, *res[6])
