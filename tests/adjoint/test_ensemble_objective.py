@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 import pytest
+from _local_dask import local_dask_client
 
 from scichains.adjoint import EnsembleObjective, MultiObjective, SquaredError
 from scichains.ode import EnsembleProblem, ODEProblem, solve_ensemble
@@ -70,13 +71,7 @@ def test_identical_on_every_executor_and_batch_size():
     with ThreadPoolExecutor(2) as pool:
         got = EnsembleObjective(e, loss, TS, block=8, executor=pool, batch_size=9)(p)
     assert got[0] == ref[0] and np.array_equal(got[1], ref[1]) and np.array_equal(got[2], ref[2])
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_dask_client() as client:
         for bs in (None, 16):
             obj = EnsembleObjective(e, loss, TS, block=8, executor=client, batch_size=bs)
             for _ in range(2):  # the second call sends only p

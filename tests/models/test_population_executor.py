@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from _local_dask import local_dask_client
 
 from scichains.models import Population
 
@@ -29,13 +30,7 @@ def test_population_identical_on_executors():
         p2 = Population(_model(), subjects, [0, 1], [0.3, 0.2], executor=pool, batch_size=5, **kw)
         v2, g2 = p2.value_and_grad(z)
     assert v2 == v and np.array_equal(g2, g)
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_dask_client() as client:
         for bs in (None, 3):
             p3 = Population(
                 _model(), subjects, [0, 1], [0.3, 0.2], executor=client, batch_size=bs, **kw

@@ -5,6 +5,7 @@ events, max_events and errors per trajectory."""
 import numba
 import numpy as np
 import pytest
+from _local_dask import local_dask_client
 
 from scichains import ode
 
@@ -128,13 +129,7 @@ def test_batches_and_executors_give_the_same_bits():
     with ThreadPoolExecutor(2) as pool:
         runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=pool, **kw))
         runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=pool, batch_size=7, **kw))
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_dask_client() as client:
         runs.append(ode.solve_ensemble(eprob, ode.Tsit5(), executor=client, **kw))
     for got in runs:
         np.testing.assert_array_equal(got.u, ref.u)

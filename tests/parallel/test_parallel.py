@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from _local_dask import local_dask_client
 
 from scichains import warm_up
 from scichains.parallel import SweepResult, default_key, sweep
@@ -50,13 +51,7 @@ def test_sweep_ranks_and_keeps_failures():
 
 
 def test_sweep_on_dask_runs_every_identical_call():
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with local_dask_client() as client:
         # pure=False: five identical-looking calls are five runs (five different draws)
         res = sweep(_random_fit, [0] * 5, executor=client)
         assert len({r.result for r in res}) == 5
