@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 import pytest
+from _local_dask import local_dask_client
 
 from scichains import pk
 
@@ -16,13 +17,7 @@ from .models import nn_model, oral_model, theoph_subset
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with local_dask_client(processes=True) as c:  # the model pickled to other processes
         yield c
 
 
