@@ -21,7 +21,6 @@ from .._abi import NO_MASS, StepControl, Stops
 from .._events import EventPlan, check_events
 from .._plan import plan_solve
 from .._solution import ReturnCode
-from ..explicit._kernels import ensure_event_integrate, ensure_lean_integrate
 from ..explicit._tableaus import ExplicitRK, Tsit5
 from ._kernels import solve_batch, solve_events_block
 from ._lanes import LANES, lane_rhs_address, solve_lanes
@@ -100,20 +99,26 @@ def _result_parts(m: int, nsave: int, n: int) -> list:
     return [((m, nsave, n), f8), ((m,), i8), ((m,), f8), ((m, 1 + n), f8), ((m, 3), i8)]
 
 
+def _fresh_results(m: int, nsave: int, n: int, outs=None) -> list:
+    """The result arrays of ``m`` trajectories (:func:`_result_parts`; new ones, or ``outs``
+    written over) before a solve: NaN states, zero counts, and every status ``NOT_RUN`` (not
+    SUCCESS, 0, until a stepper says so: a trajectory no block reached shows NOT_RUN)."""
+    if outs is None:
+        outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
+    outs[0].fill(np.nan)
+    for a in outs[2:]:
+        a.fill(0)
+    outs[1].fill(ReturnCode.NOT_RUN)
+    return outs
+
+
 def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
     ``threads`` threads; returns ``(u, status, t_reached, fail, counts)`` (as
     :func:`_result_parts` describes): new arrays, or ``outs`` written over."""
     n = prob.u0.size
     nsave = settings.save.size
-    if outs is None:
-        outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
-    out, status, t_reached, fail, counts = outs
-    out.fill(np.nan)
-    for a in outs[2:]:
-        a.fill(0)
-    # not SUCCESS (0) until a stepper says so: a trajectory no block reached shows NOT_RUN
-    status.fill(ReturnCode.NOT_RUN)
+    out, status, t_reached, fail, counts = outs = _fresh_results(m, nsave, n, outs)
     if lanes_apply(prob, settings):
         control = StepControl(*settings.control, 0, NO_MASS)
         faddr = lane_rhs_address(prob.f, n, P.shape[1])
@@ -144,11 +149,7 @@ def _run_rows(prob, settings, U0, P, m, threads, outs=None):
     # the lean form of the right-hand side where there is one (unsigned address: see
     # _kernels.rhs_function); the stepper's arithmetic is the same, so are the results
     faddr = prob.lean_address
-    if faddr:
-        ensure_lean_integrate()
-        faddr = np.uint64(faddr)
-    else:
-        faddr = prob.f_address
+    faddr = np.uint64(faddr) if faddr else prob.f_address
     kernel = prob.kernel
     with _numba_threads(threads):
         solve_batch(
@@ -181,14 +182,8 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     threads (the kernel holds no GIL). Returns the five result arrays and the event records
     of all blocks, in trajectory order, and ``(raised, fired)``: for each trajectory that
     failed, what raised and the events whose affects acted (see :func:`solve_events_block`)."""
-    n = prob.u0.size
-    outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, settings.save.size, n)]
+    outs = _fresh_results(m, settings.save.size, prob.u0.size)
     out, status, t_reached, fail, counts = outs
-    out.fill(np.nan)
-    for a in outs[2:]:
-        a.fill(0)
-    status.fill(ReturnCode.NOT_RUN)
-    ensure_event_integrate()
     control = StepControl(*settings.control, prob.error_group, NO_MASS)
     stops = Stops(*settings.stops)
     nblocks = max(1, min(m, 16 * threads))

@@ -76,11 +76,6 @@ _STEP_SIG = types.int64(
     STORE_TYPE,
 )
 
-LEAN_STEP_SIG = types.int64(types.uint64, *_STEP_SIG.args[1:])
-"""``integrate`` with a :data:`LEAN_RHS_SIGNATURE` right-hand side (``faddr`` unsigned):
-compiled on first use by :func:`ensure_lean_integrate` (the ensembles' form)."""
-
-
 # the family's step, as the hooks of the one loop (scichains.ode._loop). ws: the stages K,
 # the activations acur0, and the switch watch (ode._auto) wst: [0] steps in a row above the
 # watch, [1] the last |lambda| estimate, [2] fired, [3] the watch (0: off), [4] the steps it
@@ -407,7 +402,8 @@ def find_save_positions(ts, m, saveat, pos):
 
 _LEAN_LOCK = threading.Lock()
 _READY: set[str] = set()
-"""The forms compiled after import so far (``"lean"``, ``"events"``): each solve asks for its
+"""The forms compiled after import so far (``"watched"``, ``"events"``, ``"watched events"``):
+each solve asks for its
 form, and the check against the dispatcher's overloads hashes the signature's tuple types
 (~0.1 ms for the event form, measured: more than a small solve), so it is made once."""
 
@@ -435,12 +431,6 @@ def ensure_watched_integrate() -> None:
     """:func:`integrate_watched` (the automatic method's explicit phase), compiled on first
     use."""
     _ensure("watched", (integrate_watched, _WATCHED_STEP_SIG))
-
-
-def ensure_lean_integrate() -> None:
-    """:func:`integrate` for lean right-hand sides (the ensembles' form), compiled on first
-    use."""
-    _ensure("lean", (integrate, LEAN_STEP_SIG))
 
 
 EVENT_STEP_SIG = types.int64(*_STEP_SIG.args[:8], EVENT_STOPS_TYPE, *_STEP_SIG.args[9:])
