@@ -257,10 +257,9 @@ def derivatives(t, X, method: str = "spline", **options) -> np.ndarray:
           (``scipy.interpolate.make_smoothing_spline``) with penalty ``lam`` (default
           ``None``: chosen by generalised cross-validation, SciPy's criterion and search,
           evaluated in the Demmler-Reinsch basis, about 3x faster on a few dozen samples).
-          The default because it needs no
-          window or penalty from the user and was the most accurate of the five on clean and
-          noisy sines, on even and irregular times (3x better than Savitzky-Golay at 1% noise:
-          ``benchmarks/discovery_noise.py``).
+          The default because it needs no window or penalty from the user and was the most
+          accurate of the five on clean and noisy sines, on even and irregular times (3x
+          better than Savitzky-Golay at 1% noise: ``benchmarks/discovery_noise.py``).
         - ``"finite_difference"``: second-order differences on the irregular grid (the
           parabola through each sample and its neighbours, one-sided at the ends); exact for
           quadratics, no smoothing: noise of standard deviation ``s`` becomes noise of about

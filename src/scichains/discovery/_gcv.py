@@ -86,12 +86,10 @@ def smoothing_splines(t: np.ndarray, X: np.ndarray, lam) -> list:
         raise ValueError(f"lam must be a non-negative number or None (GCV), got {lam!r}")
     if t.size < 5:
         raise ValueError(f"the smoothing spline needs at least 5 samples, got {t.size}")
-    if lam is not None or t.size > DENSE_LIMIT:
-        return [make_smoothing_spline(t, X[:, j], lam=lam) for j in range(X.shape[1])]
-    d, U = reinsch_eigen(t)
-    if d[-1] > MAX_SPREAD * d[2]:
-        return [make_smoothing_spline(t, X[:, j]) for j in range(X.shape[1])]
-    Z = U.T @ X
-    return [
-        make_smoothing_spline(t, X[:, j], lam=gcv_penalty(d, Z[:, j])) for j in range(X.shape[1])
-    ]
+    lams = [lam] * X.shape[1]  # None: SciPy's own GCV search
+    if lam is None and t.size <= DENSE_LIMIT:
+        d, U = reinsch_eigen(t)
+        if d[-1] <= MAX_SPREAD * d[2]:
+            Z = U.T @ X
+            lams = [gcv_penalty(d, Z[:, j]) for j in range(X.shape[1])]
+    return [make_smoothing_spline(t, X[:, j], lam=lams[j]) for j in range(X.shape[1])]

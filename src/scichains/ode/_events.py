@@ -106,11 +106,9 @@ class Event:
             isinstance(interp_points, (int, np.integer)) and 0 <= interp_points <= 1000
         ):
             raise ValueError(f"interp_points must be an integer in 0..1000, got {interp_points!r}")
-        fields = dict(
-            direction=int(direction), terminal=bool(terminal), interp_points=int(interp_points)
-        )
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+        self.direction = int(direction)  # (set once: see __setattr__)
+        self.terminal = bool(terminal)
+        self.interp_points = int(interp_points)
         self._compiled = False  # checked and compiled for float64 (by the first solve)
         self._probed: set = set()  # the (len(u), len(p)) its condition was run with in Python
 
