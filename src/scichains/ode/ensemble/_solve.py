@@ -225,34 +225,40 @@ def _run_rows_events(prob, settings, found, U0, P, m, threads):
     return (*outs, records, (raised, fired))
 
 
-def _event_task(shared, U0, P, lo, hi, threads):
-    """One batch of an ensemble with events (trajectories ``lo..hi-1``) on a worker: the
-    problem rebuilt from its spec, the events' plan made there, then the compiled blocks.
-    Returns :func:`_run_rows_events`'s results with the records' trajectory numbers counted
-    from the ensemble's first trajectory."""
-    spec, settings, events, max_events = shared
-    prob = spec.problem()
-    found = EventPlan(events, prob, max_events)
+def _event_batch(prob, settings, found, U0, P, lo, hi, threads):
+    """:func:`_run_rows_events` on trajectories ``lo..hi-1`` (rows ``U0``/``P``), the
+    records' trajectory numbers counted from the ensemble's first trajectory."""
     *outs, records, raised = _run_rows_events(prob, settings, found, U0, P, hi - lo, threads)
     records = [(c, traj + lo, which, times, states) for c, traj, which, times, states in records]
     return (*outs, records, raised)
 
 
-def _events_in_batches(
-    eprob, settings, events, max_events, executor, batch_size, worker_threads, threads
-):
-    """An ensemble with events in contiguous batches: on ``executor`` (a task per batch, on
-    ``worker_threads`` threads each), or one after the other here (``executor=None``, on
-    ``threads``). Default batches: four per worker. Returns what :func:`_run_rows_events`
-    returns for the whole ensemble, the batches in order."""
+def _event_task(shared, U0, P, lo, hi, threads):
+    """One batch of an ensemble with events on a worker: the problem rebuilt from its spec and
+    the events' plan made there, then :func:`_event_batch`."""
+    spec, settings, events, max_events = shared
+    prob = spec.problem()
+    found = EventPlan(events, prob, max_events)
+    return _event_batch(prob, settings, found, U0, P, lo, hi, threads)
+
+
+def _events_in_batches(eprob, settings, found, executor, batch_size, worker_threads, threads):
+    """An ensemble with events (their plan ``found``) in contiguous batches: on ``executor``
+    (a task per batch, on ``worker_threads`` threads each), or one after the other here
+    (``executor=None``, on ``threads``, with this process's problem and plan). Default
+    batches: four per worker. Returns what :func:`_run_rows_events` returns for the whole
+    ensemble, the batches in order."""
     m = eprob.m
     if batch_size is None:
         batch_size = -(-m // (4 * ex.n_workers(executor)))
     bounds = ex.batch_bounds(m, batch_size)
-    shared = (eprob.spec(), settings, events, max_events)
     if executor is None:
-        parts = [_event_task(shared, *eprob.rows(lo, hi), lo, hi, threads) for lo, hi in bounds]
+        parts = [
+            _event_batch(eprob.prob, settings, found, *eprob.rows(lo, hi), lo, hi, threads)
+            for lo, hi in bounds
+        ]
     else:
+        shared = (eprob.spec(), settings, found.events, found.max_events)
         futures = [
             ex.submit(executor, _event_task, shared, *eprob.rows(lo, hi), lo, hi, worker_threads)
             for lo, hi in bounds
@@ -516,7 +522,7 @@ def solve_ensemble(
             res = _run_rows_events(prob, settings, found, eprob.u0s, eprob.ps, m, threads)
         else:
             res = _events_in_batches(
-                eprob, settings, events, max_events, executor, batch_size, worker_threads, threads
+                eprob, settings, found, executor, batch_size, worker_threads, threads
             )
         sol = EnsembleSolution(eprob, settings.save.copy(), *res[:5])
         sol.t_events, sol.u_events = _per_trajectory(res[5], m, len(events), prob.u0.size)
