@@ -200,7 +200,8 @@ class EnsembleSolution:
         code = ReturnCode(int(self.status[i]))
         if code == ReturnCode.SUCCESS:
             return code.message
-        return f"trajectory {i} stopped at t = {self.t_reached[i]!r} ({code.name}): {code.message}"
+        t = float(self.t_reached[i])
+        return f"trajectory {i} stopped at t = {t!r} ({code.name}): {code.message}"
 
     def exception(self, i: int):
         """For a trajectory whose right-hand side raised (``RHS_ERROR``): that exception,
