@@ -1,9 +1,10 @@
 """How the threaded kernels degrade when another process wants a core (issue 31, item 4).
 
-Three workloads on all of numba's threads (2 here): the matrix-exponential training step
-(``benchmarks/matexp.py``: 10,000 samples, full batch, Adam, float32), a LeNet5 training step
-(256 random 28x28 images, float32) and one loss + gradient of the spiral neural ODE over 64
-trajectories (``NeuralODE`` defaults: lockstep blocks on Python threads). Each is timed in
+Three workloads on two threads: the matrix-exponential training step (``benchmarks/matexp.py``:
+10,000 samples, full batch, Adam, float32) and a LeNet5 training step (256 random 28x28
+images, float32), both on the calling thread and a helper taking chunks of each step
+(``nn/_chunked.py``), and one loss + gradient of the spiral neural ODE over 64 trajectories
+(``NeuralODE`` defaults: lockstep blocks on Python threads). Each is timed in
 rounds that alternate three conditions: idle; beside a **steady** neighbour (a process spinning
 on the last CPU without pause); beside a **bursty** one (spinning ``--burst-ms`` then sleeping
 as long, like a browser or an editor). Each round is the median of ``--calls`` calls; the
@@ -17,8 +18,9 @@ Two more workloads (not in the default list) time L-BFGS, the second stage of th
 (``lbfgs_scipy``: the BLAS threads the process has), per iteration.
 
 Environment variables that matter are printed (``NUMBA_NUM_THREADS``,
-``NUMBA_THREADING_LAYER``, ``OMP_WAIT_POLICY``, ``OMP_NUM_THREADS``); set them before the run
-to compare (e.g. ``OMP_WAIT_POLICY=passive``).
+``NUMBA_THREADING_LAYER``, ``OMP_WAIT_POLICY``, ``OMP_NUM_THREADS``,
+``SCICHAINS_PIN_THREADS``); set them before the run to compare (e.g.
+``SCICHAINS_PIN_THREADS=0``).
 
 Usage: python benchmarks/under_load.py [--rounds 5] [--calls 20] [--burst-ms 5]
        [--workloads matexp,lenet5,node,lbfgs,lbfgs_scipy]
@@ -185,7 +187,13 @@ def main(argv=None):
     import numba
 
     print(machine.describe())
-    env = ("NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+    env = (
+        "NUMBA_NUM_THREADS",
+        "NUMBA_THREADING_LAYER",
+        "OMP_WAIT_POLICY",
+        "OMP_NUM_THREADS",
+        "SCICHAINS_PIN_THREADS",
+    )
     print("environment: " + ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in env))
     print(f"numba threads {numba.get_num_threads()}, layer in use: ", end="")
     for name in args.workloads.split(","):

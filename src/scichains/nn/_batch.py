@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from .._atomics import atomic_load
 from .._jit import kernel, parallel_kernel
 from .._native import call_native, native_for
 from ._dispatch import tile_backward, tile_forward
@@ -180,7 +181,10 @@ def forward_batch(body, spec, fspec, meta, p, X, out, samples, nthreads, T, work
 
 @kernel
 def valgrad_thread(
-    t,
+    lo,
+    hi,
+    tix,
+    slot,
     spec,
     fspec,
     meta,
@@ -190,9 +194,7 @@ def valgrad_thread(
     Y,
     labels,
     samples,
-    start,
     count,
-    nthreads,
     T,
     work,
     gbuf,
@@ -202,9 +204,18 @@ def valgrad_thread(
     seed,
     step,
     XYt,
+    abort,
+    ai,
+    av,
 ):
-    """Thread ``t``'s share of :func:`valgrad_batch`: its loss (not yet scaled by
-    ``1/count``) returned, its gradient in ``gbuf[t]``, its rows of ``gX`` when ``want_gx``.
+    """The samples ``samples[lo:hi]`` of a batch of ``count``, in tiles of ``T`` (the first
+    being tile ``tix`` of pre-tiled data): their loss (not yet scaled by ``1/count``)
+    returned, their gradient in ``gbuf[slot]`` (``work[slot]`` the scratch), their rows of
+    ``gX`` when ``want_gx``.
+
+    ``abort``: empty, or an ``int64`` array whose element ``ai`` is read between tiles: when it
+    no longer holds ``av`` the work is dropped (its result is then meaningless; see
+    ``nn/_chunked.py``).
 
     Called through its address (``valgrad_batch``'s ``body``): compiled once, its machine code
     is not linked into (and optimised again in) the levels numba builds around a ``prange``
@@ -218,21 +229,21 @@ def valgrad_thread(
     scale = 1.0 / count
     P = p.shape[0]
     pretiled = XYt.shape[0] > 0
-    lo = start + (count * t) // nthreads
-    hi = start + (count * (t + 1)) // nthreads
-    w = work[t]
-    g = gbuf[t]
+    watch = abort.shape[0] > 0
+    w = work[slot]
+    g = gbuf[slot]
     for j in range(P):
         g[j] = 0
-    # past the rows: the dense weights' vector partial sums, used when this thread has more
+    # past the rows: the dense weights' vector partial sums, used when this share has more
     # than one tile (with one, they would only add a pass over the partials)
     gv = w[meta[M_ROWS] * T :]
     direct = hi - lo <= T
     if not direct:
         zero_partials(spec, gv)
     acc = 0.0
-    tix = _first_tile(start, count, nthreads, T, t)
     for c0 in range(lo, hi, T):
+        if watch and atomic_load(abort, ai) != av:
+            return 0.0
         m = min(T, hi - c0)
         if pretiled:
             src = XYt[tix]
@@ -253,13 +264,17 @@ def valgrad_thread(
     return acc
 
 
+NO_ABORT = np.zeros(0, dtype=np.int64)
+"""The ``abort`` of work that is never dropped."""
+
+
 def valgrad_body(spec, fspec, meta, loss_kind, p, X, Y, labels, samples, work, gbuf, gX, XYt):
     """The :class:`~scichains._native.Native` of :func:`valgrad_thread` for these arrays (the
     scalars typed as ``valgrad_batch`` passes them), to pass as ``valgrad_batch``'s ``body``."""
     return native_for(
         valgrad_thread,
-        (0, spec, fspec, meta, loss_kind, p, X, Y, labels, samples, 0, 0, 0, 0)
-        + (work, gbuf, gX, False, False, 0, 0, XYt),
+        (0, 0, 0, 0, spec, fspec, meta, loss_kind, p, X, Y, labels, samples, 0, 0)
+        + (work, gbuf, gX, False, False, 0, 0, XYt, NO_ABORT, 0, 0),
     )
 
 
@@ -289,13 +304,14 @@ def valgrad_batch(
     seed,
     step,
     XYt,
+    noabort,
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
 
     ``body``: :func:`valgrad_body` of the arrays. ``XYt``: the same batch pre-tiled by
     :func:`pretile` (each tile's input rows, then its target rows, as they sit in the work
     buffer), copied instead of gathered; shape ``(0, 0)`` to gather (a squared or absolute
-    loss only).
+    loss only). ``noabort``: an empty ``int64`` array (see :func:`valgrad_thread`).
 
     Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
     given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
@@ -303,31 +319,13 @@ def valgrad_batch(
     """
     P = p.shape[0]
     for t in prange(nthreads):
+        lo = start + (count * t) // nthreads
+        hi = start + (count * (t + 1)) // nthreads
+        tix = _first_tile(start, count, nthreads, T, t)
         lbuf[t] = call_native(
-            body,
-            t,
-            spec,
-            fspec,
-            meta,
-            loss_kind,
-            p,
-            X,
-            Y,
-            labels,
-            samples,
-            start,
-            count,
-            nthreads,
-            T,
-            work,
-            gbuf,
-            gX,
-            want_gx,
-            train,
-            seed,
-            step,
-            XYt,
-        )
+            body, lo, hi, tix, t, spec, fspec, meta, loss_kind, p, X, Y, labels, samples,
+            count, T, work, gbuf, gX, want_gx, train, seed, step, XYt, noabort, 0, 0,
+        )  # fmt: skip
     for j in range(P):
         grad[j] = gbuf[0, j]
     for t in range(1, nthreads):

@@ -324,7 +324,7 @@ def _run_valgrad(
         body = _batch.valgrad_body(spec, fspec, meta, kind, p, *data, work, gbuf, gX, XYt)
         value = _batch.valgrad_batch(
             body, spec, fspec, meta, kind, p, *data, start, count, nthreads, T, work, gbuf,
-            lbuf, grad, gX, want_gx, train, seed, step, XYt,
+            lbuf, grad, gX, want_gx, train, seed, step, XYt, _batch.NO_ABORT,
         )  # fmt: skip
     finally:
         if lock is not None:

@@ -2,17 +2,18 @@
 
 Python only runs between chunks of steps (to call the user's callback or draw the progress
 bar); each chunk is one compiled loop of (forward, backward, penalty, optimizer update) that
-allocates nothing after warm-up.
+allocates nothing after warm-up. The steps run on the calling thread and ``threads - 1``
+helper threads, each step's batch cut into chunks that any of them may take, or take over
+from a thread that lost its core (``nn/_chunked.py``, ``scichains._workers``): the results
+do not depend on which thread computed what.
 
 Threading: several threads may train at once with one ``ChainWithLoss`` (results identical bit
 for bit to the same runs made one after another), each on its own parameter vector with its
 own optimizer. An optimizer (its moments and step count) or a parameter vector that is
-already in a training call is refused with a ``RuntimeError``.
-"""
+already in a training call is refused with a ``RuntimeError``."""
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -20,106 +21,20 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .._jit import kernel, parallel_lock, resolve_threads
+from .._jit import resolve_threads
+from .._workers import run_shared
 from . import _batch
 from . import _layout as K
 from ._batch import tile_width
-from ._loss import ChainWithLoss, penalty_grad
+from ._chunked import chunk_count, train_worker
+from ._loss import ChainWithLoss
 from ._memory import zeros_huge
-from ._optim import Optimizer, opt_update
+from ._optim import Optimizer
 from ._validate import as_count, check_disjoint, check_params, reject_class
 
 
 class NonFiniteLossError(FloatingPointError):
     """Training met a NaN or infinite loss; ``p`` holds the last parameters with a finite loss."""
-
-
-@kernel
-def train_steps(
-    body,
-    spec,
-    fspec,
-    meta,
-    loss_kind,
-    p,
-    X,
-    Y,
-    labels,
-    samples,
-    batch,
-    nsteps,
-    nthreads,
-    T,
-    work,
-    gbuf,
-    lbuf,
-    grad,
-    gX,
-    pen,
-    okind,
-    hyper,
-    state,
-    tcount,
-    pprev,
-    losses,
-    seed,
-    step0,
-    XYt,
-):
-    """Run ``nsteps`` optimizer steps; batch ``j`` of an epoch is ``samples[j*batch:...]``.
-
-    ``body``: ``_batch.valgrad_body`` of the arrays. ``XYt``: the (only) batch pre-tiled (see
-    ``valgrad_batch``), or shape ``(0, 0)``.
-
-    ``losses[k]`` receives the loss of step ``k``. Returns the number of steps completed: less
-    than ``nsteps`` when a loss was not finite, in which case ``p`` is restored to the last
-    parameters whose loss was finite.
-    """
-    N = samples.shape[0]
-    nb = (N + batch - 1) // batch
-    P = p.shape[0]
-    for k in range(nsteps):
-        j = k % nb
-        start = j * batch
-        count = min(batch, N - start)
-        value = _batch.valgrad_batch(
-            body,
-            spec,
-            fspec,
-            meta,
-            loss_kind,
-            p,
-            X,
-            Y,
-            labels,
-            samples,
-            start,
-            count,
-            nthreads,
-            T,
-            work,
-            gbuf,
-            lbuf,
-            grad,
-            gX,
-            False,
-            True,
-            seed,
-            step0 + k,
-            XYt,
-        )
-        value += penalty_grad(pen, p, grad)
-        losses[k] = value
-        if not math.isfinite(value):
-            # pprev holds the parameters of the previous step, whose loss was finite (or the
-            # starting point, unchanged, when the very first loss is not finite)
-            for i in range(P):
-                p[i] = pprev[i]
-            return k
-        for i in range(P):
-            pprev[i] = p[i]
-        opt_update(okind, hyper, state, tcount, p, grad)
-    return nsteps
 
 
 class _Progress:
@@ -202,8 +117,20 @@ class _Trainer:
         self.opt = opt
         self.state = opt.bind(self.p)
         self.tile = tile_width(self.batch, self.nthreads)
+        self.nch = chunk_count(-(-self.batch // self.tile), self.nthreads)
         store = {} if store is None else store
-        self.work, self.gbuf, self.lbuf = cwl.buffers(self.p.dtype, self.nthreads, self.tile, store)
+        # scratch of the chunked steps' own (a helper still finishing a dropped chunk after
+        # a call returns writes only there), and the fewest cycles per tile seen
+        key = ("chunked", self.p.dtype, self.nthreads, self.tile, self.nch)
+        if key not in store:
+            store[key] = (
+                cwl.chain.workspace(self.p.dtype, self.nthreads, self.tile, huge=True),
+                np.zeros((self.nthreads, self.p.size), dtype=self.p.dtype),
+                np.zeros((self.nch, self.p.size), dtype=self.p.dtype),
+                np.zeros(self.nch, dtype=np.float64),
+                np.array([1 << 40, 2, 0], dtype=np.int64),
+            )
+        self.work, self.gbuf, self.gch, self.lch, self.speed = store[key]
         self.grad = np.zeros_like(self.p)
         self.pprev = self.p.copy()
         self.gX = np.zeros((1, 1), dtype=self.p.dtype)
@@ -215,7 +142,7 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = _batch.pretiled_count(self.N, self.nthreads, self.tile)
+            nt = _batch.pretiled_count(self.N, 1, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 # kept in the store with the work buffers (in huge pages: see _memory), filled
                 # anew by every call
@@ -230,7 +157,7 @@ class _Trainer:
                     self.samples,
                     0,
                     self.N,
-                    self.nthreads,
+                    1,  # one run of tiles: the chunks' layout
                     self.tile,
                     nf,
                     nk,
@@ -255,45 +182,21 @@ class _Trainer:
         )
 
     def run(self, nsteps: int, losses: np.ndarray) -> int:
-        lock = parallel_lock()
-        if lock is None:
-            return self._run(nsteps, losses)
-        with lock:
-            return self._run(nsteps, losses)
-
-    def _run(self, nsteps: int, losses: np.ndarray) -> int:
+        """Run ``nsteps`` steps on this thread and the helpers (see ``nn/_chunked.py``)."""
         c = self.cwl.chain
-        return train_steps(
-            self.body,
-            self.spec,
-            c._fspec,
-            c._meta,
-            self.cwl.loss.kind,
-            self.p,
-            self.X,
-            self.Y,
-            self.labels,
-            self.samples,
-            self.batch,
-            nsteps,
-            self.nthreads,
-            self.tile,
-            self.work,
-            self.gbuf,
-            self.lbuf,
-            self.grad,
-            self.gX,
-            self.cwl._pen,
-            self.opt.kind,
-            self.opt.checked_hyper(),
-            self.state,
-            self.opt.t,
-            self.pprev,
-            losses,
-            0,
-            self.opt.steps,
-            self.XYt,
-        )
+        ctl = self.ctl = np.array([0, nsteps, 0], dtype=np.int64)
+        claims = np.zeros(max(nsteps, 1), dtype=np.int64)
+        done = np.zeros(max(nsteps, 1), dtype=np.int64)
+        cstat = np.zeros(self.nch, dtype=np.int64)
+        cstart = np.zeros(self.nch, dtype=np.int64)
+        args = (
+            ctl, claims, done, cstat, cstart, self.speed, self.body, self.spec, c._fspec, c._meta,
+            self.cwl.loss.kind, self.p, self.X, self.Y, self.labels, self.samples, self.batch,
+            nsteps, self.nch, self.tile, self.work, self.gbuf, self.gch, self.lch, self.grad,
+            self.gX, self.cwl._pen, self.opt.kind, self.opt.checked_hyper(), self.state,
+            self.opt.t, self.pprev, losses, 0, self.opt.steps, self.XYt,
+        )  # fmt: skip
+        return int(run_shared(train_worker, self.nthreads, args, self.speed[2:]))
 
 
 def _chunks(total: int, every: int):
