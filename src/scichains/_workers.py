@@ -23,6 +23,7 @@ import os
 import queue
 import threading
 import time
+from contextlib import contextmanager
 
 _LOCK = threading.Lock()
 _HELPERS: dict[int, _Helper] = {}
@@ -52,7 +53,6 @@ class _Helper:
     def __init__(self, slot: int):
         self.slot = slot
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.cpus: set | None = None
         self.pending = 0  # jobs posted and not yet finished
         self.thread = threading.Thread(
             target=self._loop, name=f"scichains-helper-{slot}", daemon=True
@@ -62,12 +62,7 @@ class _Helper:
     def _loop(self) -> None:
         while True:
             fn, args, errors, cpus = self.jobs.get()
-            if cpus is not None and cpus != self.cpus:
-                self.cpus = cpus
-                try:
-                    os.sched_setaffinity(0, cpus)
-                except OSError:
-                    pass
+            keep_on(cpus)
             try:
                 fn(self.slot, *args)
             except BaseException as e:  # reported to the caller (see run_shared)
@@ -117,17 +112,14 @@ def wait_idle(timeout: float = 10.0) -> bool:
     return True
 
 
-def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
-    """Run ``fn(0, *args)`` on this thread and ``fn(w, *args)`` on helper ``w`` for ``w`` in
-    ``1..workers-1``; return what this thread's call returns.
-
-    ``fn`` must be a compiled function that releases the GIL and completes the whole
-    computation even if no helper ever runs (helpers only speed it up). An exception raised
-    in a helper's call before this thread's call returns is raised here. ``shared_cpu``: an
-    optional one-element ``int64`` array, set to 1 when the threads may share a CPU (this
-    call is not pinned) and 0 otherwise, before any thread starts."""
-    errors: list = []
-    helpers = [_helper(w) for w in range(1, workers)]
+@contextmanager
+def placed(workers: int):
+    """For the length of the block, pin this thread to the CPU it is on; yields ``(cpus,
+    apart)``: the CPUs its ``workers - 1`` helpers should run on (pass them to
+    :func:`keep_on` in each helper: the others this thread may use, or all of them when it is
+    not pinned; None where affinity is not used at all) and whether the threads are on
+    different CPUs. Nothing is pinned where :func:`pinned` says no, nor in a block entered
+    while another is under way."""
     pin = pinned(workers)
     allowed = os.sched_getaffinity(0) if pin else None
     here = -1
@@ -143,18 +135,48 @@ def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
                 cpus = allowed - {here}
             else:
                 here = -1
-        if shared_cpu is not None:
-            shared_cpu[0] = here < 0
-        for h in helpers:
-            with _LOCK:
-                h.pending += 1
-            h.jobs.put((fn, args, errors, cpus))
-        result = fn(0, *args)
+        yield cpus, here >= 0
     finally:
         if here >= 0:
             os.sched_setaffinity(0, allowed)
         with _LOCK:
             _ACTIVE[0] -= 1
+
+
+_PLACE = threading.local()
+
+
+def keep_on(cpus) -> None:
+    """Restrict the calling (helper) thread to ``cpus`` (None: leave it), with a system call
+    only when they change."""
+    if cpus is None or getattr(_PLACE, "cpus", None) == cpus:
+        return
+    _PLACE.cpus = cpus
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        pass
+
+
+def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
+    """Run ``fn(0, *args)`` on this thread and ``fn(w, *args)`` on helper ``w`` for ``w`` in
+    ``1..workers-1``; return what this thread's call returns.
+
+    ``fn`` must be a compiled function that releases the GIL and completes the whole
+    computation even if no helper ever runs (helpers only speed it up). An exception raised
+    in a helper's call before this thread's call returns is raised here. ``shared_cpu``: an
+    optional one-element ``int64`` array, set to 1 when the threads may share a CPU (this
+    call is not pinned) and 0 otherwise, before any thread starts."""
+    errors: list = []
+    helpers = [_helper(w) for w in range(1, workers)]
+    with placed(workers) as (cpus, apart):
+        if shared_cpu is not None:
+            shared_cpu[0] = not apart
+        for h in helpers:
+            with _LOCK:
+                h.pending += 1
+            h.jobs.put((fn, args, errors, cpus))
+        result = fn(0, *args)
     if errors:
         raise errors[0]
     return result

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .._jit import max_threads
+from .._workers import keep_on, placed
 from ..nn._validate import as_real
 from ..ode._problem import ODEProblem
 from ._gradient import Objective
@@ -100,7 +101,8 @@ def run_trajectories(
     counter = itertools.count()  # next() is atomic: each index is handed out once
     lowest = [m]  # the lowest failing index so far: no worker starts one above it
 
-    def work(j):
+    def work(j, cpus=None):
+        keep_on(cpus)
         while True:
             i = next(counter)
             if i >= m or i > lowest[0]:
@@ -114,9 +116,10 @@ def run_trajectories(
     if k <= 1:
         failures = [work(0)]
     else:
-        futures = [_pool().submit(work, j) for j in range(1, k)]
-        failures = [work(0)]
-        failures += [f.result() for f in futures]
+        with placed(k) as (cpus, _):  # this thread on its CPU, the pool's on the others
+            futures = [_pool().submit(work, j, cpus) for j in range(1, k)]
+            failures = [work(0)]
+            failures += [f.result() for f in futures]
     failures = [x for x in failures if x is not None]
     if failures:
         i, e = min(failures, key=lambda x: x[0])
