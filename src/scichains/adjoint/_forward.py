@@ -7,29 +7,44 @@ or without a network) has forward sensitivities. The augmented right-hand side i
 C-callable handed to the ordinary compiled stepper, so saving, doses (``S`` is continuous
 across an additive dose) and step-size control (over ``u`` and ``S``) are the solver's own.
 
-The augmented parameter vector carries what that right-hand side needs: a header
-``[f address, vjp address, n, len(p)]`` (the addresses stored bit-for-bit), the problem's
-``p``, and scratch for the Jacobian (so the right-hand side allocates nothing).
+The augmented parameter vector carries what that right-hand side needs: the problem's ``p``
+first (so that an event's condition reads it where it expects it), scratch for the Jacobian
+(so the right-hand side allocates nothing), and a header at the end ``[f address, vjp
+address, n, len(p)]`` (the addresses stored bit-for-bit).
+
+Events (:func:`augmented_event`): the condition reads ``u = y[:n]``; the affect applies the
+user's affect to ``u`` and the sensitivities' jump to ``S`` (the forward form of the
+event-time correction in ``adjoint/_events.py``): with ``dtau = -(grad_u g . S- + [g_p, 0]) /
+D``, ``D = grad_u g . f- + g_t``, ``w = a_u f- + a_t - f+``,
+
+    S+ = a_u S- + [a_p, 0] + w dtau
+
+(the derivatives of ``g`` and ``a`` by the complex step, as the discrete adjoint takes them).
+An event without an affect leaves ``u`` and ``S`` as they are.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
+from ..nn._chain import ChainKernel
 from ..ode._abi import RHS_SIGNATURE, LazyCfunc, rhs_from_address, vjp_from_address
+from ..ode.derivatives._autodiff import H
 
 HEADER = 4
 
 
 def _augmented(dy, y, pa, t, k):
-    head = pa[:2].view(np.int64)
+    L = pa.shape[0]
+    head = pa[L - HEADER : L - HEADER + 2].view(np.int64)
     f = rhs_from_address(head[0])
     vjp = vjp_from_address(head[1])
-    n = np.int64(pa[2])
-    npar = np.int64(pa[3])
+    n = np.int64(pa[L - 2])
+    npar = np.int64(pa[L - 1])
     P = npar + n
-    p = pa[HEADER : HEADER + npar]
-    s0 = HEADER + npar
+    p = pa[:npar]
+    s0 = npar
     J = pa[s0 : s0 + n * (n + npar)]  # row i: [df_i/du, df_i/dp]
     e = pa[s0 + n * (n + npar) : s0 + n * (n + npar) + n]
     u = y[:n]
@@ -65,13 +80,13 @@ whenever ``scichains.adjoint`` is imported)."""
 
 
 def augmented_params(f_address: int, vjp_address: int, n: int, p: np.ndarray) -> np.ndarray:
-    """The augmented parameter vector: header, ``p``, scratch."""
+    """The augmented parameter vector: ``p``, scratch, header."""
     npar = p.size
-    pa = np.zeros(HEADER + npar + n * (n + npar) + n)
-    pa[:2].view(np.int64)[:] = (f_address, vjp_address)
-    pa[2] = n
-    pa[3] = npar
-    pa[HEADER : HEADER + npar] = p
+    pa = np.zeros(npar + n * (n + npar) + n + HEADER)
+    pa[-HEADER:-2].view(np.int64)[:] = (f_address, vjp_address)
+    pa[-2] = n
+    pa[-1] = npar
+    pa[:npar] = p
     return pa
 
 
@@ -84,3 +99,114 @@ def augmented_u0(u0: np.ndarray, npar: int) -> np.ndarray:
     S = y0[n:].reshape(n, P)
     S[:, npar:] = np.eye(n)
     return y0
+
+
+def augmented_event(event):
+    """The :class:`~scichains.ode.Event` of the augmented system ``[u, S]`` for ``event``
+    (made once per event; compiling its affect takes a few seconds)."""
+    made = getattr(event, "_forward_event", None)
+    if made is not None:
+        return made
+    from ..ode import Event
+    from ._events import _complex_versions
+
+    g = event.condition
+
+    @numba.njit(cache=False)
+    def condition(y, t, pa):
+        L = pa.shape[0]
+        return g(y[: np.int64(pa[L - 2])], t, pa[: np.int64(pa[L - 1])])
+
+    affect = None
+    if event.affect is not None:
+        gc, ac = _complex_versions(event)
+        a = event.affect
+
+        @numba.njit(cache=False)
+        def affect(y, t, pa):
+            _jump_sensitivities(gc, ac, a, y, t, pa)
+
+    made = Event(condition, affect, event.direction, event.terminal, event.interp_points)
+    event._forward_event = made
+    return made
+
+
+@numba.njit(cache=False)
+def _jump_sensitivities(gc, ac, a, y, t, pa):
+    L = pa.shape[0]
+    f = rhs_from_address(pa[L - HEADER : L - HEADER + 2].view(np.int64)[0])
+    n = np.int64(pa[L - 2])
+    m = np.int64(pa[L - 1])
+    P = m + n
+    p = pa[:m]
+    u = y[:n]
+    # the kernel a right-hand side without a network is handed (it does not read it)
+    k = ChainKernel(
+        np.zeros((1, 32), np.int64), np.zeros((1, 2)), np.zeros(8, np.int64), np.zeros(5),
+        np.zeros(1, np.int64),
+    )  # fmt: skip
+    f_minus = np.empty(n)
+    f_plus = np.empty(n)
+    if f(f_minus, u, p, t, k) != 0:
+        f_minus[:] = np.nan
+    uc = np.empty(n, np.complex128)
+    pc = np.empty(m, np.complex128)
+    for j in range(n):
+        uc[j] = u[j]
+    for j in range(m):
+        pc[j] = p[j]
+    gu = np.empty(n)
+    gp = np.empty(m)
+    for j in range(n):
+        uc[j] = u[j] + 1j * H
+        gu[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
+        uc[j] = u[j]
+    gt = (gc(uc, t + 1j * H, pc) + 0j).imag / H
+    for j in range(m):
+        pc[j] = p[j] + 1j * H
+        gp[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
+        pc[j] = p[j]
+    # the affect's Jacobian, column by column: (a_u, a_t, a_p)
+    cols = np.empty((n, n + 1 + m))
+    for j in range(n + 1 + m):
+        for i in range(n):
+            uc[i] = u[i]
+        tc = t + 0j
+        if j < n:
+            uc[j] = u[j] + 1j * H
+        elif j == n:
+            tc = t + 1j * H
+        else:
+            pc[j - n - 1] = p[j - n - 1] + 1j * H
+        ac(uc, tc, pc)
+        for i in range(n):
+            cols[i, j] = uc[i].imag / H
+        if j > n:
+            pc[j - n - 1] = p[j - n - 1]
+    D = gt
+    for i in range(n):
+        D += gu[i] * f_minus[i]
+    a(u, t, p)  # the state jumps
+    if f(f_plus, u, p, t, k) != 0:
+        f_plus[:] = np.nan
+    w = np.empty(n)
+    for i in range(n):
+        wi = cols[i, n] - f_plus[i]
+        for k in range(n):
+            wi += cols[i, k] * f_minus[k]
+        w[i] = wi
+    S = y[n : n + n * P]
+    col = np.empty(n)
+    for j in range(P):
+        dtau = gp[j] if j < m else 0.0
+        for i in range(n):
+            col[i] = S[i * P + j]
+            dtau += gu[i] * col[i]
+        dtau = -dtau / D  # D = 0 (a tangential event): not finite, refused by the caller
+        for i in range(n):
+            acc = w[i] * dtau
+            if j < m:
+                acc += cols[i, n + 1 + j]
+            for k in range(n):
+                acc += cols[i, k] * col[k]
+            S[i * P + j] = acc

@@ -22,7 +22,7 @@ from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._events import EventGradients
 from ._loss import EventTimeLoss, NoLoss, SolutionLoss, UndefinedLoss
-from ._methods import make_method
+from ._methods import ForwardMethod, make_method
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -176,12 +176,13 @@ class Objective:
         self._spare_args += (events, max_events, event_loss)
         self.method = make_method(prob, loss, saveat, solver, sensealg, *options)
         if events:
-            if not isinstance(self.method, EventGradients):
+            if not isinstance(self.method, (EventGradients, ForwardMethod)):
                 raise TypeError(
                     "gradients through events are computed by the discrete adjoint with an "
-                    "explicit Runge-Kutta or a Rosenbrock method for now (e.g. solver=Tsit5() "
-                    f"or Rodas5P(), sensealg=DiscreteAdjoint()); got {solver.name} with "
-                    f"{sensealg!r}"
+                    "explicit Runge-Kutta or a Rosenbrock method (e.g. solver=Tsit5() or "
+                    "Rodas5P(), sensealg=DiscreteAdjoint()) or by forward sensitivities with an "
+                    f"explicit Runge-Kutta method (sensealg=ForwardSensitivity()) for now; got "
+                    f"{solver.name} with {sensealg!r}"
                 )
             self.method.use_events(events, max_events, event_loss)
         self.saveat = self.method.saveat

@@ -10,10 +10,13 @@ downstream asks which method it is.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 
+from ..ode._abi import NO_NETWORK
 from ..ode._dae import consistent_state, start_vjp
+from ..ode._events import EventPlan
 from ..ode._family import FAMILIES, family_of
 from ..ode._plan import check_run, plan_solve, run_plan, stop_tables
 from ..ode._problem import ODEProblem
@@ -26,7 +29,7 @@ from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
 from ._events import EventGradients, rows
-from ._forward import augmented_params, augmented_rhs, augmented_u0
+from ._forward import augmented_event, augmented_params, augmented_rhs, augmented_u0
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -319,16 +322,48 @@ class ForwardMethod(_RK):
         self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
         self._pos = np.zeros(self.saveat.size, dtype=np.int64)
 
+    def use_events(self, events, max_events, event_loss=None) -> None:
+        """Solve with state-dependent events; the sensitivities jump at each (see
+        ``adjoint/_forward.py``)."""
+        if event_loss is not None:
+            raise TypeError(
+                "a loss on the events' times (event_loss) is differentiated by the discrete "
+                "adjoint (sensealg=DiscreteAdjoint()), not by ForwardSensitivity()"
+            )
+        if self.prob.mass_matrix is not None:
+            raise TypeError("gradients through events with a mass matrix are not supported yet")
+        if self.prob.kernel is not NO_NETWORK:
+            raise TypeError(
+                "forward sensitivities through events of a problem with a network are not "
+                "supported yet: use sensealg=DiscreteAdjoint()"
+            )
+        self.plan.events = EventPlan(events, self.prob, max_events)
+        y0 = augmented_u0(self.prob.u0, self.prob.p.size)
+        shape = SimpleNamespace(u0=y0, tspan=self.prob.tspan, p=self._pa)
+        self._aug.events = EventPlan([augmented_event(e) for e in events], shape, max_events)
+
     def value_and_grad(self, loss, p, u0):
         aug = self._aug
         n, npar = u0.size, p.size
-        self._pa[4 : 4 + npar] = p
+        self._pa[:npar] = p
         code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.get().address)
         check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
         m = int(aug.stats[0])
         if not find_save_positions(aug.ts, m, self.saveat, self._pos):
+            if aug.events is not None and any(e.terminal for e in aug.events.events):
+                from ._loss import UndefinedLoss
+
+                raise UndefinedLoss(
+                    f"a terminal event ended the solve at t = {float(aug.ts[m - 1])!r}, before "
+                    "save times the loss reads"
+                )
             raise RuntimeError("a save time is not among the stored steps")
         y = aug.us[self._pos]
+        if aug.events is not None and not np.all(np.isfinite(y[:, n:])):
+            raise ValueError(
+                "the sensitivities are not finite after an event: an event whose condition "
+                "crosses zero tangentially (its rate of change 0 there) has no time derivative"
+            )
         value = loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
         S = y[:, n:].reshape(-1, n, npar + n)
         g = np.einsum("mi,mij->j", self._dl_du, S)
