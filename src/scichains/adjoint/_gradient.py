@@ -87,8 +87,9 @@ class Objective:
     events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
-        adjoint of the explicit Runge-Kutta and Rosenbrock methods only, without a mass
-        matrix. A terminal event ends the solve: the loss reads save times before it (a save
+        adjoint of the explicit Runge-Kutta and Rosenbrock methods, and with
+        ``ForwardSensitivity()`` (explicit methods; no ``event_loss``, no network), without a
+        mass matrix. A terminal event ends the solve: the loss reads save times before it (a save
         time it cuts off raises :class:`UndefinedLoss`) and the event's time
         (``event_loss``), whose derivative starts the adjoint there.
     event_loss : an :class:`EventTimeLoss` on the times of one of the ``events``, added to
