@@ -136,6 +136,7 @@ def test_what_events_gradients_refuse():
             prob,
             loss,
             saveat,
+            solver=ode.Rodas5P(),
             sensealg=adjoint.InterpolatingAdjoint(),
             events=ode.Event(prey_high, harvest),
         )

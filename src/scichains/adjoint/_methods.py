@@ -215,10 +215,11 @@ class DiscreteMethod(EventGradients, _RK):
         )
 
 
-class ContinuousMethod(_RK):
+class ContinuousMethod(EventGradients, _RK):
     """:class:`InterpolatingAdjoint`, :class:`QuadratureAdjoint`, :class:`BacksolveAdjoint`:
     the adjoint ODE integrated backward by the same explicit method (compiled), with its own
-    error control."""
+    error control. With events, backward in pieces between them, each event's jump applied
+    between the pieces (``adjoint/_events.py``: the same jump as the discrete adjoint's)."""
 
     def __init__(self, prob, loss, saveat, solver, sensealg, rtol, atol, *args):
         super().__init__(prob, loss, saveat, solver, sensealg, rtol, atol, *args)
@@ -228,6 +229,40 @@ class ContinuousMethod(_RK):
         self.adjoint_stats = np.zeros(3, dtype=np.int64)
         self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
         self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
+        self._fail = np.zeros(1 + 2 * prob.u0.size)  # (adjoint_over_plan raises its own)
+
+    def _sweep(self, p, lo, hi, save_pos, dl_du, pbar, ubar):
+        """The adjoint over the stored entries ``lo..hi`` (save positions relative to lo);
+        a failure raises here, so it returns SUCCESS."""
+        plan = self.plan
+        sub = plan
+        if lo > 0:  # what adjoint_over_plan reads of a plan, from entry lo on
+            sub = SimpleNamespace(
+                prob=plan.prob,
+                tableau=plan.tableau,
+                max_steps=plan.max_steps,
+                ts=plan.ts[lo:],
+                us=plan.us[lo:],
+                fs=plan.fs[lo:],
+            )
+        adjoint_over_plan(
+            self.sensealg.mode,
+            sub,
+            self.prob.vjp_address,
+            p,
+            self._artol,
+            self._aatol,
+            hi - lo + 1,
+            save_pos,
+            dl_du,
+            pbar,
+            ubar,
+            self._ws,
+            self._K,
+            self.adjoint_stats,
+            False,
+        )
+        return 0
 
     def value_and_grad(self, loss, p, u0):
         plan = self.plan
@@ -236,23 +271,13 @@ class ContinuousMethod(_RK):
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
         self.adjoint_stats[:] = 0
-        adjoint_over_plan(
-            self.sensealg.mode,
-            plan,
-            self.prob.vjp_address,
-            p,
-            self._artol,
-            self._aatol,
-            int(plan.stats[0]),
-            plan.save_pos,
-            self._dl_du,
-            dp,
-            du0,
-            self._ws,
-            self._K,
-            self.adjoint_stats,
-            False,
-        )
+        if plan.events is not None:
+
+            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
+                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
+
+            return self.event_sweep(value, p, dp, du0, piece), dp, du0
+        self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
         return value, dp, du0
 
     def stats(self) -> dict:

@@ -1,6 +1,7 @@
-"""Forward sensitivities through state-dependent events (ForwardSensitivity with events=):
-the jump of du/d(p, u0) at each event, against the closed form, central differences and the
-discrete adjoint."""
+"""Gradients through state-dependent events by forward sensitivities (the jump of
+du/d(p, u0) at each event) and by the continuous adjoints (the adjoint's jump between pieces
+integrated backward), against the closed form, central differences and the discrete
+adjoint."""
 
 import numpy as np
 import pytest
@@ -17,9 +18,21 @@ from adjoint.test_events import (
 from scichains import adjoint, ode
 
 FWD = adjoint.ForwardSensitivity()
+SENSEALGS = [
+    FWD,
+    adjoint.InterpolatingAdjoint(),
+    adjoint.QuadratureAdjoint(),
+    adjoint.BacksolveAdjoint(),
+]
 
 
-def test_bouncing_ball_forward_sensitivities_match_the_closed_form():
+def _fired(obj):
+    plan = obj.method._aug if isinstance(obj.sensealg, adjoint.ForwardSensitivity) else obj.plan
+    return int(plan.events.table.state[0])
+
+
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_bouncing_ball_gradient_matches_the_closed_form(sensealg):
     # the issue's floor for the discrete adjoint, here for forward sensitivities: eleven
     # landings, rtol 1e-10, the gradient in the drop height, restitution and gravity within
     # 1e-8 of the closed form
@@ -37,26 +50,28 @@ def test_bouncing_ball_forward_sensitivities_match_the_closed_form():
     want = {s: float(sp.diff(loss, s).subs(at)) for s in (X0, E, G)}
     prob = ode.ODEProblem(falling, np.array([x0, 0.0]), (0.0, T), np.array([g, e]))
     obj = adjoint.Objective(
-        prob, adjoint.SquaredError(data), [T], solver=ode.Tsit5(), sensealg=FWD,
+        prob, adjoint.SquaredError(data), [T], solver=ode.Tsit5(), sensealg=sensealg,
         rtol=1e-10, atol=1e-12, events=ode.Event(ground, bounce, direction=-1),
     )  # fmt: skip
     value, dp, du0 = obj.value_and_grad()
+    assert _fired(obj) == 11
     assert value == pytest.approx(float(loss.subs(at)), rel=1e-10)
     assert du0[0] == pytest.approx(want[X0], rel=1e-8)
     assert dp[1] == pytest.approx(want[E], rel=1e-8)
     assert dp[0] == pytest.approx(want[G], rel=1e-8)
 
 
-def test_forward_sensitivities_through_events_match_differences_and_the_adjoint():
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_through_events_against_differences_and_the_discrete_adjoint(sensealg):
     prob = _harvest_problem()
     saveat = np.linspace(0.5, 12.0, 24)
     event = ode.Event(prey_high, harvest, direction=1)
     data = ode.solve(prob, ode.Tsit5(), saveat=saveat, rtol=1e-6).u * 1.1
     kw = dict(solver=ode.Tsit5(), rtol=1e-12, atol=1e-14, events=event)
-    fwd = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, sensealg=FWD, **kw)
-    value, dp, du0 = fwd.value_and_grad()
-    assert int(fwd.method._aug.events.table.state[0]) >= 3
-    _assert_central_differences(fwd, prob, value, dp, du0)
+    obj = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, sensealg=sensealg, **kw)
+    value, dp, du0 = obj.value_and_grad()
+    assert _fired(obj) >= 3
+    _assert_central_differences(obj, prob, value, dp, du0)
     disc = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, **kw)
     v2, dp2, du02 = disc.value_and_grad()
     assert value == pytest.approx(v2, rel=1e-9)
@@ -64,29 +79,31 @@ def test_forward_sensitivities_through_events_match_differences_and_the_adjoint(
     np.testing.assert_allclose(du0, du02, rtol=1e-7)
 
 
-def test_forward_sensitivities_with_an_event_without_an_affect():
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_an_event_without_an_affect(sensealg):
     prob = _harvest_problem()
     saveat = np.linspace(0.5, 12.0, 24)
     data = np.ones((24, 2))
-    kw = dict(solver=ode.Tsit5(), sensealg=FWD, rtol=1e-10, atol=1e-12)
+    kw = dict(solver=ode.Tsit5(), sensealg=sensealg, rtol=1e-10, atol=1e-12)
     plain = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, **kw)
     marked = adjoint.Objective(
         prob, adjoint.SquaredError(data), saveat, events=ode.Event(prey_high), **kw
     )
     v0, dp0, du00 = plain.value_and_grad()
     v1, dp1, du01 = marked.value_and_grad()
-    assert marked.method._aug.events.table.state[0] > 0
+    assert _fired(marked) > 0
     assert v1 == pytest.approx(v0, rel=1e-8)
     np.testing.assert_allclose(dp1, dp0, rtol=1e-6)
     np.testing.assert_allclose(du01, du00, rtol=1e-6)
 
 
-def test_forward_sensitivities_and_a_terminal_event():
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_a_terminal_event(sensealg):
     g, h = 9.81, 1.3
     prob = ode.ODEProblem(falling, np.array([h, 0.0]), (0.0, 5.0), np.array([g, 0.8]))
     data = np.array([[1.0, -2.0], [0.5, -4.0]])
     end = ode.Event(ground, bounce, direction=-1, terminal=True)
-    kw = dict(solver=ode.Tsit5(), sensealg=FWD, rtol=1e-10, atol=1e-12, events=end)
+    kw = dict(solver=ode.Tsit5(), sensealg=sensealg, rtol=1e-10, atol=1e-12, events=end)
     obj = adjoint.Objective(prob, adjoint.SquaredError(data), [0.2, 0.4], **kw)
     _assert_central_differences(obj, prob, *obj.value_and_grad())
     late = adjoint.Objective(prob, adjoint.SquaredError(np.ones((1, 2))), [1.0], **kw)
@@ -102,3 +119,22 @@ def test_forward_sensitivities_refuse_a_loss_on_event_times():
             events=ode.Event(ground, direction=-1, terminal=True),
             event_loss=adjoint.EventTimeLoss([0.5]),
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("sensealg", SENSEALGS[1:], ids=lambda s: type(s).__name__)
+def test_a_loss_on_the_landing_time_by_a_continuous_adjoint(sensealg):
+    # the time the ball first lands, tau = sqrt(2 h / g): d tau / d g = -tau / (2 g),
+    # d tau / d h = 1 / sqrt(2 h g), d tau / d v0 = 1 / g at v0 = 0
+    g, h = 9.81, 1.3
+    prob = ode.ODEProblem(falling, np.array([h, 0.0]), (0.0, 5.0), np.array([g, 0.8]))
+    tau = np.sqrt(2 * h / g)
+    obj = adjoint.Objective(
+        prob, None, None, solver=ode.Tsit5(), sensealg=sensealg, rtol=1e-10, atol=1e-12,
+        events=ode.Event(ground, direction=-1, terminal=True),
+        event_loss=adjoint.EventTimeLoss([0.5]),
+    )  # fmt: skip
+    value, dp, du0 = obj.value_and_grad()
+    r = tau - 0.5
+    assert value == pytest.approx(r**2, rel=1e-9)
+    np.testing.assert_allclose(dp, [2 * r * (-tau / (2 * g)), 0.0], rtol=1e-7, atol=1e-14)
+    np.testing.assert_allclose(du0, [2 * r / np.sqrt(2 * h * g), 2 * r / g], rtol=1e-7)
