@@ -138,3 +138,30 @@ def test_a_loss_on_the_landing_time_by_a_continuous_adjoint(sensealg):
     assert value == pytest.approx(r**2, rel=1e-9)
     np.testing.assert_allclose(dp, [2 * r * (-tau / (2 * g)), 0.0], rtol=1e-7, atol=1e-14)
     np.testing.assert_allclose(du0, [2 * r / np.sqrt(2 * h * g), 2 * r / g], rtol=1e-7)
+
+
+STIFF = [ode.Rodas5P(), ode.KenCarp4(), ode.RadauIIA5()]
+
+
+@pytest.mark.parametrize("solver", STIFF, ids=lambda s: s.name)
+def test_the_stiff_interpolating_adjoint_through_events(solver):
+    """The stiff methods' InterpolatingAdjoint (integrated backward by a Rosenbrock method)
+    in pieces between the events: the harvest model against central differences and the
+    discrete adjoint of Rodas5P."""
+    prob = _harvest_problem()
+    saveat = np.linspace(0.5, 12.0, 24)
+    event = ode.Event(prey_high, harvest, direction=1)
+    data = ode.solve(prob, ode.Tsit5(), saveat=saveat, rtol=1e-6).u * 1.1
+    kw = dict(rtol=1e-11, atol=1e-13, events=event)
+    obj = adjoint.Objective(
+        prob, adjoint.SquaredError(data), saveat, solver=solver,
+        sensealg=adjoint.InterpolatingAdjoint(), **kw,
+    )  # fmt: skip
+    value, dp, du0 = obj.value_and_grad()
+    assert _fired(obj) >= 3
+    _assert_central_differences(obj, prob, value, dp, du0)
+    disc = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, solver=ode.Rodas5P(), **kw)
+    v2, dp2, du02 = disc.value_and_grad()
+    assert value == pytest.approx(v2, rel=1e-7)
+    np.testing.assert_allclose(dp, dp2, rtol=1e-5)
+    np.testing.assert_allclose(du0, du02, rtol=1e-5)

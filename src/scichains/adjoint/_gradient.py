@@ -88,11 +88,11 @@ class Objective:
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
         adjoint of the explicit Runge-Kutta and Rosenbrock methods, the continuous adjoints
-        and ``ForwardSensitivity()`` of the explicit methods (the latter without
-        ``event_loss`` or a network), without a mass matrix. A terminal event ends the
-        solve: the loss reads save times before it (a save time it cuts off raises
-        :class:`UndefinedLoss`) and the event's time (``event_loss``), whose derivative
-        starts the adjoint there.
+        of the explicit and stiff methods (CVODE's aside) and ``ForwardSensitivity()`` (the
+        latter without ``event_loss`` or a network), without a mass matrix. A terminal
+        event ends the solve: the loss reads save times before it (a save time it cuts off
+        raises :class:`UndefinedLoss`) and the event's time (``event_loss``), whose
+        derivative starts the adjoint there.
     event_loss : an :class:`EventTimeLoss` on the times of one of the ``events``, added to
         ``loss`` (e.g. fit the time a ball first lands); with it ``loss`` and ``saveat`` may
         be None (the loss is then on the event's times only)
@@ -182,10 +182,10 @@ class Objective:
                 raise TypeError(
                     "gradients through events are computed by the discrete adjoint with an "
                     "explicit Runge-Kutta or a Rosenbrock method (e.g. solver=Tsit5() or "
-                    "Rodas5P(), sensealg=DiscreteAdjoint()), and with an explicit Runge-Kutta "
-                    "method also by the continuous adjoints (InterpolatingAdjoint(), "
-                    "QuadratureAdjoint(), BacksolveAdjoint()) and ForwardSensitivity(), for "
-                    f"now; got {solver.name} with {sensealg!r}"
+                    "Rodas5P(), sensealg=DiscreteAdjoint()), by the continuous adjoints of the "
+                    "explicit and stiff methods (InterpolatingAdjoint(), ...) and by "
+                    "ForwardSensitivity() with an explicit method, not yet through CVODE's "
+                    f"adjoint; got {solver.name} with {sensealg!r}"
                 )
             self.method.use_events(events, max_events, event_loss)
         self.saveat = self.method.saveat

@@ -399,7 +399,7 @@ class ForwardMethod(_RK):
         return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
-class RosenbrockMethod(_Planned):
+class RosenbrockMethod(EventGradients, _Planned):
     """A compiled stiff solver forward, every step stored, and its
     :class:`InterpolatingAdjoint` integrated backward by a Rosenbrock method, compiled
     (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`): the same method for Rodas5P and
@@ -440,14 +440,11 @@ class RosenbrockMethod(_Planned):
         self._artol = self.plan.rtol if sensealg.rtol is None else float(sensealg.rtol)
         self._aatol = self.plan.atol if sensealg.atol is None else float(sensealg.atol)
 
-    def value_and_grad(self, loss, p, u0):
+    def _sweep(self, p, lo, hi, save_pos, dl_du, pbar, ubar):
+        """The adjoint over the stored entries ``lo..hi`` (``save_pos`` relative to ``lo``);
+        returns its code."""
         plan = self.plan
-        saved = self.forward(p, u0)
-        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
-        self.adjoint_stats[:] = 0
-        code = rosenbrock_adjoint(
+        return rosenbrock_adjoint(
             self.prob.vjp_address,
             self.prob.kernel,
             p,
@@ -455,17 +452,32 @@ class RosenbrockMethod(_Planned):
             self._artol,
             self._aatol,
             plan.max_steps,
-            plan.ts,
-            plan.us,
-            plan.fs,
-            int(plan.stats[0]),
-            plan.save_pos,
-            self._dl_du,
-            dp,
-            du0,
+            plan.ts[lo:],
+            plan.us[lo:],
+            plan.fs[lo:],
+            hi - lo + 1,
+            save_pos,
+            dl_du,
+            pbar,
+            ubar,
             self.adjoint_stats,
             self._fail,
         )
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self.adjoint_stats[:] = 0
+        if plan.events is not None:
+
+            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
+                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
+
+            return self.event_sweep(value, p, dp, du0, piece), dp, du0
+        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
         raise_sweep_failure(code, self.prob, p, self._fail, "adjoint solve: ")
         return value, dp, du0
 

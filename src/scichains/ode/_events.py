@@ -85,8 +85,8 @@ class Event:
     as above, and after an affect CVODE restarts from the right limit.
 
     Gradients pass through events with ``adjoint.Objective(..., events=...)`` (the discrete
-    adjoint of the explicit and Rosenbrock methods; the continuous adjoints and forward
-    sensitivities of the explicit methods; see the ODE guide).
+    adjoint of the explicit and Rosenbrock methods, the continuous adjoints of the explicit
+    and stiff methods, forward sensitivities of the explicit ones; see the ODE guide).
     """
 
     def __init__(
