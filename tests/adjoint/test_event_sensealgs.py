@@ -111,18 +111,8 @@ def test_a_terminal_event(sensealg):
         late.value_and_grad()
 
 
-def test_forward_sensitivities_refuse_a_loss_on_event_times():
-    prob = ode.ODEProblem(falling, np.array([1.0, 0.0]), (0.0, 5.0), np.array([9.81, 0.8]))
-    with pytest.raises(TypeError, match="event_loss.*DiscreteAdjoint"):
-        adjoint.Objective(
-            prob, None, None, solver=ode.Tsit5(), sensealg=FWD,
-            events=ode.Event(ground, direction=-1, terminal=True),
-            event_loss=adjoint.EventTimeLoss([0.5]),
-        )  # fmt: skip
-
-
-@pytest.mark.parametrize("sensealg", SENSEALGS[1:], ids=lambda s: type(s).__name__)
-def test_a_loss_on_the_landing_time_by_a_continuous_adjoint(sensealg):
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_a_loss_on_the_landing_time(sensealg):
     # the time the ball first lands, tau = sqrt(2 h / g): d tau / d g = -tau / (2 g),
     # d tau / d h = 1 / sqrt(2 h g), d tau / d v0 = 1 / g at v0 = 0
     g, h = 9.81, 1.3
@@ -165,3 +155,23 @@ def test_the_stiff_interpolating_adjoint_through_events(solver):
     assert value == pytest.approx(v2, rel=1e-7)
     np.testing.assert_allclose(dp, dp2, rtol=1e-5)
     np.testing.assert_allclose(du0, du02, rtol=1e-5)
+
+
+def test_forward_sensitivities_of_landing_times_and_states_against_differences():
+    # a loss on the first three landing times and on the state at two save times, through
+    # two bounces: forward sensitivities against central differences and the discrete adjoint
+    prob = ode.ODEProblem(falling, np.array([1.2, 0.5]), (0.0, 2.0), np.array([9.81, 0.8]))
+    kw = dict(
+        solver=ode.Tsit5(), rtol=1e-11, atol=1e-13,
+        events=ode.Event(ground, bounce, direction=-1),
+        event_loss=adjoint.EventTimeLoss([0.5, 1.2, 1.7]),
+    )  # fmt: skip
+    data = np.array([[0.4, 1.0], [0.2, -1.0]])
+    fwd = adjoint.Objective(prob, adjoint.SquaredError(data), [0.8, 1.5], sensealg=FWD, **kw)
+    value, dp, du0 = fwd.value_and_grad()
+    _assert_central_differences(fwd, prob, value, dp, du0)
+    disc = adjoint.Objective(prob, adjoint.SquaredError(data), [0.8, 1.5], **kw)
+    v2, dp2, du02 = disc.value_and_grad()
+    assert value == pytest.approx(v2, rel=1e-9)
+    np.testing.assert_allclose(dp, dp2, rtol=1e-7)
+    np.testing.assert_allclose(du0, du02, rtol=1e-7)

@@ -20,7 +20,9 @@ D``, ``D = grad_u g . f- + g_t``, ``w = a_u f- + a_t - f+``,
     S+ = a_u S- + [a_p, 0] + w dtau
 
 (the derivatives of ``g`` and ``a`` by the complex step, as the discrete adjoint takes them).
-An event without an affect leaves ``u`` and ``S`` as they are.
+An event without an affect leaves ``u`` and ``S`` as they are. A loss on the events' times
+adds ``dL/dtau`` times the row ``dtau/d(p, u0)`` of each recorded event
+(:func:`event_time_rows`, from the state and sensitivities recorded there).
 """
 
 from __future__ import annotations
@@ -210,3 +212,60 @@ def _jump_sensitivities(gc, ac, a, y, t, pa):
             for k in range(n):
                 acc += cols[i, k] * col[k]
             S[i * P + j] = acc
+
+
+def event_time_rows(event, times, states, pa, n):
+    """``dtau/d(p, u0)`` (one row of ``len(p) + n`` per event) of the events of ``event``
+    recorded at ``times`` with the augmented states ``states`` (before the affect)."""
+    rows_of = getattr(event, "_forward_time_rows", None)
+    if rows_of is None:
+        from ._events import _complex_versions
+
+        gc = _complex_versions(event)[0]
+
+        @numba.njit(cache=False)
+        def rows_of(times, states, pa, out):
+            for r in range(times.shape[0]):
+                _time_row(gc, states[r], times[r], pa, out[r])
+
+        event._forward_time_rows = rows_of
+    out = np.empty((len(times), int(pa[-1]) + n))
+    rows_of(np.ascontiguousarray(times), np.ascontiguousarray(states), pa, out)
+    return out
+
+
+@numba.njit(cache=False)
+def _time_row(gc, y, t, pa, out):
+    L = pa.shape[0]
+    f = rhs_from_address(pa[L - HEADER : L - HEADER + 2].view(np.int64)[0])
+    n = np.int64(pa[L - 2])
+    m = np.int64(pa[L - 1])
+    P = m + n
+    p = pa[:m]
+    u = y[:n].copy()
+    k = ChainKernel(
+        np.zeros((1, 32), np.int64), np.zeros((1, 2)), np.zeros(8, np.int64), np.zeros(5),
+        np.zeros(1, np.int64),
+    )  # fmt: skip
+    f_minus = np.empty(n)
+    if f(f_minus, u, p, t, k) != 0:
+        f_minus[:] = np.nan
+    uc = u.astype(np.complex128)
+    pc = p.astype(np.complex128)
+    D = (gc(uc, t + 1j * H, pc) + 0j).imag / H
+    gu = np.empty(n)
+    for j in range(n):
+        uc[j] = u[j] + 1j * H
+        gu[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
+        uc[j] = u[j]
+        D += gu[j] * f_minus[j]
+    S = y[n : n + n * P]
+    for j in range(P):
+        acc = 0.0
+        if j < m:
+            pc[j] = p[j] + 1j * H
+            acc = (gc(uc, t + 0j, pc) + 0j).imag / H
+            pc[j] = p[j]
+        for i in range(n):
+            acc += gu[i] * S[i * P + j]
+        out[j] = -acc / D

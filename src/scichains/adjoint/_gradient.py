@@ -89,7 +89,7 @@ class Objective:
         correction: the events' times move with ``p`` and ``u0``). For now with the discrete
         adjoint of the explicit Runge-Kutta and Rosenbrock methods, the continuous adjoints
         of the explicit and stiff methods (CVODE's aside) and ``ForwardSensitivity()`` (the
-        latter without ``event_loss`` or a network), without a mass matrix. A terminal
+        latter without a network in the problem), without a mass matrix. A terminal
         event ends the solve: the loss reads save times before it (a save time it cuts off
         raises :class:`UndefinedLoss`) and the event's time (``event_loss``), whose
         derivative starts the adjoint there.

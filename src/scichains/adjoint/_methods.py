@@ -28,8 +28,14 @@ from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
-from ._events import EventGradients, rows
-from ._forward import augmented_event, augmented_params, augmented_rhs, augmented_u0
+from ._events import EventGradients, event_time_loss, rows
+from ._forward import (
+    augmented_event,
+    augmented_params,
+    augmented_rhs,
+    augmented_u0,
+    event_time_rows,
+)
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -331,6 +337,8 @@ class ForwardMethod(_RK):
     """:class:`ForwardSensitivity`: the state and its sensitivities ``du/dp``, ``du/du0``
     integrated together (an augmented system of ``n (1 + len(p) + n)`` components)."""
 
+    event_loss = None  # an EventTimeLoss (with events: use_events)
+
     def __init__(self, prob, loss, saveat, solver, *args):
         super().__init__(prob, loss, saveat, solver, *args)
         n = prob.u0.size
@@ -350,11 +358,11 @@ class ForwardMethod(_RK):
     def use_events(self, events, max_events, event_loss=None) -> None:
         """Solve with state-dependent events; the sensitivities jump at each (see
         ``adjoint/_forward.py``)."""
-        if event_loss is not None:
-            raise TypeError(
-                "a loss on the events' times (event_loss) is differentiated by the discrete "
-                "adjoint (sensealg=DiscreteAdjoint()), not by ForwardSensitivity()"
+        if event_loss is not None and not 0 <= event_loss.event < len(events):
+            raise ValueError(
+                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
             )
+        self.event_loss = event_loss
         if self.prob.mass_matrix is not None:
             raise TypeError("gradients through events with a mass matrix are not supported yet")
         if self.prob.kernel is not NO_NETWORK:
@@ -392,7 +400,27 @@ class ForwardMethod(_RK):
         value = loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
         S = y[:, n:].reshape(-1, n, npar + n)
         g = np.einsum("mi,mij->j", self._dl_du, S)
+        if self.event_loss is not None:
+            extra, dl_dtau = event_time_loss(aug, self.event_loss)
+            value += extra
+            tb = aug.events.table
+            mine = np.flatnonzero(dl_dtau != 0.0)
+            if mine.size:
+                event = self.plan.events.events[self.event_loss.event]  # the user's
+                rows = event_time_rows(event, tb.times[mine], tb.states[mine], self._pa, n)
+                if not np.all(np.isfinite(rows)):
+                    raise ValueError(
+                        f"events[{self.event_loss.event}] is tangential where it happens (its "
+                        "condition's rate of change 0): its time has no derivative"
+                    )
+                g += dl_dtau[mine] @ rows
         return value, g[:npar].copy(), g[npar:].copy()
+
+    def value(self, loss, p, u0):
+        value = super().value(loss, p, u0)
+        if self.event_loss is not None:
+            value += event_time_loss(self.plan, self.event_loss)[0]
+        return value
 
     def stats(self) -> dict:
         s = self._aug.stats
