@@ -34,8 +34,8 @@ CHUNKS_PER_WORKER = 1
 """Chunks per thread in a step (fewer when the batch has fewer tiles). More chunks lose less
 work when a thread stalls, but each costs a pass over the dense layers' partial sums and a
 copy of the gradient: two per thread made the matrix-exponential step 8-12% slower on an
-idle machine (3.32-3.44 s against 3.05-3.11 s per 10,000 steps, AMD EPYC Zen 4, 2 threads),
-and with one per thread it already keeps within 1.3x of idle beside a busy process."""
+idle machine (3.32-3.44 s against 2.98-3.12 s per 10,000 steps, AMD EPYC Zen 4, 2 threads),
+and with one per thread it already keeps within 1.25-1.41x of idle beside a busy process."""
 
 
 def chunk_count(ntiles: int, workers: int) -> int:
