@@ -55,20 +55,13 @@ def _complex_versions(event):
     return made
 
 
-@numba.njit(cache=False)  # specialised on each event's functions
-def _jump(gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, dp_out):
-    """The jump of :func:`event_jump` with the complex-step derivatives of the condition
-    ``gc`` and the affect ``ac`` (the complex versions); writes ``lambda-`` into ``lam_out``
-    and the event's part of dL/dp into ``dp_out``. Returns ``(D, scale)``: the condition's
-    rate of change at the event and the size of its terms (the caller refuses a tangential
-    event before using the outputs)."""
+@numba.njit(cache=False)  # specialised on each event's condition
+def condition_derivatives(gc, u, t, p):
+    """``(g_u (n,), g_t, g_p (len(p),))`` of the condition at ``(u, t, p)`` by the complex
+    step (``gc``: its complex version)."""
     n, m = u.shape[0], p.shape[0]
-    uc = np.empty(n, np.complex128)
-    pc = np.empty(m, np.complex128)
-    for j in range(n):
-        uc[j] = u[j]
-    for j in range(m):
-        pc[j] = p[j]
+    uc = u.astype(np.complex128)
+    pc = p.astype(np.complex128)
     gu = np.empty(n)
     gp = np.empty(m)
     for j in range(n):
@@ -80,19 +73,16 @@ def _jump(gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, d
         pc[j] = p[j] + 1j * H
         gp[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
         pc[j] = p[j]
-    D = gt
-    scale = abs(gt)
-    for i in range(n):
-        D += gu[i] * f_minus[i]
-        scale += abs(gu[i] * f_minus[i])
-    mu = dl_dtau / D
-    if not has_affect:  # the solution is unchanged: only the time itself is in the loss
-        for i in range(n):
-            lam_out[i] = lam[i] - mu * gu[i]
-        for j in range(m):
-            dp_out[j] = -mu * gp[j]
-        return D, scale
-    # the affect's Jacobian, column by column: (a_u, a_t, a_p)
+    return gu, gt, gp
+
+
+@numba.njit(cache=False)  # specialised on each event's affect
+def affect_jacobian(ac, u, t, p):
+    """The affect's Jacobian ``(n, n + 1 + len(p))`` at ``(u, t, p)``, columns ``(a_u, a_t,
+    a_p)``, by the complex step (``ac``: its complex version)."""
+    n, m = u.shape[0], p.shape[0]
+    uc = np.empty(n, np.complex128)
+    pc = p.astype(np.complex128)
     cols = np.empty((n, n + 1 + m))
     for j in range(n + 1 + m):
         for i in range(n):
@@ -109,6 +99,31 @@ def _jump(gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, d
             cols[i, j] = uc[i].imag / H
         if j > n:
             pc[j - n - 1] = p[j - n - 1]
+    return cols
+
+
+@numba.njit(cache=False)  # specialised on each event's functions
+def _jump(gc, ac, has_affect, u, t, p, f_minus, f_plus, lam, dl_dtau, lam_out, dp_out):
+    """The jump of :func:`event_jump` with the complex-step derivatives of the condition
+    ``gc`` and the affect ``ac`` (the complex versions); writes ``lambda-`` into ``lam_out``
+    and the event's part of dL/dp into ``dp_out``. Returns ``(D, scale)``: the condition's
+    rate of change at the event and the size of its terms (the caller refuses a tangential
+    event before using the outputs)."""
+    n, m = u.shape[0], p.shape[0]
+    gu, gt, gp = condition_derivatives(gc, u, t, p)
+    D = gt
+    scale = abs(gt)
+    for i in range(n):
+        D += gu[i] * f_minus[i]
+        scale += abs(gu[i] * f_minus[i])
+    mu = dl_dtau / D
+    if not has_affect:  # the solution is unchanged: only the time itself is in the loss
+        for i in range(n):
+            lam_out[i] = lam[i] - mu * gu[i]
+        for j in range(m):
+            dp_out[j] = -mu * gp[j]
+        return D, scale
+    cols = affect_jacobian(ac, u, t, p)
     # w = a_u f- + a_t - f+;  mu += w . lambda+ / D
     wl = 0.0
     for i in range(n):

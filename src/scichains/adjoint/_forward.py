@@ -32,7 +32,7 @@ import numpy as np
 
 from ..nn._chain import ChainKernel
 from ..ode._abi import RHS_SIGNATURE, LazyCfunc, rhs_from_address, vjp_from_address
-from ..ode.derivatives._autodiff import H
+from ._events import affect_jacobian, condition_derivatives
 
 HEADER = 4
 
@@ -134,6 +134,15 @@ def augmented_event(event):
 
 
 @numba.njit(cache=False)
+def _no_network():
+    """The kernel a right-hand side without a network is handed (it does not read it)."""
+    return ChainKernel(
+        np.zeros((1, 32), np.int64), np.zeros((1, 2)), np.zeros(8, np.int64), np.zeros(5),
+        np.zeros(1, np.int64),
+    )  # fmt: skip
+
+
+@numba.njit(cache=False)
 def _jump_sensitivities(gc, ac, a, y, t, pa):
     L = pa.shape[0]
     f = rhs_from_address(pa[L - HEADER : L - HEADER + 2].view(np.int64)[0])
@@ -142,54 +151,18 @@ def _jump_sensitivities(gc, ac, a, y, t, pa):
     P = m + n
     p = pa[:m]
     u = y[:n]
-    # the kernel a right-hand side without a network is handed (it does not read it)
-    k = ChainKernel(
-        np.zeros((1, 32), np.int64), np.zeros((1, 2)), np.zeros(8, np.int64), np.zeros(5),
-        np.zeros(1, np.int64),
-    )  # fmt: skip
+    kern = _no_network()
     f_minus = np.empty(n)
     f_plus = np.empty(n)
-    if f(f_minus, u, p, t, k) != 0:
+    if f(f_minus, u, p, t, kern) != 0:
         f_minus[:] = np.nan
-    uc = np.empty(n, np.complex128)
-    pc = np.empty(m, np.complex128)
-    for j in range(n):
-        uc[j] = u[j]
-    for j in range(m):
-        pc[j] = p[j]
-    gu = np.empty(n)
-    gp = np.empty(m)
-    for j in range(n):
-        uc[j] = u[j] + 1j * H
-        gu[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
-        uc[j] = u[j]
-    gt = (gc(uc, t + 1j * H, pc) + 0j).imag / H
-    for j in range(m):
-        pc[j] = p[j] + 1j * H
-        gp[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
-        pc[j] = p[j]
-    # the affect's Jacobian, column by column: (a_u, a_t, a_p)
-    cols = np.empty((n, n + 1 + m))
-    for j in range(n + 1 + m):
-        for i in range(n):
-            uc[i] = u[i]
-        tc = t + 0j
-        if j < n:
-            uc[j] = u[j] + 1j * H
-        elif j == n:
-            tc = t + 1j * H
-        else:
-            pc[j - n - 1] = p[j - n - 1] + 1j * H
-        ac(uc, tc, pc)
-        for i in range(n):
-            cols[i, j] = uc[i].imag / H
-        if j > n:
-            pc[j - n - 1] = p[j - n - 1]
+    gu, gt, gp = condition_derivatives(gc, u, t, p)
+    cols = affect_jacobian(ac, u, t, p)
     D = gt
     for i in range(n):
         D += gu[i] * f_minus[i]
     a(u, t, p)  # the state jumps
-    if f(f_plus, u, p, t, k) != 0:
+    if f(f_plus, u, p, t, kern) != 0:
         f_plus[:] = np.nan
     w = np.empty(n)
     for i in range(n):
@@ -243,29 +216,15 @@ def _time_row(gc, y, t, pa, out):
     P = m + n
     p = pa[:m]
     u = y[:n].copy()
-    k = ChainKernel(
-        np.zeros((1, 32), np.int64), np.zeros((1, 2)), np.zeros(8, np.int64), np.zeros(5),
-        np.zeros(1, np.int64),
-    )  # fmt: skip
     f_minus = np.empty(n)
-    if f(f_minus, u, p, t, k) != 0:
+    if f(f_minus, u, p, t, _no_network()) != 0:
         f_minus[:] = np.nan
-    uc = u.astype(np.complex128)
-    pc = p.astype(np.complex128)
-    D = (gc(uc, t + 1j * H, pc) + 0j).imag / H
-    gu = np.empty(n)
+    gu, D, gp = condition_derivatives(gc, u, t, p)
     for j in range(n):
-        uc[j] = u[j] + 1j * H
-        gu[j] = (gc(uc, t + 0j, pc) + 0j).imag / H
-        uc[j] = u[j]
         D += gu[j] * f_minus[j]
     S = y[n : n + n * P]
     for j in range(P):
-        acc = 0.0
-        if j < m:
-            pc[j] = p[j] + 1j * H
-            acc = (gc(uc, t + 0j, pc) + 0j).imag / H
-            pc[j] = p[j]
+        acc = gp[j] if j < m else 0.0
         for i in range(n):
             acc += gu[i] * S[i * P + j]
         out[j] = -acc / D
