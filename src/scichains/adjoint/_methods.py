@@ -221,7 +221,31 @@ class DiscreteMethod(EventGradients, _RK):
         )
 
 
-class ContinuousMethod(EventGradients, _RK):
+class _SweptAdjoint(EventGradients):
+    """An adjoint integrated backward over the stored forward steps by ``_sweep(p, lo, hi,
+    save_pos, dl_du, pbar, ubar) -> code`` (entries ``lo..hi``, save positions relative to
+    ``lo``): the whole solve in one sweep, or with events in pieces between them
+    (:meth:`EventGradients.event_sweep`)."""
+
+    def value_and_grad(self, loss, p, u0):
+        plan = self.plan
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        self.adjoint_stats[:] = 0
+        if plan.events is not None:
+
+            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
+                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
+
+            return self.event_sweep(value, p, dp, du0, piece), dp, du0
+        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
+        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint solve: ")
+        return value, dp, du0
+
+
+class ContinuousMethod(_SweptAdjoint, _RK):
     """:class:`InterpolatingAdjoint`, :class:`QuadratureAdjoint`, :class:`BacksolveAdjoint`:
     the adjoint ODE integrated backward by the same explicit method (compiled), with its own
     error control. With events, backward in pieces between them, each event's jump applied
@@ -239,7 +263,7 @@ class ContinuousMethod(EventGradients, _RK):
 
     def _sweep(self, p, lo, hi, save_pos, dl_du, pbar, ubar):
         """The adjoint over the stored entries ``lo..hi`` (save positions relative to lo);
-        a failure raises here, so it returns SUCCESS."""
+        a failure raises here (``adjoint_over_plan``), so it returns SUCCESS."""
         plan = self.plan
         sub = plan
         if lo > 0:  # what adjoint_over_plan reads of a plan, from entry lo on
@@ -269,22 +293,6 @@ class ContinuousMethod(EventGradients, _RK):
             False,
         )
         return 0
-
-    def value_and_grad(self, loss, p, u0):
-        plan = self.plan
-        saved = self.forward(p, u0)
-        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
-        self.adjoint_stats[:] = 0
-        if plan.events is not None:
-
-            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
-
-            return self.event_sweep(value, p, dp, du0, piece), dp, du0
-        self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
-        return value, dp, du0
 
     def stats(self) -> dict:
         a = self.adjoint_stats
@@ -427,7 +435,7 @@ class ForwardMethod(_RK):
         return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
-class RosenbrockMethod(EventGradients, _Planned):
+class RosenbrockMethod(_SweptAdjoint, _Planned):
     """A compiled stiff solver forward, every step stored, and its
     :class:`InterpolatingAdjoint` integrated backward by a Rosenbrock method, compiled
     (:func:`~scichains.adjoint._stiff.rosenbrock_adjoint`): the same method for Rodas5P and
@@ -491,23 +499,6 @@ class RosenbrockMethod(EventGradients, _Planned):
             self.adjoint_stats,
             self._fail,
         )
-
-    def value_and_grad(self, loss, p, u0):
-        plan = self.plan
-        saved = self.forward(p, u0)
-        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
-        self.adjoint_stats[:] = 0
-        if plan.events is not None:
-
-            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
-
-            return self.event_sweep(value, p, dp, du0, piece), dp, du0
-        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
-        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint solve: ")
-        return value, dp, du0
 
     def stats(self) -> dict:
         s, a = self.plan.stats, self.adjoint_stats
