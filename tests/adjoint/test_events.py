@@ -49,6 +49,18 @@ def assert_ball_gradient(obj, loss, want):
     assert dp[0] == pytest.approx(want[2], rel=1e-8)
 
 
+def assert_landing_time_gradient(obj, g, h):
+    """A loss ``(tau - 0.5)^2`` on the first landing time of a ball dropped from rest at
+    ``h``, ``tau = sqrt(2 h / g)``: against d tau / d g = -tau / (2 g), d tau / d h =
+    1 / sqrt(2 h g) and d tau / d v0 = 1 / g."""
+    tau = np.sqrt(2 * h / g)
+    value, dp, du0 = obj.value_and_grad()
+    r = tau - 0.5
+    assert value == pytest.approx(r**2, rel=1e-9)
+    np.testing.assert_allclose(dp, [2 * r * (-tau / (2 * g)), 0.0], rtol=1e-7, atol=1e-14)
+    np.testing.assert_allclose(du0, [2 * r / np.sqrt(2 * h * g), 2 * r / g], rtol=1e-7)
+
+
 @pytest.mark.parametrize("solver", [ode.Tsit5(), ode.Rodas5P()], ids=lambda s: s.name)
 def test_bouncing_ball_gradient_matches_the_closed_form(solver):
     # the issue's floor: ten bounces after the first landing, rtol 1e-10, gradient with respect
@@ -305,17 +317,12 @@ def test_gradients_through_a_terminal_event(solver):
     # changes nothing (no solution after it is read)
     g, h = 9.81, 1.3
     prob = ode.ODEProblem(falling, np.array([h, 0.0]), (0.0, 5.0), np.array([g, 0.8]))
-    tau = np.sqrt(2 * h / g)
     end = ode.Event(ground, direction=-1, terminal=True)
     obj = adjoint.Objective(
         prob, None, None, solver=solver, rtol=1e-10, atol=1e-12, events=end,
         event_loss=adjoint.EventTimeLoss([0.5]),
     )  # fmt: skip
-    value, dp, du0 = obj.value_and_grad()
-    r = tau - 0.5
-    assert value == pytest.approx(r**2, rel=1e-9)
-    np.testing.assert_allclose(dp, [2 * r * (-tau / (2 * g)), 0.0], rtol=1e-7, atol=1e-14)
-    np.testing.assert_allclose(du0, [2 * r / np.sqrt(2 * h * g), 2 * r / g], rtol=1e-7)
+    assert_landing_time_gradient(obj, g, h)
     data = np.array([[1.0, -2.0], [0.5, -4.0]])
     for affect in (None, bounce):
         both = adjoint.Objective(

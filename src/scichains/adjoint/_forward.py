@@ -134,6 +134,14 @@ def augmented_event(event):
 
 
 @numba.njit(cache=False)
+def _header(pa):
+    """``(right-hand side address, n, len(p))`` from the augmented parameters' header."""
+    L = pa.shape[0]
+    address = pa[L - HEADER : L - HEADER + 2].view(np.int64)[0]
+    return address, np.int64(pa[L - 2]), np.int64(pa[L - 1])
+
+
+@numba.njit(cache=False)
 def _no_network():
     """The kernel a right-hand side without a network is handed (it does not read it)."""
     return ChainKernel(
@@ -144,10 +152,8 @@ def _no_network():
 
 @numba.njit(cache=False)
 def _jump_sensitivities(gc, ac, a, y, t, pa):
-    L = pa.shape[0]
-    f = rhs_from_address(pa[L - HEADER : L - HEADER + 2].view(np.int64)[0])
-    n = np.int64(pa[L - 2])
-    m = np.int64(pa[L - 1])
+    address, n, m = _header(pa)
+    f = rhs_from_address(address)
     P = m + n
     p = pa[:m]
     u = y[:n]
@@ -209,10 +215,8 @@ def event_time_rows(event, times, states, pa, n):
 
 @numba.njit(cache=False)
 def _time_row(gc, y, t, pa, out):
-    L = pa.shape[0]
-    f = rhs_from_address(pa[L - HEADER : L - HEADER + 2].view(np.int64)[0])
-    n = np.int64(pa[L - 2])
-    m = np.int64(pa[L - 1])
+    address, n, m = _header(pa)
+    f = rhs_from_address(address)
     P = m + n
     p = pa[:m]
     u = y[:n].copy()

@@ -227,22 +227,29 @@ class _SweptAdjoint(EventGradients):
     ``lo``): the whole solve in one sweep, or with events in pieces between them
     (:meth:`EventGradients.event_sweep`)."""
 
-    def value_and_grad(self, loss, p, u0):
+    _failure = "adjoint solve: "  # how a failed sweep's message starts
+
+    def sweep_all(self, value, p, dp, du0):
+        """The sweep after the forward solve (``value``: the loss on its saves): writes
+        dL/dp and dL/du0; returns ``value`` plus any event-time loss."""
         plan = self.plan
-        saved = self.forward(p, u0)
-        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
         self.adjoint_stats[:] = 0
         if plan.events is not None:
 
             def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
                 return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
 
-            return self.event_sweep(value, p, dp, du0, piece), dp, du0
+            return self.event_sweep(value, p, dp, du0, piece)
         code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
-        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint solve: ")
-        return value, dp, du0
+        raise_sweep_failure(code, self.prob, p, self._fail, self._failure)
+        return value
+
+    def value_and_grad(self, loss, p, u0):
+        saved = self.forward(p, u0)
+        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
+        dp = np.empty(p.size)
+        du0 = np.empty(u0.size)
+        return self.sweep_all(value, p, dp, du0), dp, du0
 
 
 class ContinuousMethod(_SweptAdjoint, _RK):
@@ -518,7 +525,7 @@ JACOBIANS_KEPT_UP_TO = 16
 step) up to this many states, and recomputes it (``n`` vjp calls a step) above."""
 
 
-class RosenbrockDiscreteMethod(EventGradients, _Planned):
+class RosenbrockDiscreteMethod(_SweptAdjoint, _Planned):
     """:class:`DiscreteAdjoint` with a Rosenbrock solver (Rodas5P, Rosenbrock23): the forward
     solve lands on the save times and keeps every step's stages (and, up to
     :data:`JACOBIANS_KEPT_UP_TO` states, its Jacobian); the compiled sweep
@@ -530,6 +537,8 @@ class RosenbrockDiscreteMethod(EventGradients, _Planned):
     ``u0`` at the given ``p`` (the values passed in start the Newton iteration), and the
     gradient includes how that start moves with ``p`` and with the differential part of
     ``u0`` (:func:`scichains.ode._dae.start_vjp`)."""
+
+    _failure = "adjoint sweep: "
 
     takes_mass_matrix = True
 
@@ -568,22 +577,13 @@ class RosenbrockDiscreteMethod(EventGradients, _Planned):
         self.adjoint_stats = np.zeros(2, dtype=np.int64)
 
     def value_and_grad(self, loss, p, u0):
-        plan = self.plan
         u0 = self._start(p, u0)
         saved = _Planned.forward(self, p, u0)
         value = loss.value_and_grad(self.saveat, saved, self._dl_du)
         dp = np.empty(p.size)
         du0 = np.empty(u0.size)
-        self.adjoint_stats[:] = 0
-        if plan.events is not None:
-
-            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
-
-            return self.event_sweep(value, p, dp, du0, piece), dp, du0
-        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
-        raise_sweep_failure(code, self.prob, p, self._fail, "adjoint sweep: ")
-        part = self.prob.algebraic
+        value = self.sweep_all(value, p, dp, du0)
+        part = self.prob.algebraic  # (None with events: they refuse a mass matrix)
         if part is not None:
             dp, du0 = start_vjp(self.prob, part, u0, p, self.prob.tspan[0], dp, du0)
         return value, dp, du0
