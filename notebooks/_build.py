@@ -753,9 +753,10 @@ ax.legend()
 plt.show()""",
         Md(
             "What is not here yet: the same rule inside a population model (`scichains.pk` "
-            "fits doses from a table, not from a condition on the concentration), and "
-            "gradients through events with the continuous adjoints (the discrete adjoint of "
-            "the explicit and Rosenbrock methods serves these fits)."
+            "fits doses from a table, not from a condition on the concentration). These fits "
+            "use the discrete adjoint; the continuous adjoints and forward sensitivities pass "
+            "through events too (`sensealg=adjoint.InterpolatingAdjoint()` or "
+            "`adjoint.ForwardSensitivity()`, see the ODE guide)."
         ),
     ],
     # ------------------------------------------------------------------------------------

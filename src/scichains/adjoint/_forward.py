@@ -23,16 +23,26 @@ D``, ``D = grad_u g . f- + g_t``, ``w = a_u f- + a_t - f+``,
 An event without an affect leaves ``u`` and ``S`` as they are. A loss on the events' times
 adds ``dL/dtau`` times the row ``dtau/d(p, u0)`` of each recorded event
 (:func:`event_time_rows`, from the state and sensitivities recorded there).
+
+:class:`ForwardMethod` is the sensitivity method (``adjoint._methods``) built on these.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numba
 import numpy as np
 
 from ..nn._chain import ChainKernel
-from ..ode._abi import RHS_SIGNATURE, LazyCfunc, rhs_from_address, vjp_from_address
-from ._events import affect_jacobian, condition_derivatives
+from ..ode._abi import NO_NETWORK, RHS_SIGNATURE, LazyCfunc, rhs_from_address, vjp_from_address
+from ..ode._events import EventPlan
+from ..ode._plan import check_run, run_plan
+from ..ode._steppers import STATS_SIZE
+from ._discrete import find_save_positions
+from ._events import affect_jacobian, condition_derivatives, event_time_loss
+from ._method_base import _RK
 
 HEADER = 4
 
@@ -232,3 +242,97 @@ def _time_row(gc, y, t, pa, out):
         for i in range(n):
             acc += gu[i] * S[i * P + j]
         out[j] = -acc / D
+
+
+class ForwardMethod(_RK):
+    """:class:`ForwardSensitivity`: the state and its sensitivities ``du/dp``, ``du/du0``
+    integrated together (an augmented system of ``n (1 + len(p) + n)`` components)."""
+
+    event_loss = None  # an EventTimeLoss (with events: use_events)
+
+    def __init__(self, prob, loss, saveat, solver, *args):
+        super().__init__(prob, loss, saveat, solver, *args)
+        n = prob.u0.size
+        width = n * (1 + prob.p.size + n)
+        cap = self.plan.ts.size
+        self._aug = replace(
+            self.plan,
+            ts=np.empty(cap),
+            us=np.empty((cap, width)),
+            fs=np.empty((cap, width)),
+            stats=np.zeros(STATS_SIZE, dtype=np.int64),
+            kstore=np.zeros((0, solver.stages, width)),
+        )
+        self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
+        self._pos = np.zeros(self.saveat.size, dtype=np.int64)
+
+    def use_events(self, events, max_events, event_loss=None) -> None:
+        """Solve with state-dependent events; the sensitivities jump at each (see
+        ``adjoint/_forward.py``)."""
+        if event_loss is not None and not 0 <= event_loss.event < len(events):
+            raise ValueError(
+                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
+            )
+        self.event_loss = event_loss
+        if self.prob.mass_matrix is not None:
+            raise TypeError("gradients through events with a mass matrix are not supported yet")
+        if self.prob.kernel is not NO_NETWORK:
+            raise TypeError(
+                "forward sensitivities through events of a problem with a network are not "
+                "supported yet: use sensealg=DiscreteAdjoint()"
+            )
+        self.plan.events = EventPlan(events, self.prob, max_events)
+        y0 = augmented_u0(self.prob.u0, self.prob.p.size)
+        shape = SimpleNamespace(u0=y0, tspan=self.prob.tspan, p=self._pa)
+        self._aug.events = EventPlan([augmented_event(e) for e in events], shape, max_events)
+
+    def value_and_grad(self, loss, p, u0):
+        aug = self._aug
+        n, npar = u0.size, p.size
+        self._pa[:npar] = p
+        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.get().address)
+        check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
+        m = int(aug.stats[0])
+        if not find_save_positions(aug.ts, m, self.saveat, self._pos):
+            if aug.events is not None and any(e.terminal for e in aug.events.events):
+                from ._loss import UndefinedLoss
+
+                raise UndefinedLoss(
+                    f"a terminal event ended the solve at t = {float(aug.ts[m - 1])!r}, before "
+                    "save times the loss reads"
+                )
+            raise RuntimeError("a save time is not among the stored steps")
+        y = aug.us[self._pos]
+        if aug.events is not None and not np.all(np.isfinite(y[:, n:])):
+            raise ValueError(
+                "the sensitivities are not finite after an event: an event whose condition "
+                "crosses zero tangentially (its rate of change 0 there) has no time derivative"
+            )
+        value = loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
+        S = y[:, n:].reshape(-1, n, npar + n)
+        g = np.einsum("mi,mij->j", self._dl_du, S)
+        if self.event_loss is not None:
+            extra, dl_dtau = event_time_loss(aug, self.event_loss)
+            value += extra
+            tb = aug.events.table
+            mine = np.flatnonzero(dl_dtau != 0.0)
+            if mine.size:
+                event = self.plan.events.events[self.event_loss.event]  # the user's
+                rows = event_time_rows(event, tb.times[mine], tb.states[mine], self._pa, n)
+                if not np.all(np.isfinite(rows)):
+                    raise ValueError(
+                        f"events[{self.event_loss.event}] is tangential where it happens (its "
+                        "condition's rate of change 0): its time has no derivative"
+                    )
+                g += dl_dtau[mine] @ rows
+        return value, g[:npar].copy(), g[npar:].copy()
+
+    def value(self, loss, p, u0):
+        value = super().value(loss, p, u0)
+        if self.event_loss is not None:
+            value += event_time_loss(self.plan, self.event_loss)[0]
+        return value
+
+    def stats(self) -> dict:
+        s = self._aug.stats
+        return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}

@@ -4,38 +4,31 @@ Each owns the buffers of its forward solve and of its sweep, and answers three c
 ``forward(p, u0)`` (the states at the save times, a view of its buffer), ``value_and_grad(loss,
 p, u0)`` (``(L, dL/dp, dL/du0)``, new arrays) and ``stats()`` (what the last call did). The
 objective validates the arguments and picks the class once (:func:`make_method`); nothing
-downstream asks which method it is.
+downstream asks which method it is. The base classes are in ``_method_base.py``, the forward
+sensitivities' method in ``_forward.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 
-from ..ode._abi import NO_NETWORK
 from ..ode._dae import consistent_state, start_vjp
-from ..ode._events import EventPlan
 from ..ode._family import FAMILIES, family_of
-from ..ode._plan import check_run, plan_solve, run_plan, stop_tables
+from ..ode._plan import plan_solve, stop_tables
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
-from ..ode._steppers import STATS_SIZE, rosenbrock_tableau
+from ..ode._steppers import rosenbrock_tableau
 from ..ode.cvode._sundials import solve_cvode
 from ..ode.stiff._rosenbrock import Rodas5P
 from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
 from ._cvode import cvode_adjoint
 from ._discrete import discrete_adjoint, find_save_positions
-from ._events import EventGradients, event_time_loss, rows
-from ._forward import (
-    augmented_event,
-    augmented_params,
-    augmented_rhs,
-    augmented_u0,
-    event_time_rows,
-)
+from ._events import EventGradients, rows
+from ._forward import ForwardMethod
+from ._method_base import _RK, SensitivityMethod, _Planned, _SweptAdjoint
 from ._sensealg import (
     DiscreteAdjoint,
     ForwardSensitivity,
@@ -45,98 +38,6 @@ from ._sensealg import (
 )
 from ._stiff import rosenbrock_adjoint
 from ._stiff_discrete import rosenbrock_discrete_adjoint
-
-
-class SensitivityMethod:
-    """Base of the per-method objects (see the module's docstring)."""
-
-    saveat: np.ndarray
-    _dl_du: np.ndarray
-    takes_mass_matrix = False
-    """Differentiates ``M du/dt = f`` (a problem with a mass matrix)."""
-
-    def forward(self, p: np.ndarray, u0: np.ndarray) -> np.ndarray:
-        """Solve at ``(p, u0)``; the states at the save times, shape ``(len(saveat), n)``
-        (a view of a buffer the next call overwrites)."""
-        raise NotImplementedError
-
-    def value_and_grad(self, loss, p: np.ndarray, u0: np.ndarray):
-        """``(L, dL/dp, dL/du0)`` of ``loss`` on the solution at ``(p, u0)``."""
-        raise NotImplementedError
-
-    def value(self, loss, p: np.ndarray, u0: np.ndarray) -> float:
-        return loss.value_and_grad(self.saveat, self.forward(p, u0), self._dl_du)
-
-    def stats(self) -> dict:
-        """Counters of the last call (forward steps; adjoint steps where it has its own)."""
-        return {}
-
-
-class _Planned(SensitivityMethod):
-    """A method whose forward pass is one compiled solve plan (``self.plan``) that stores its
-    steps and reads the saved states from them."""
-
-    plan: object
-
-    def forward(self, p, u0):
-        plan = self.plan
-        check_run(plan, run_plan(plan, u0, p), p)
-        if not plan.locate_saves():
-            if plan.events is not None and any(e.terminal for e in plan.events.events):
-                from ._loss import UndefinedLoss
-
-                ended = float(plan.ts[int(plan.stats[0]) - 1])
-                raise UndefinedLoss(
-                    f"a terminal event ended the solve at t = {ended!r}, before save times the "
-                    "loss reads (a terminal event's loss reads the solution up to the event: "
-                    "save times before it, or an EventTimeLoss)"
-                )
-            raise RuntimeError("a save time is not among the stored steps")
-        return plan.save_u
-
-
-class _RK(_Planned):
-    """A method on the compiled explicit Runge-Kutta stepper: the solve plan and the loss
-    gradient buffer."""
-
-    interpolate = False  # the discrete adjoint reads saves from the continuous extension
-
-    def __init__(
-        self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
-    ):
-        if family_of(solver) != "explicit":
-            raise TypeError(f"{type(self).__name__} needs an explicit RK solver, got {solver!r}")
-        if not solver.adaptive:
-            raise TypeError(
-                f"the adjoints differentiate adaptive solves: {solver.name} takes fixed steps "
-                "(no error estimate); use an adaptive one (Tsit5, DP5, BS3, Vern7, or a stiff "
-                "solver: Rodas5P, KenCarp4, CVODE_BDF)"
-            )
-        self.prob = prob
-        self.sensealg = sensealg
-        # the continuous adjoints restart at each save time, which must be a step
-        self.plan = plan_solve(
-            prob,
-            solver,
-            saveat,
-            rtol,
-            atol,
-            None,
-            max_steps,
-            tstops,
-            jumps,
-            dtmin,
-            None,
-            interpolate=self.interpolate,
-        )
-        self.saveat = self.plan.save
-        m, n = self.saveat.size, prob.u0.size
-        loss.check(m, n)
-        self._dl_du = np.zeros((m, n))
-
-    def stats(self) -> dict:
-        s = self.plan.stats
-        return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
 class DiscreteMethod(EventGradients, _RK):
@@ -219,37 +120,6 @@ class DiscreteMethod(EventGradients, _RK):
             self._pb,
             self._fail,
         )
-
-
-class _SweptAdjoint(EventGradients):
-    """An adjoint integrated backward over the stored forward steps by ``_sweep(p, lo, hi,
-    save_pos, dl_du, pbar, ubar) -> code`` (entries ``lo..hi``, save positions relative to
-    ``lo``): the whole solve in one sweep, or with events in pieces between them
-    (:meth:`EventGradients.event_sweep`)."""
-
-    _failure = "adjoint solve: "  # how a failed sweep's message starts
-
-    def sweep_all(self, value, p, dp, du0):
-        """The sweep after the forward solve (``value``: the loss on its saves): writes
-        dL/dp and dL/du0; returns ``value`` plus any event-time loss."""
-        plan = self.plan
-        self.adjoint_stats[:] = 0
-        if plan.events is not None:
-
-            def piece(lo, hi, spos, sin, sw, sdl, pbar, ubar):
-                return self._sweep(p, lo, hi, spos, sdl, pbar, ubar)
-
-            return self.event_sweep(value, p, dp, du0, piece)
-        code = self._sweep(p, 0, int(plan.stats[0]) - 1, plan.save_pos, self._dl_du, dp, du0)
-        raise_sweep_failure(code, self.prob, p, self._fail, self._failure)
-        return value
-
-    def value_and_grad(self, loss, p, u0):
-        saved = self.forward(p, u0)
-        value = loss.value_and_grad(self.saveat, saved, self._dl_du)
-        dp = np.empty(p.size)
-        du0 = np.empty(u0.size)
-        return self.sweep_all(value, p, dp, du0), dp, du0
 
 
 class ContinuousMethod(_SweptAdjoint, _RK):
@@ -346,100 +216,6 @@ class CheckpointedMethod(ContinuousMethod):
             du0,
         )
         return value, dp, du0
-
-
-class ForwardMethod(_RK):
-    """:class:`ForwardSensitivity`: the state and its sensitivities ``du/dp``, ``du/du0``
-    integrated together (an augmented system of ``n (1 + len(p) + n)`` components)."""
-
-    event_loss = None  # an EventTimeLoss (with events: use_events)
-
-    def __init__(self, prob, loss, saveat, solver, *args):
-        super().__init__(prob, loss, saveat, solver, *args)
-        n = prob.u0.size
-        width = n * (1 + prob.p.size + n)
-        cap = self.plan.ts.size
-        self._aug = replace(
-            self.plan,
-            ts=np.empty(cap),
-            us=np.empty((cap, width)),
-            fs=np.empty((cap, width)),
-            stats=np.zeros(STATS_SIZE, dtype=np.int64),
-            kstore=np.zeros((0, solver.stages, width)),
-        )
-        self._pa = augmented_params(prob.f_address, prob.vjp_address, n, prob.p)
-        self._pos = np.zeros(self.saveat.size, dtype=np.int64)
-
-    def use_events(self, events, max_events, event_loss=None) -> None:
-        """Solve with state-dependent events; the sensitivities jump at each (see
-        ``adjoint/_forward.py``)."""
-        if event_loss is not None and not 0 <= event_loss.event < len(events):
-            raise ValueError(
-                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
-            )
-        self.event_loss = event_loss
-        if self.prob.mass_matrix is not None:
-            raise TypeError("gradients through events with a mass matrix are not supported yet")
-        if self.prob.kernel is not NO_NETWORK:
-            raise TypeError(
-                "forward sensitivities through events of a problem with a network are not "
-                "supported yet: use sensealg=DiscreteAdjoint()"
-            )
-        self.plan.events = EventPlan(events, self.prob, max_events)
-        y0 = augmented_u0(self.prob.u0, self.prob.p.size)
-        shape = SimpleNamespace(u0=y0, tspan=self.prob.tspan, p=self._pa)
-        self._aug.events = EventPlan([augmented_event(e) for e in events], shape, max_events)
-
-    def value_and_grad(self, loss, p, u0):
-        aug = self._aug
-        n, npar = u0.size, p.size
-        self._pa[:npar] = p
-        code = run_plan(aug, augmented_u0(u0, npar), self._pa, augmented_rhs.get().address)
-        check_run(aug, code, p)  # reproduces a user error from the state part of [u, S]
-        m = int(aug.stats[0])
-        if not find_save_positions(aug.ts, m, self.saveat, self._pos):
-            if aug.events is not None and any(e.terminal for e in aug.events.events):
-                from ._loss import UndefinedLoss
-
-                raise UndefinedLoss(
-                    f"a terminal event ended the solve at t = {float(aug.ts[m - 1])!r}, before "
-                    "save times the loss reads"
-                )
-            raise RuntimeError("a save time is not among the stored steps")
-        y = aug.us[self._pos]
-        if aug.events is not None and not np.all(np.isfinite(y[:, n:])):
-            raise ValueError(
-                "the sensitivities are not finite after an event: an event whose condition "
-                "crosses zero tangentially (its rate of change 0 there) has no time derivative"
-            )
-        value = loss.value_and_grad(self.saveat, y[:, :n], self._dl_du)
-        S = y[:, n:].reshape(-1, n, npar + n)
-        g = np.einsum("mi,mij->j", self._dl_du, S)
-        if self.event_loss is not None:
-            extra, dl_dtau = event_time_loss(aug, self.event_loss)
-            value += extra
-            tb = aug.events.table
-            mine = np.flatnonzero(dl_dtau != 0.0)
-            if mine.size:
-                event = self.plan.events.events[self.event_loss.event]  # the user's
-                rows = event_time_rows(event, tb.times[mine], tb.states[mine], self._pa, n)
-                if not np.all(np.isfinite(rows)):
-                    raise ValueError(
-                        f"events[{self.event_loss.event}] is tangential where it happens (its "
-                        "condition's rate of change 0): its time has no derivative"
-                    )
-                g += dl_dtau[mine] @ rows
-        return value, g[:npar].copy(), g[npar:].copy()
-
-    def value(self, loss, p, u0):
-        value = super().value(loss, p, u0)
-        if self.event_loss is not None:
-            value += event_time_loss(self.plan, self.event_loss)[0]
-        return value
-
-    def stats(self) -> dict:
-        s = self._aug.stats
-        return {"steps": int(s[2]), "rejected": int(s[3]), "f_calls": int(s[1])}
 
 
 class RosenbrockMethod(_SweptAdjoint, _Planned):
