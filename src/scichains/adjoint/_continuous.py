@@ -304,11 +304,12 @@ def adjoint_jacobian_at(vaddr, k, p, ts, us, fs, lo, hi, t, JJ, ui, e, row, pb):
 
 
 def adjoint_over_plan(
-    mode, plan, vaddr, p, rtol, atol, m, save_pos, dl_du, dp, du0, ws, K, stats, carry
+    mode, plan, vaddr, p, rtol, atol, m, save_pos, dl_du, dp, du0, ws, K, stats, carry, lo=0
 ):
-    """:func:`continuous_adjoint` over the ``m`` stored entries of ``plan`` (its tableau,
-    controller and step buffers); raises :class:`ODESolveError` if it runs out of steps or a
-    user function raised (chained to that exception)."""
+    """:func:`continuous_adjoint` over the ``m`` stored entries of ``plan`` from entry ``lo``
+    on (its tableau, controller and step buffers; ``save_pos`` relative to ``lo``); raises
+    :class:`ODESolveError` if it runs out of steps or a user function raised (chained to that
+    exception)."""
     prob = plan.prob
     n = prob.u0.size
     fail = np.zeros(1 + 2 * n)
@@ -322,9 +323,9 @@ def adjoint_over_plan(
         rtol,
         atol,
         plan.max_steps,
-        plan.ts,
-        plan.us,
-        plan.fs,
+        plan.ts[lo:],
+        plan.us[lo:],
+        plan.fs[lo:],
         m,
         save_pos,
         dl_du,

@@ -10,8 +10,6 @@ sensitivities' method in ``_forward.py``.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from ..ode._dae import consistent_state, start_vjp
@@ -141,20 +139,9 @@ class ContinuousMethod(_SweptAdjoint, _RK):
     def _sweep(self, p, lo, hi, save_pos, dl_du, pbar, ubar):
         """The adjoint over the stored entries ``lo..hi`` (save positions relative to lo);
         a failure raises here (``adjoint_over_plan``), so it returns SUCCESS."""
-        plan = self.plan
-        sub = plan
-        if lo > 0:  # what adjoint_over_plan reads of a plan, from entry lo on
-            sub = SimpleNamespace(
-                prob=plan.prob,
-                tableau=plan.tableau,
-                max_steps=plan.max_steps,
-                ts=plan.ts[lo:],
-                us=plan.us[lo:],
-                fs=plan.fs[lo:],
-            )
         adjoint_over_plan(
             self.sensealg.mode,
-            sub,
+            self.plan,
             self.prob.vjp_address,
             p,
             self._artol,
@@ -168,6 +155,7 @@ class ContinuousMethod(_SweptAdjoint, _RK):
             self._K,
             self.adjoint_stats,
             False,
+            lo,
         )
         return 0
 

@@ -308,10 +308,10 @@ def valgrad_batch(
 ):
     """Mean loss over ``samples[start:start+count]`` and its gradient.
 
-    ``body``: :func:`valgrad_body` of the arrays. ``XYt``: the same batch pre-tiled by
-    :func:`pretile` (each tile's input rows, then its target rows, as they sit in the work
-    buffer), copied instead of gathered; shape ``(0, 0)`` to gather (a squared or absolute
-    loss only). ``noabort``: an empty ``int64`` array (see :func:`valgrad_thread`).
+    ``body``: :func:`valgrad_body` of the arrays. ``XYt``: shape ``(0, 0)`` (the samples are
+    gathered; pre-tiled data, :func:`pretile`, is the training steps' layout, one run of tiles,
+    which the threads' shares here do not follow). ``noabort``: an empty ``int64`` array
+    (see :func:`valgrad_thread`).
 
     Writes dL/dp into ``grad`` (after a fixed-order reduction of one buffer per thread, so a
     given thread count gives bit-identical results) and, when ``want_gx``, dL/dX into the rows
@@ -321,9 +321,8 @@ def valgrad_batch(
     for t in prange(nthreads):
         lo = start + (count * t) // nthreads
         hi = start + (count * (t + 1)) // nthreads
-        tix = _first_tile(start, count, nthreads, T, t)
         lbuf[t] = call_native(
-            body, lo, hi, tix, t, spec, fspec, meta, loss_kind, p, X, Y, labels, samples,
+            body, lo, hi, 0, t, spec, fspec, meta, loss_kind, p, X, Y, labels, samples,
             count, T, work, gbuf, gX, want_gx, train, seed, step, XYt, noabort, 0, 0,
         )  # fmt: skip
     for j in range(P):
@@ -339,38 +338,25 @@ def valgrad_batch(
 
 
 @kernel
-def _first_tile(start, count, nthreads, T, t):
-    """Index of thread ``t``'s first tile when the threads' shares are tiled in turn."""
-    k = 0
-    for u in range(t):
-        lo = start + (count * u) // nthreads
-        hi = start + (count * (u + 1)) // nthreads
-        k += (hi - lo + T - 1) // T
-    return k
-
-
-@kernel
-def pretile(X, Y, samples, start, count, nthreads, T, F, K, XYt):
-    """Lay out the batch ``samples[start:start+count]`` as :func:`valgrad_batch` tiles it:
-    ``XYt[k]`` holds tile ``k``'s ``F`` input rows then its ``K`` target rows (length ``T``
-    each; columns past the tile's width are zero)."""
+def pretile(X, Y, samples, start, count, T, F, K, XYt):
+    """Lay out the batch ``samples[start:start+count]`` as the training steps tile it (one run
+    of tiles of ``T``, which the chunks of ``nn/_chunked.py`` cut): ``XYt[k]`` holds tile
+    ``k``'s ``F`` input rows then its ``K`` target rows (length ``T`` each; columns past the
+    tile's width are zero)."""
     for j in range(XYt.shape[0]):
         for i in range(XYt.shape[1]):
             XYt[j, i] = 0
-    for t in range(nthreads):
-        lo = start + (count * t) // nthreads
-        hi = start + (count * (t + 1)) // nthreads
-        tix = _first_tile(start, count, nthreads, T, t)
-        for c0 in range(lo, hi, T):
-            m = min(T, hi - c0)
-            gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
-            gather_tile(Y, XYt[tix], F, K, T, m, samples, c0)
-            tix += 1
+    tix = 0
+    for c0 in range(start, start + count, T):
+        m = min(T, start + count - c0)
+        gather_tile(X, XYt[tix], 0, F, T, m, samples, c0)
+        gather_tile(Y, XYt[tix], F, K, T, m, samples, c0)
+        tix += 1
 
 
-def pretiled_count(count, nthreads, T):
+def pretiled_count(count, T):
     """Number of tiles :func:`pretile` makes."""
-    return int(_first_tile(0, count, nthreads, T, nthreads))
+    return -(-int(count) // int(T))
 
 
 @kernel

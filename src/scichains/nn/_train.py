@@ -142,7 +142,7 @@ class _Trainer:
         if pretile and self.batch == self.N and regression and self.Y.shape == (self.N, nk):
             # full batch, regression targets: lay the data out as the tiles read it, once,
             # instead of gathering (transposing) every sample at every step
-            nt = _batch.pretiled_count(self.N, 1, self.tile)
+            nt = _batch.pretiled_count(self.N, self.tile)
             if nt * (nf + nk) * self.tile <= 2**24:  # at most 16M numbers (64 MB in float32)
                 # kept in the store with the work buffers (in huge pages: see _memory), filled
                 # anew by every call
@@ -157,7 +157,6 @@ class _Trainer:
                     self.samples,
                     0,
                     self.N,
-                    1,  # one run of tiles: the chunks' layout
                     self.tile,
                     nf,
                     nk,
