@@ -3,6 +3,7 @@ du/d(p, u0) at each event) and by the continuous adjoints (the adjoint's jump be
 integrated backward), against the closed form, central differences and the discrete
 adjoint."""
 
+import numba
 import numpy as np
 import pytest
 from ode._ball import bounce, falling, ground
@@ -13,6 +14,7 @@ from adjoint.test_events import (
     assert_ball_gradient,
     assert_landing_time_gradient,
     ball_after_eleven_landings,
+    fragile_affect,
     harvest,
     prey_high,
 )
@@ -154,3 +156,29 @@ def test_forward_sensitivities_of_landing_times_and_states_against_differences()
     assert value == pytest.approx(v2, rel=1e-9)
     np.testing.assert_allclose(dp, dp2, rtol=1e-7)
     np.testing.assert_allclose(du0, du02, rtol=1e-7)
+
+
+@numba.njit
+def fragile_condition(u, t, p):
+    if t > 3.0:
+        raise ValueError("no condition after t = 3")
+    return u[0] - p[4]
+
+
+@pytest.mark.parametrize("sensealg", SENSEALGS, ids=lambda s: type(s).__name__)
+def test_an_error_in_an_event_function_reaches_the_user(sensealg):
+    """The user's exception, named with its event, for every method (forward sensitivities
+    wrap the user's functions: the error is reproduced with the user's own, at the state's
+    first n entries; it crashed the process before)."""
+    prob = _harvest_problem()
+    for event, what in (
+        (ode.Event(prey_high, fragile_affect, direction=1), "affect of events"),
+        (ode.Event(fragile_condition), "condition of events"),
+    ):
+        obj = adjoint.Objective(
+            prob, adjoint.SquaredError(np.ones((2, 2))), [5.0, 10.0], sensealg=sensealg,
+            events=event,
+        )  # fmt: skip
+        with pytest.raises(ode.ODESolveError, match=what) as info:
+            obj.value_and_grad()
+        assert isinstance(info.value.__cause__, ValueError)

@@ -285,6 +285,9 @@ class ForwardMethod(_RK):
         y0 = augmented_u0(self.prob.u0, self.prob.p.size)
         shape = SimpleNamespace(u0=y0, tspan=self.prob.tspan, p=self._pa)
         self._aug.events = EventPlan([augmented_event(e) for e in events], shape, max_events)
+        # a condition or an affect that raises is reported as the user's own (the augmented
+        # ones read a layout of p the user's p does not have)
+        self._aug.events.wrapped = (events, self.prob.u0.size)
 
     def value_and_grad(self, loss, p, u0):
         aug = self._aug

@@ -280,6 +280,10 @@ class EventPlan:
         self._cond, self._act, self._direction, self._terminal, self._has_affect = _adapters(events)
         self.n = n
         self.table = self.new_table()
+        self.wrapped = None
+        """``(events, n)`` when these events wrap ``events`` of the user on the first ``n``
+        entries of a larger state (forward sensitivities): a failure is reproduced by
+        calling those, at the state's first ``n`` entries and the user's ``p``."""
 
     def new_table(self) -> EventTable:
         """A table for one solve (or one block of an ensemble's solves): the events' compiled
@@ -343,18 +347,19 @@ class EventPlan:
         kind = int(self.table.state[1])
         if kind == 0:
             return None
-        n = self.table.states.shape[1]
+        events, n = self.wrapped or (self.events, self.table.states.shape[1])
         t, u = float(fail[0]), np.array(fail[1 : 1 + n])
         if kind == 1:
-            return self.call_again("condition", t, u, p)
-        return self.call_again("affect", t, u, p, self.table.g[4] != 0.0)
+            return self.call_again("condition", t, u, p, events=events)
+        return self.call_again("affect", t, u, p, self.table.g[4] != 0.0, events)
 
-    def call_again(self, what, t, u, p, fired=None):
+    def call_again(self, what, t, u, p, fired=None, events=None):
         """``(message, exception)`` from calling the events' ``what`` (``"condition"`` or
         ``"affect"``; only those ``fired``, when given) from Python at ``(t, u, p)``: the one
-        that raised in compiled code raises here too (exception None if none does)."""
+        that raised in compiled code raises here too (exception None if none does).
+        ``events``: the events to call (default: this plan's)."""
         p = np.ascontiguousarray(p, dtype=np.float64)
-        for i, e in enumerate(self.events):
+        for i, e in enumerate(self.events if events is None else events):
             fn = e.condition if what == "condition" else e.affect
             if fn is None or (fired is not None and not fired[i]):
                 continue
