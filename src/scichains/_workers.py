@@ -158,7 +158,7 @@ def keep_on(cpus) -> None:
         pass
 
 
-def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
+def run_shared(fn, workers: int, args: tuple, shared_cpu=None, per_slot=None):
     """Run ``fn(0, *args)`` on this thread and ``fn(w, *args)`` on helper ``w`` for ``w`` in
     ``1..workers-1``; return what this thread's call returns.
 
@@ -166,7 +166,9 @@ def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
     computation even if no helper ever runs (helpers only speed it up). An exception raised
     in a helper's call before this thread's call returns is raised here. ``shared_cpu``: an
     optional one-element ``int64`` array, set to 1 when the threads may share a CPU (this
-    call is not pinned) and 0 otherwise, before any thread starts."""
+    call is not pinned) and 0 otherwise, before any thread starts. ``per_slot``: optional
+    tuples of arguments of each worker's own (its buffers), appended to ``args`` in worker
+    ``w``'s call: ``fn(w, *args, *per_slot[w])``."""
     errors: list = []
     helpers = [_helper(w) for w in range(1, workers)]
     with placed(workers) as (cpus, apart):
@@ -175,8 +177,9 @@ def run_shared(fn, workers: int, args: tuple, shared_cpu=None):
         for h in helpers:
             with _LOCK:
                 h.pending += 1
-            h.jobs.put((fn, args, errors, cpus))
-        result = fn(0, *args)
+            mine = args if per_slot is None else args + tuple(per_slot[h.slot])
+            h.jobs.put((fn, mine, errors, cpus))
+        result = fn(0, *(args if per_slot is None else args + tuple(per_slot[0])))
     if errors:
         raise errors[0]
     return result

@@ -24,6 +24,7 @@ from ..adjoint._multi import (
     run_trajectories,
 )
 from ._lockstep import lockstep_problem
+from ._lockstep_driver import lockstep_value_and_grad, sum_blocks
 
 
 def blockable(node, specs) -> bool:
@@ -69,6 +70,7 @@ class LockstepTrajectories:
             self._weights[i, at] = o.loss.weights
         self._tspan = (float(node.tspan[0]), float(self.saveat[-1]))
         self._blocks = WorkerSets(dict)  # per thread: {block size: (objective, loss)}
+        self._runners: dict = {}  # block size: its BlockRunner (the compiled driver)
 
     def _pair(self, cache: dict, k: int):
         pair = cache.get(k)
@@ -100,6 +102,13 @@ class LockstepTrajectories:
         blocks = [order[j : j + size] for j in range(0, order.size, size)]
         p, _ = self._multi._base._args(p, None)  # checked once, with a clear message
         T, n = self.saveat.size, self.n
+        k = resolve_trajectory_threads(threads)
+        done = lockstep_value_and_grad(
+            self._blocks.claim, self._pair, self._runners, p, u0, self._data, self._weights,
+            order, size, k,
+        )  # fmt: skip
+        if done is not None:
+            return done
 
         def run(cache, j):
             b = blocks[j]
@@ -109,14 +118,10 @@ class LockstepTrajectories:
             value, dp, du0 = obj.value_and_grad(p, u0[b].ravel())
             return value, dp, du0.reshape(b.size, n)
 
-        k = min(resolve_trajectory_threads(threads), len(blocks))
+        k = min(k, len(blocks))
         with self._blocks.claim(k) as caches:
             results = run_trajectories(caches, len(blocks), run)
-        loss, dp = results[0][0], results[0][1].copy()
-        for r in results[1:]:  # in block order: the same bits for any thread count
-            loss += r[0]
-            dp += r[1]
-        return loss, dp, np.concatenate([r[2] for r in results])
+        return sum_blocks(results)
 
     def value(self, p=None, u0=None, threads: int | None = None, batch=None) -> float:
         """The loss, summed over the trajectories (of ``batch``) in block order."""

@@ -36,6 +36,7 @@ from ..ode.explicit._tableaus import SOLVERS, ExplicitRK, Tsit5
 from ..ode.stiff._esdirk import ESDIRK
 from ..ode.stiff._rosenbrock import Rosenbrock
 from ._lockstep import NO_LOCKSTEP, lockstep_problem
+from ._lockstep_driver import lockstep_value_and_grad, sum_blocks
 from ._lockstep_lists import LockstepTrajectories, blockable
 
 
@@ -330,6 +331,7 @@ class NeuralODE:
         self._last = threading.local()  # .du0: dL/du0 of the thread's latest loss_and_grad
         self._batch = WorkerSets(self._objective)  # (objective, loss) pairs, one per thread
         self._blocks = WorkerSets(dict)  # per thread: {block size: lockstep (objective, loss)}
+        self._runners: dict = {}  # block size: its BlockRunner (the compiled driver)
 
     def _objective(self):
         """A new ``(Objective, SquaredError)`` pair with buffers and network scratch of its
@@ -657,21 +659,23 @@ class NeuralODE:
         idx = None if batch is None else check_batch(batch, u0.shape[0])
         size = self.lockstep_size(u0.shape[0] if idx is None else len(idx))
         if size is not None:
-
-            def block(obj, sq, p, b):
-                sq.data[...] = data[b].transpose(1, 0, 2).reshape(sq.data.shape)
-                value, dp, du0 = obj.value_and_grad(p, u0[b].ravel())
-                return value, dp, du0.reshape(b.size, self.n)
-
             order = np.arange(u0.shape[0]) if idx is None else np.asarray(idx)
-            results = self._run_blocks(u0, p, threads, block, order, size)
-            loss, dp = results[0][0], results[0][1].copy()
-            for r in results[1:]:  # in block order: the same bits for any thread count
-                loss += r[0]
-                dp += r[1]
-            du0 = np.concatenate([r[2] for r in results])
-            self._last.du0 = du0
-            return loss, dp
+            k = resolve_trajectory_threads(threads)
+            q, _ = self._obj._args(p, None)  # checked once (reads the problem only)
+            claim, pair = self._blocks.claim, self._block_pair
+            done = lockstep_value_and_grad(
+                claim, pair, self._runners, q, u0, data, None, order, size, k
+            )
+            if done is None:  # not on the compiled driver (a stiff method): a call per block
+
+                def block(obj, sq, p, b):
+                    sq.data[...] = data[b].transpose(1, 0, 2).reshape(sq.data.shape)
+                    value, dp, du0 = obj.value_and_grad(p, u0[b].ravel())
+                    return value, dp, du0.reshape(b.size, self.n)
+
+                done = sum_blocks(self._run_blocks(u0, p, threads, block, order, size))
+            self._last.du0 = done[2]
+            return done[0], done[1]
 
         def one(obj, sq, p, i):
             sq.data[...] = data[i]

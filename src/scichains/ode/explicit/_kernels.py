@@ -335,12 +335,12 @@ def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
     ``b_i(theta)`` and ``out[i] = us[j-1] + h sum_st W[i, st] kstore[j, st]``. Both are ordered
     in the direction of integration. Returns False if a save time lies beyond ``ts[m-1]``.
     ``pos``, ``inner`` and ``W`` may have length 0: only ``out`` is wanted (``solve``).
+    Allocates nothing.
     """
     s = P.shape[0]
     deg = P.shape[1]
     n = us.shape[1]
     keep = W.shape[0] > 0
-    w = np.empty(s)
     direction = 1.0 if ts[m - 1] >= ts[0] else -1.0
     j = 0
     for i in range(saveat.shape[0]):
@@ -362,21 +362,21 @@ def interpolate_saves(ts, us, kstore, m, P, saveat, out, pos, inner, W):
             continue
         h = ts[j] - ts[j - 1]
         th = (t - ts[j - 1]) / h
-        for st in range(s):
+        for c in range(n):
+            out[i, c] = 0.0
+        for st in range(s):  # out[i] = sum_st b_st(th) k_st, accumulated stage by stage
             acc = 0.0
             tp = 1.0
             for d in range(deg):
                 tp *= th
                 acc += P[st, d] * tp
-            w[st] = acc
+            if keep:
+                W[i, st] = acc
+            for c in range(n):
+                out[i, c] += acc * kstore[j, st, c]
         for c in range(n):
-            acc = 0.0
-            for st in range(s):
-                acc += w[st] * kstore[j, st, c]
-            out[i, c] = us[j - 1, c] + h * acc
+            out[i, c] = us[j - 1, c] + h * out[i, c]
         if keep:
-            for st in range(s):
-                W[i, st] = w[st]
             pos[i] = j
             inner[i] = True
     return True
