@@ -4,7 +4,8 @@ Three workloads on two threads: the matrix-exponential training step (``benchmar
 10,000 samples, full batch, Adam, float32) and a LeNet5 training step (256 random 28x28
 images, float32), both on the calling thread and a helper taking chunks of each step
 (``nn/_chunked.py``), and one loss + gradient of the spiral neural ODE over 64 trajectories
-(``NeuralODE`` defaults: lockstep blocks on Python threads). Each is timed in
+(``NeuralODE`` defaults: lockstep blocks on the compiled driver, the caller and a helper
+thread taking blocks). Each is timed in
 rounds that alternate three conditions: idle; beside a **steady** neighbour (a process spinning
 on the last CPU without pause); beside a **bursty** one (spinning ``--burst-ms`` then sleeping
 as long, like a browser or an editor). Each round is the median of ``--calls`` calls; the
