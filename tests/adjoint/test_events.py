@@ -154,12 +154,14 @@ def test_an_event_without_an_affect_leaves_the_gradient_unchanged():
 
 def test_what_events_gradients_refuse():
     prob = _harvest_problem()
+    massed = ode.ODEProblem(lotka, prob.u0, prob.tspan, prob.p, mass_matrix=np.eye(2))
     saveat = [1.0, 2.0]
     loss = adjoint.SquaredError(np.ones((2, 2)))
-    with pytest.raises(TypeError, match="discrete adjoint"):
-        adjoint.Objective(
-            prob, loss, saveat, solver=ode.CVODE_BDF(), events=ode.Event(prey_high, harvest)
-        )
+    for solver in (ode.Rodas5P(), ode.CVODE_BDF()):
+        with pytest.raises(TypeError, match="mass matrix"):
+            adjoint.Objective(
+                massed, loss, saveat, solver=solver, events=ode.Event(prey_high, harvest)
+            )
 
 
 @numba.njit

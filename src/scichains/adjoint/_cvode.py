@@ -14,8 +14,15 @@ from ..ode._solution import FailedSolve, ReturnCode, raise_failure, user_error_f
 from ._continuous import adjoint_jacobian_at, adjoint_rhs_at
 
 
-def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_steps):
-    """``(dL/dp, dL/du0)`` by CVODE on the adjoint system over the stored forward steps."""
+def cvode_adjoint(
+    prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_steps, cuts=None, jump=None
+):
+    """``(dL/dp, dL/du0)`` by CVODE on the adjoint system over the stored forward steps.
+
+    ``cuts``: state-dependent events to pass back through, ``{R: (L, i, dL/dtau)}`` with
+    ``L``/``R`` the stored entries just before and after event ``i``'s affect (``L == R``
+    for an event that changed no state); there the adjoint jumps by ``jump(i, L, R,
+    lambda+, dL/dtau) -> (lambda-, the event's part of dL/dp)``."""
     from sksundae.cvode import CVODE
 
     n = us.shape[1]
@@ -63,17 +70,31 @@ def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_ste
     m = ts.size
     sp = save_pos.size - 1
     hi = m - 1
+    cuts = {} if cuts is None else dict(cuts)
     while True:
         while sp >= 0 and save_pos[sp] == hi:
             y[:n] += dl_du[sp]
             sp -= 1
+        if hi in cuts:  # an event: the adjoint's jump (and the event's part of dL/dp)
+            L, i, dl_dtau = cuts.pop(hi)
+            lam, dp_event = jump(i, L, hi, y[:n].copy(), dl_dtau)
+            y[:n] = lam
+            y[n:] += dp_event
+            if L != hi:
+                hi = L
+                continue
         if hi == 0:
             break
         if ts[hi - 1] == ts[hi]:
             hi -= 1  # a dose: lam is continuous
             continue
         lo = hi - 1
-        while lo > 0 and not (sp >= 0 and save_pos[sp] == lo) and ts[lo - 1] != ts[lo]:
+        while (
+            lo > 0
+            and not (sp >= 0 and save_pos[sp] == lo)
+            and ts[lo - 1] != ts[lo]
+            and lo not in cuts
+        ):
             lo -= 1
         seg[0], seg[1] = lo, hi
         # start with the forward solve's last step there (CVODE's own guess can be tiny)
@@ -98,3 +119,41 @@ def cvode_adjoint(prob, solver, ts, us, fs, save_pos, dl_du, rtol, atol, max_ste
         y = np.array(res.y, dtype=np.float64)
         hi = lo
     return y[n:].copy(), y[:n].copy()
+
+
+def event_records(found) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, which)`` of the events a CVODE solve recorded (``CVODEEvents``), in the order
+    they happened (events at one time in list order)."""
+    rec = sorted(((t, i) for i, times in enumerate(found.times) for t in times), key=lambda r: r[0])
+    times = np.array([r[0] for r in rec], dtype=np.float64)
+    return times, np.array([r[1] for r in rec], dtype=np.int64)
+
+
+def event_cuts(ts, times, which, has_affect, dl_dtau) -> dict:
+    """Where the CVODE adjoint jumps (:func:`cvode_adjoint`'s ``cuts``): for each recorded
+    event that moves the loss (an affect, or its time in the loss), ``R: (L, i, dL/dtau)``
+    with ``L`` the stored entry of its left limit and ``R`` of its right limit (``L`` when
+    nothing was stored after it). Refuses simultaneous events, as the other methods do."""
+    cuts = {}
+    start = 0
+    m = ts.size
+    for r in range(times.size):
+        i, t = int(which[r]), float(times[r])
+        c = 0.0 if dl_dtau is None else float(dl_dtau[r])
+        if not has_affect[i] and c == 0.0:
+            continue
+        if np.count_nonzero(times == t) > 1:
+            raise ValueError(
+                f"events at t = {t!r} happen together (events "
+                f"{sorted(int(j) for j in which[times == t])}); the gradient through simultaneous "
+                "events is not defined"
+            )
+        L = start
+        while L < m and ts[L] != t:
+            L += 1
+        if L == m:
+            raise RuntimeError(f"events[{i}] at t = {t!r} is not among the stored steps")
+        R = L + 1 if L + 1 < m and ts[L + 1] == t else L
+        cuts[R] = (L, i, c)
+        start = R
+    return cuts

@@ -234,11 +234,29 @@ def event_time_loss(plan, event_loss):
     :class:`~scichains.adjoint.EventTimeLoss`) after a solve of ``plan``."""
     tb = plan.events.table
     count = int(tb.state[0])
-    mine = np.flatnonzero(tb.which[:count] == event_loss.event)
-    value, grad = event_loss.value_and_grad(tb.times[:count][mine])
-    dl_dtau = np.zeros(count)
+    return records_time_loss(tb.times[:count], tb.which[:count], event_loss)
+
+
+def records_time_loss(times, which, event_loss):
+    """``(value, dL/dtau per record)`` of ``event_loss`` on the recorded events ``times``
+    (in the order they happened) of events ``which``."""
+    mine = np.flatnonzero(which == event_loss.event)
+    value, grad = event_loss.value_and_grad(times[mine])
+    dl_dtau = np.zeros(times.size)
     dl_dtau[mine[: grad.size]] = grad
     return value, dl_dtau
+
+
+def cut_off(ended: float):
+    """Raise :class:`~scichains.adjoint.UndefinedLoss`: a terminal event ended the solve at
+    ``ended``, before save times the loss reads."""
+    from ._loss import UndefinedLoss
+
+    raise UndefinedLoss(
+        f"a terminal event ended the solve at t = {ended!r}, before save times the loss reads "
+        "(a terminal event's loss reads the solution up to the event: save times before it, "
+        "or an EventTimeLoss)"
+    )
 
 
 def sweep_through_events(method, p, dp, du0, dl_dtau, run_piece):
@@ -311,14 +329,17 @@ class EventGradients:
     def use_events(self, events, max_events, event_loss=None) -> None:
         """Solve with state-dependent events and differentiate through them; ``event_loss``:
         an :class:`~scichains.adjoint.EventTimeLoss` added to the loss."""
+        self._check_event_loss(events, event_loss)
+        self.plan.events = EventPlan(events, self.prob, max_events)
+        self.event_loss = event_loss
+
+    def _check_event_loss(self, events, event_loss) -> None:
         if event_loss is not None and not 0 <= event_loss.event < len(events):
             raise ValueError(
                 f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
             )
         if self.prob.mass_matrix is not None:
             raise TypeError("gradients through events with a mass matrix are not supported yet")
-        self.plan.events = EventPlan(events, self.prob, max_events)
-        self.event_loss = event_loss
 
     def value(self, loss, p, u0):
         value = super().value(loss, p, u0)

@@ -86,10 +86,10 @@ class Objective:
     solver, rtol, atol, max_steps, tstops, jumps, dtmin : as in :func:`scichains.ode.solve`
     events, max_events : state-dependent events (:class:`scichains.ode.Event`), as in
         :func:`scichains.ode.solve`; the gradient passes through them (the event-time
-        correction: the events' times move with ``p`` and ``u0``). For now with the discrete
+        correction: the events' times move with ``p`` and ``u0``). With the discrete
         adjoint of the explicit Runge-Kutta and Rosenbrock methods, the continuous adjoints
-        of the explicit and stiff methods (CVODE's aside) and ``ForwardSensitivity()`` (the
-        latter without a network in the problem), without a mass matrix. A terminal
+        of the explicit, stiff and CVODE methods and ``ForwardSensitivity()`` (the latter
+        without a network in the problem), without a mass matrix. A terminal
         event ends the solve: the loss reads save times before it (a save time it cuts off
         raises :class:`UndefinedLoss`) and the event's time (``event_loss``), whose
         derivative starts the adjoint there.
@@ -183,9 +183,9 @@ class Objective:
                     "gradients through events are computed by the discrete adjoint with an "
                     "explicit Runge-Kutta or a Rosenbrock method (e.g. solver=Tsit5() or "
                     "Rodas5P(), sensealg=DiscreteAdjoint()), by the continuous adjoints of the "
-                    "explicit and stiff methods (InterpolatingAdjoint(), ...) and by "
-                    "ForwardSensitivity() with an explicit method, not yet through CVODE's "
-                    f"adjoint; got {solver.name} with {sensealg!r}"
+                    "explicit, stiff and CVODE methods (InterpolatingAdjoint(), ...) and by "
+                    "ForwardSensitivity() with an explicit method, not by "
+                    f"{solver.name} with {sensealg!r}"
                 )
             self.method.use_events(events, max_events, event_loss)
         self.saveat = self.method.saveat

@@ -10,7 +10,7 @@ import numpy as np
 from ..ode._family import family_of
 from ..ode._plan import check_run, plan_solve, run_plan
 from ..ode._solution import raise_sweep_failure
-from ._events import EventGradients
+from ._events import EventGradients, cut_off
 
 
 class SensitivityMethod:
@@ -49,14 +49,7 @@ class _Planned(SensitivityMethod):
         check_run(plan, run_plan(plan, u0, p), p)
         if not plan.locate_saves():
             if plan.events is not None and any(e.terminal for e in plan.events.events):
-                from ._loss import UndefinedLoss
-
-                ended = float(plan.ts[int(plan.stats[0]) - 1])
-                raise UndefinedLoss(
-                    f"a terminal event ended the solve at t = {ended!r}, before save times the "
-                    "loss reads (a terminal event's loss reads the solution up to the event: "
-                    "save times before it, or an EventTimeLoss)"
-                )
+                cut_off(float(plan.ts[int(plan.stats[0]) - 1]))
             raise RuntimeError("a save time is not among the stored steps")
         return plan.save_u
 

@@ -13,18 +13,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..ode._dae import consistent_state, start_vjp
+from ..ode._events import EventPlan
 from ..ode._family import FAMILIES, family_of
 from ..ode._plan import plan_solve, stop_tables
 from ..ode._problem import ODEProblem
 from ..ode._solution import FailedSolve, raise_failure, raise_sweep_failure
 from ..ode._steppers import rosenbrock_tableau
-from ..ode.cvode._sundials import solve_cvode
+from ..ode.cvode._sundials import CVODEEvents, solve_cvode
 from ..ode.stiff._rosenbrock import Rodas5P
 from ._checkpoint import Checkpoints
 from ._continuous import adjoint_over_plan
-from ._cvode import cvode_adjoint
+from ._cvode import cvode_adjoint, event_cuts, event_records
 from ._discrete import discrete_adjoint, find_save_positions
-from ._events import EventGradients, rows
+from ._events import EventGradients, cut_off, event_jump, records_time_loss, rows
 from ._forward import ForwardMethod
 from ._method_base import _RK, SensitivityMethod, _Planned, _SweptAdjoint
 from ._sensealg import (
@@ -389,9 +390,13 @@ class RosenbrockDiscreteMethod(_SweptAdjoint, _Planned):
         }
 
 
-class CVODEMethod(SensitivityMethod):
+class CVODEMethod(EventGradients, SensitivityMethod):
     """CVODE forward (every step stored) and its :class:`InterpolatingAdjoint`, the adjoint
-    integrated by CVODE too."""
+    integrated by CVODE too; with events (CVODE's root finding), backward in pieces between
+    them with the discrete adjoint's jump at each (``adjoint/_events.py``)."""
+
+    _events = None  # the EventPlan of use_events
+    _found = None  # the CVODEEvents of the last solve
 
     def __init__(
         self, prob, loss, saveat, solver, sensealg, rtol, atol, max_steps, tstops, jumps, dtmin
@@ -416,24 +421,57 @@ class CVODEMethod(SensitivityMethod):
         self._aatol = self._cv[1] if sensealg.atol is None else float(sensealg.atol)
         self._steps = 0
 
+    def use_events(self, events, max_events, event_loss=None) -> None:
+        self._check_event_loss(events, event_loss)
+        self._events = EventPlan(events, self.prob, max_events)
+        self.event_loss = event_loss
+
     def _solve(self, p, u0):
         rtol, atol, max_steps, dtmin = self._cv
+        found = None if self._events is None else CVODEEvents(self._events, self.prob, p)
         code, ts, us, fs, _, message, exc = solve_cvode(
-            self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p
-        )
+            self.prob, self.solver, *self._tables, rtol, atol, None, max_steps, dtmin, u0, p,
+            events=found,
+        )  # fmt: skip
         if code != 0:
             raise_failure(FailedSolve(code, ts[-1], message=message, exception=exc))
+        self._found = found
         if not find_save_positions(ts, ts.size, self.saveat, self._pos):
+            if found is not None and any(e.terminal for e in found.events):
+                cut_off(float(ts[-1]))
             raise RuntimeError("a save time is not among the stored steps")
         self._steps = ts.size
         return ts, us, fs
 
+    def _event_time_loss(self):
+        """``(value, dL/dtau per recorded event)`` of the event-time loss (zeros without)."""
+        times, which = event_records(self._found)
+        if self.event_loss is None:
+            return 0.0, None, times, which
+        value, dl_dtau = records_time_loss(times, which, self.event_loss)
+        return value, dl_dtau, times, which
+
     def forward(self, p, u0):
         return self._solve(p, u0)[1][self._pos]
+
+    def value(self, loss, p, u0):
+        value = loss.value_and_grad(self.saveat, self.forward(p, u0), self._dl_du)
+        return value if self._found is None else value + self._event_time_loss()[0]
 
     def value_and_grad(self, loss, p, u0):
         ts, us, fs = self._solve(p, u0)
         value = loss.value_and_grad(self.saveat, us[self._pos], self._dl_du)
+        cuts = jump = None
+        if self._found is not None:
+            extra, dl_dtau, times, which = self._event_time_loss()
+            value += extra
+            events = self._found.events
+            has_affect = [e.affect is not None for e in events]
+            cuts = event_cuts(ts, times, which, has_affect, dl_dtau)
+
+            def jump(i, L, R, lam_plus, dl_dt):
+                return event_jump(events[i], i, ts[L], us[L], fs[L], fs[R], p, lam_plus, dl_dt)
+
         saved_p = self.prob.p
         try:
             self.prob.p = p
@@ -448,6 +486,8 @@ class CVODEMethod(SensitivityMethod):
                 self._artol,
                 self._aatol,
                 self._cv[2],
+                cuts,
+                jump,
             )
         finally:
             self.prob.p = saved_p
