@@ -211,8 +211,8 @@ class NeuralODE:
     are identical bit for bit for any thread count. With the explicit methods and the
     discrete adjoint (the defaults) :meth:`loss_and_grad` runs all blocks as one compiled
     computation, with no Python per block (``models/_lockstep_driver.py``). One trajectory
-    (``u0`` of shape ``(n,)``) is a block of one: solved alone. Trajectory lists (times of their own) step together
-    with ``"auto"`` when they can (:meth:`objective`: saved at the union of their times,
+    (``u0`` of shape ``(n,)``) is a block of one: solved alone. Trajectory lists (times of
+    their own) step together with ``"auto"`` when they can (:meth:`objective`: saved at the union of their times,
     each trajectory's data weighted at its own) and are solved one by one otherwise;
     :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with ``lockstep=k``
     (``ValueError``). ``"auto"``
