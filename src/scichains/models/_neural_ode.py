@@ -212,11 +212,10 @@ class NeuralODE:
     discrete adjoint (the defaults) :meth:`loss_and_grad` runs all blocks as one compiled
     computation, with no Python per block (``models/_lockstep_driver.py``). One trajectory
     (``u0`` of shape ``(n,)``) is a block of one: solved alone. Trajectory lists (times of
-    their own) step together with ``"auto"`` when they can (:meth:`objective`: saved at the union of their times,
-    each trajectory's data weighted at its own) and are solved one by one otherwise;
-    :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with ``lockstep=k``
-    (``ValueError``). ``"auto"``
-    picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`),
+    their own) step together with ``"auto"`` when they can (:meth:`objective`: saved at the
+    union of their times, each trajectory's data weighted at its own) and are solved one by
+    one otherwise; :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with
+    ``lockstep=k`` (``ValueError``). ``"auto"`` picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`),
     never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
     2.2x faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x
     and 2.4x (``benchmarks/neural_ode.py``, AMD EPYC Zen 2, 2026-12-05). ``lockstep=None``
