@@ -215,8 +215,8 @@ class NeuralODE:
     their own) step together with ``"auto"`` when they can (:meth:`objective`: saved at the
     union of their times, each trajectory's data weighted at its own) and are solved one by
     one otherwise; :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with
-    ``lockstep=k`` (``ValueError``). ``"auto"`` picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`),
-    never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
+    ``lockstep=k`` (``ValueError``). ``"auto"`` picks ``k`` from the batch size, the solver
+    family and ``n`` (:meth:`lockstep_size`), never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
     2.2x faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x
     and 2.4x (``benchmarks/neural_ode.py``, AMD EPYC Zen 2, 2026-12-05). ``lockstep=None``
     gives each trajectory its own step sizes and error control (the gradient of each
