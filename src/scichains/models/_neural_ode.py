@@ -199,39 +199,38 @@ class NeuralODE:
     and gradient are the sums over the batch).
 
     Lockstep blocks (the default for a batch, ``lockstep="auto"``, or ``lockstep=k``):
-    trajectories (of ``u0`` of shape ``(m, n)``, in the order given or of
-    ``batch``) are solved in blocks of ``k`` as one system each, stepping together: every
-    stage evaluates the network on the block's ``k`` states at once (the batched kernels:
-    SIMD across trajectories, as ``jax.vmap`` in diffrax) and the adjoint back-propagates
-    through all of them at once. The block shares one step size, controlled by the largest of
-    its trajectories' error norms (each is solved at least as accurately as alone, in as many
-    steps as its hardest one needs). The gradient is that of this discretisation (it differs
-    from the per-trajectory solves' at the tolerance's level). Blocks, not trajectories, are
-    spread over ``threads``; the blocks are fixed by ``k`` and summed in order, so results
-    are identical bit for bit for any thread count. With the explicit methods and the
-    discrete adjoint (the defaults) :meth:`loss_and_grad` runs all blocks as one compiled
-    computation, with no Python per block (``models/_lockstep_driver.py``). One trajectory
-    (``u0`` of shape ``(n,)``) is a block of one: solved alone. Trajectory lists (times of
-    their own) step together with ``"auto"`` when they can (:meth:`objective`: saved at the
-    union of their times, each trajectory's data weighted at its own) and are solved one by
-    one otherwise; :meth:`loss_and_grad` and :meth:`objective` refuse them on a model with
-    ``lockstep=k`` (``ValueError``). ``"auto"`` picks ``k`` from the batch size, the solver
-    family and ``n`` (:meth:`lockstep_size`), never from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8
-    2.2x faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x
-    and 2.4x (``benchmarks/neural_ode.py``, AMD EPYC Zen 2, 2026-12-05). ``lockstep=None``
-    gives each trajectory its own step sizes and error control (the gradient of each
-    trajectory's own discretisation, as in a loop over single solves). With the Rosenbrock
-    and ESDIRK methods the block's Jacobian is one dense ``(k n, k n)`` matrix (``k n`` vjp
-    calls of the whole block to form it, an LU of that size): keep ``k n`` small (tens of
-    states). 16 spiral trajectories, one
-    loss and gradient at rtol 1e-6 on one thread (a shared machine, 2026-12-03): Rodas5P
-    3.2 ms alone, 2.7 ms with ``lockstep=8``, 3.7 ms with 16; KenCarp4 (its Jacobian kept
-    across steps) 5.4 ms alone, 2.9 ms with 16. The ESDIRK methods' Newton
-    iteration stops on the block's RMS norm (below 0.01 of the tolerance), so one
-    trajectory's Newton error may reach ``0.01 sqrt(k)`` of the tolerance; the step's error
-    control is per trajectory, as with the other methods. CVODE refuses ``lockstep=k``
-    (``ValueError``; ``"auto"`` solves each alone): its error norm, SUNDIALS' own, is taken
-    over the whole state and cannot be the largest of the trajectories' norms.
+    trajectories (of ``u0`` of shape ``(m, n)``, in the order given or of ``batch``) are solved
+    in blocks of ``k`` as one system each, stepping together: every stage evaluates the network
+    on the block's ``k`` states at once (the batched kernels: SIMD across trajectories, as
+    ``jax.vmap`` in diffrax) and the adjoint back-propagates through all of them at once. The
+    block shares one step size, controlled by the largest of its trajectories' error norms (each
+    is solved at least as accurately as alone, in as many steps as its hardest one needs). The
+    gradient is that of this discretisation (it differs from the per-trajectory solves' at the
+    tolerance's level). Blocks, not trajectories, are spread over ``threads``; the blocks are
+    fixed by ``k`` and summed in order, so results are identical bit for bit for any thread
+    count. With the explicit methods and the discrete adjoint (the defaults)
+    :meth:`loss_and_grad` runs all blocks as one compiled computation, with no Python per block
+    (``models/_lockstep_driver.py``). One trajectory (``u0`` of shape ``(n,)``) is a block of
+    one: solved alone. Trajectory lists (times of their own) step together with ``"auto"`` when
+    they can (:meth:`objective`: saved at the union of their times, each trajectory's data
+    weighted at its own) and are solved one by one otherwise; :meth:`loss_and_grad` and
+    :meth:`objective` refuse them on a model with ``lockstep=k`` (``ValueError``). ``"auto"``
+    picks ``k`` from the batch size, the solver family and ``n`` (:meth:`lockstep_size`), never
+    from the thread count. 16 spiral trajectories, one loss and gradient: blocks of 8 2.2x
+    faster than per-trajectory solves on one thread, 2.3x on two; 64: blocks of 16 2.3x and 2.4x
+    (``benchmarks/neural_ode.py``, AMD EPYC Zen 2, 2026-12-05). ``lockstep=None`` gives each
+    trajectory its own step sizes and error control (the gradient of each trajectory's own
+    discretisation, as in a loop over single solves). With the Rosenbrock and ESDIRK methods the
+    block's Jacobian is one dense ``(k n, k n)`` matrix (``k n`` vjp calls of the whole block to
+    form it, an LU of that size): keep ``k n`` small (tens of states). 16 spiral trajectories,
+    one loss and gradient at rtol 1e-6 on one thread (a shared machine, 2026-12-03): Rodas5P 3.2
+    ms alone, 2.7 ms with ``lockstep=8``, 3.7 ms with 16; KenCarp4 (its Jacobian kept across
+    steps) 5.4 ms alone, 2.9 ms with 16. The ESDIRK methods' Newton iteration stops on the
+    block's RMS norm (below 0.01 of the tolerance), so one trajectory's Newton error may reach
+    ``0.01 sqrt(k)`` of the tolerance; the step's error control is per trajectory, as with the
+    other methods. CVODE refuses ``lockstep=k`` (``ValueError``; ``"auto"`` solves each alone):
+    its error norm, SUNDIALS' own, is taken over the whole state and cannot be the largest of
+    the trajectories' norms.
 
     Threading: ``predict`` and ``loss_and_grad`` may be called from several threads at once,
     with results identical bit for bit to the same calls made one after another;
