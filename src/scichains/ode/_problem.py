@@ -574,6 +574,19 @@ class ODEProblem:
             inputs=inputs,
         )
 
+    def with_input_parameters(self) -> ODEProblem:
+        """This problem with its input samples as parameters, for gradients with respect to
+        them (optimal control, a forcing fitted with the model): a new problem whose ``p`` is
+        ``[p, inputs.values.ravel()]`` (sample ``i``, channel ``c`` at ``len(p) + i m + c``;
+        ``input_slice`` selects them), whose right-hand side interpolates the samples it reads
+        there and calls ``f(du, u, p, t, x)`` with the original ``p``. Every sensitivity
+        method then gives dL/d(samples) as the tail of dL/dp. For ``"constant"`` and
+        ``"linear"`` inputs and an automatic vjp (no ``vjp=``, no network kernels, no mass
+        matrix); ``TypeError``/``ValueError`` naming what is not supported."""
+        from ._controls import input_parameter_problem
+
+        return input_parameter_problem(self)
+
     @property
     def algebraic(self):
         """The algebraic equations and variables of a singular mass matrix (an

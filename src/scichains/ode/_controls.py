@@ -1,0 +1,135 @@
+"""The input values as parameters: gradients with respect to a measured or designed signal
+(optimal control, a forcing fitted with the model).
+
+:meth:`ODEProblem.with_input_parameters` makes, from a problem with ``inputs=`` (a constant
+or linear :class:`~scichains.ode.Interpolation` of ``N`` samples and ``m`` channels), a
+problem whose parameters are ``[p, values.ravel()]``: its compiled right-hand side
+interpolates the values it reads from the parameters' tail (the same interpolant, the same
+stops at the samples) and calls the user's ``f(du, u, p, t, x)`` with ``p`` the head. Its vjp
+is the automatic one of ``f`` with respect to ``(u, p, x)``, whose ``x`` part is spread over
+the samples by the interpolation weights: ``dL/d values[i, c]`` comes out of every
+sensitivity method as the tail of ``dL/dp``. The interpolants are linear in the values:
+a zero-order hold weighs one sample, a line two (``1 - s/h`` and ``s/h``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._inputs import _compiled, stack_vector
+
+# the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
+# the last sample's value from ts[-1] on, the first's up to ts[0]) and, for a line, the weight
+# w of sample i + 1 (1 - w of sample i)
+_LOCATE = """
+    i = 0
+    w = 0.0
+    if t >= _TS[_N - 1]:
+        i = _N - 1
+    elif t > _TS[0]:
+        hi = _N - 1
+        while hi - i > 1:
+            mid = (i + hi) >> 1
+            if _TS[mid] <= t:
+                i = mid
+            else:
+                hi = mid
+        if _LINEAR:
+            w = (t - _TS[i]) / (_TS[i + 1] - _TS[i])
+    j = i + 1 if i + 1 < _N else i
+    for c in range(_M):
+        y0 = p[_NP + i * _M + c]
+        X[c] = y0 + w * (p[_NP + j * _M + c] - y0)
+"""
+
+_RHS = (
+    """
+def input_parameter_rhs(du, u, p, t):
+    X = _stack(_M)
+"""
+    + _LOCATE
+    + """
+    _user(du, u, p[:_NP], t, X)
+"""
+)
+
+_VJP = (
+    """
+def input_parameter_vjp(v, u, p, t, ubar, pbar):
+    q = _stack(_NP + _M)
+    qbar = _stack(_NP + _M)
+    for r in range(_NP):
+        q[r] = p[r]
+    X = q[_NP:]
+"""
+    + _LOCATE
+    + """
+    _vjp(v, u, q, t, ubar, qbar)
+    for r in range(_NP):
+        pbar[r] = qbar[r]
+    for r in range(_NP, pbar.shape[0]):
+        pbar[r] = 0.0
+    for c in range(_M):
+        xb = qbar[_NP + c]
+        pbar[_NP + i * _M + c] += (1.0 - w) * xb
+        pbar[_NP + j * _M + c] += w * xb
+"""
+)
+_VJP_K = _VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
+    "t, ubar, qbar)", "t, k, ubar, qbar)"
+)
+
+_SPLIT = """
+def input_split_rhs(du, u, q, t):
+    _user(du, u, q[:_NP], t, q[_NP:])
+"""
+
+
+def input_parameter_problem(prob):
+    """See :meth:`scichains.ode.ODEProblem.with_input_parameters`."""
+    from ._problem import NO_NETWORK, ODEProblem, vjp_makers
+
+    interp = prob.inputs
+    if interp is None:
+        raise TypeError(
+            "with_input_parameters: this problem takes no inputs (make it with inputs=)"
+        )
+    if interp.kind not in ("constant", "linear"):
+        raise ValueError(
+            f"with_input_parameters: {interp.kind!r} inputs are not supported (the gradient "
+            "with respect to the samples is made for 'constant' and 'linear' interpolation)"
+        )
+    if prob.kernel is not NO_NETWORK:
+        raise TypeError("with_input_parameters: not for a right-hand side with network kernels")
+    if prob.user_vjp is not None:
+        raise TypeError(
+            "with_input_parameters differentiates the right-hand side with respect to the "
+            "inputs by its automatic vjp; a given vjp(v, u, p, t, x, ubar, pbar) has no x "
+            "part: make the problem without vjp="
+        )
+    if prob.mass_matrix is not None:
+        raise TypeError("with_input_parameters: not for a problem with a mass matrix")
+    n_p, N, M = int(prob.p.size), int(interp.ts.size), int(interp.m)
+    env = {
+        "_TS": interp.ts,
+        "_N": N,
+        "_M": M,
+        "_NP": n_p,
+        "_LINEAR": interp.kind == "linear",
+        "_stack": stack_vector,
+        "_user": prob.user_f,
+    }
+    rhs = _compiled(_RHS, "input_parameter_rhs", env)
+    automatic_vjp, _ = vjp_makers()
+    split = _compiled(_SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
+    t0 = prob.tspan[0]
+    q0 = np.concatenate([prob.p, interp(t0)])
+    vjp, how = automatic_vjp(split, prob.u0, q0, t0, trace=True)
+    takes_k = vjp.py_func.__code__.co_argcount == 7
+    vjp = _compiled(_VJP_K if takes_k else _VJP, "input_parameter_vjp", {**env, "_vjp": vjp})
+    p = np.concatenate([prob.p, interp.values.ravel()])
+    new = ODEProblem(rhs, prob.u0.copy(), prob.tspan, p, vjp=vjp)
+    new.inputs = interp  # the solvers stop at its samples as they do for the original
+    new.derivatives = how
+    new.input_slice = slice(n_p, n_p + N * M)
+    return new
