@@ -25,12 +25,14 @@ def _case(m, T=12, t1=1.0, seed=0, hidden=16):
 
 
 def test_each_block_is_its_objective_and_the_sum_is_in_block_order():
-    chain, p, u0, ts, data = _case(40)  # blocks of 16, 16 and 8
+    # blocks of 16, 16 and 8; the last is filled to 16 with copies of its last trajectory
+    # weighted 0, which keep its steps: it equals the block of 8 solved alone
+    chain, p, u0, ts, data = _case(40)
     node = NeuralODE(chain, (0.0, 1.0), ts)
     assert node.lockstep_size(40) == 16
     loss, dp = node.loss_and_grad(u0, p, data, threads=2)
     du0 = node.last_du0
-    assert sorted(node._runners) == [8, 16]
+    assert du0.shape == (40, 2) and sorted(node._runners) == [16]
     # reference: each block's own Objective (the per-block path), summed in block order
     want_loss, want_dp, want_du0 = 0.0, np.zeros(p.size), []
     for lo, hi in ((0, 16), (16, 32), (32, 40)):
@@ -41,9 +43,11 @@ def test_each_block_is_its_objective_and_the_sum_is_in_block_order():
         want_loss += value
         want_dp += g
         want_du0.append(gu.reshape(-1, 2))
-    np.testing.assert_allclose(loss, want_loss, rtol=1e-13)
-    np.testing.assert_allclose(dp, want_dp, rtol=1e-11, atol=1e-13)
-    np.testing.assert_allclose(du0, np.concatenate(want_du0), rtol=1e-11, atol=1e-13)
+    # the same steps; the filled block's tile of 16 columns rounds its sums otherwise than
+    # the block of 8 (3e-12 relative on its loss, measured)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-11)
+    np.testing.assert_allclose(dp, want_dp, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(du0, np.concatenate(want_du0), rtol=1e-9, atol=1e-11)
 
 
 def test_blocks_taken_over_by_a_waiting_thread_give_the_same_bits():
@@ -75,9 +79,9 @@ def test_buffers_grow_once_and_every_thread_gets_the_room():
     runner = node._runners[16]
     assert runner.again > 0
     again = runner.again
-    steps = [int(c[16][0].method.plan.stats[0]) for c in node._blocks._own]
+    steps = [int(c[16][0].method.plan.stats[0]) for c in node._driven._own]
     assert max(steps) > 256  # beyond the activation store's first size
-    stores = [c[16][0].method.plan.astore.shape[0] for c in node._blocks._own]
+    stores = [c[16][0].method.plan.astore.shape[0] for c in node._driven._own]
     assert min(stores) >= max(steps)
     for threads in (2, 1):
         loss2, dp2 = node.loss_and_grad(u0, p, data, threads=threads)
@@ -93,13 +97,15 @@ def test_a_failing_block_raises_its_error_naming_its_trajectories():
     short = NeuralODE(chain, (0.0, 10.0), ts, max_steps=5)
     with pytest.raises(ODESolveError, match="MAX_STEPS") as info:
         short.loss_and_grad(u0, p, data, threads=2)
-    assert "(in the lockstep block of trajectories 0..15)" in info.value.__notes__
+    first = ", ".join(str(i) for i in range(16))
+    assert f"(in the lockstep block of trajectories {first})" in info.value.__notes__
     node = NeuralODE(chain, (0.0, 10.0), ts)
     huge = data.copy()
     huge[20] *= 1e200  # the loss overflows in the second block only
     with pytest.raises(ODESolveError, match="the loss is inf") as info:
         node.loss_and_grad(u0, p, huge, threads=2)
-    assert "(in the lockstep block of trajectories 16..31)" in info.value.__notes__
+    second = ", ".join(str(i) for i in range(16, 32))
+    assert f"(in the lockstep block of trajectories {second})" in info.value.__notes__
     loss, _ = node.loss_and_grad(u0, p, data, threads=2)  # and the next call is fine
     assert np.isfinite(loss)
 

@@ -21,8 +21,9 @@ def cvode_adjoint(
 
     ``cuts``: state-dependent events to pass back through, ``{R: (L, i, dL/dtau)}`` with
     ``L``/``R`` the stored entries just before and after event ``i``'s affect (``L == R``
-    for an event that changed no state); there the adjoint jumps by ``jump(i, L, R,
-    lambda+, dL/dtau) -> (lambda-, the event's part of dL/dp)``."""
+    for an event without an applied affect, or whose affect changed no state); there the
+    adjoint jumps by ``jump(i, L, R, lambda+, dL/dtau) -> (lambda-, the event's part of
+    dL/dp)``."""
     from sksundae.cvode import CVODE
 
     n = us.shape[1]

@@ -466,7 +466,8 @@ class CVODEMethod(EventGradients, SensitivityMethod):
             extra, dl_dtau, times, which = self._event_time_loss()
             value += extra
             events = self._found.events
-            has_affect = [e.affect is not None for e in events]
+            # a terminal event ends the solve at its left limit: its affect is not applied
+            has_affect = [e.affect is not None and not e.terminal for e in events]
             cuts = event_cuts(ts, times, which, has_affect, dl_dtau)
 
             def jump(i, L, R, lam_plus, dl_dt):

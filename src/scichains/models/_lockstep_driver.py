@@ -332,6 +332,9 @@ class BlockRunner:
         nblocks, N = U0.shape
         P = p.size
         workers = max(1, min(len(objs), nblocks))
+        # the fewest cycles a block took, allowed to grow back by a quarter per call (blocks
+        # get costlier as a fit moves on): a waiting thread's patience follows the blocks
+        self.speed[0] = min(self.speed[0] + self.speed[0] // 4, _NEVER // 4)
         slots = [_Slot.of(objs[w]) for w in range(workers)]
         ctl = np.zeros(3, dtype=np.int64)
         cstat = np.zeros(nblocks, dtype=np.int64)
@@ -377,12 +380,13 @@ class BlockRunner:
                 method.plan.grow()
             else:
                 break
-        # a failure: the objective's own call raises its error (its loss on this block's data)
+        # a failure: the objective's own call raises its error (its loss on this block's
+        # data); should it succeed (a sum that overflowed in one order only), its result
         obj.loss.data[...] = data
         if obj.loss.weights.flags.writeable:  # else ones (a NeuralODE batch), as W is
             obj.loss.weights[...] = weights
-        obj.value_and_grad(p, u0)
-        raise RuntimeError(f"lockstep block: the compiled path failed with code {code}")
+        value, dp[:], du0[:] = obj.value_and_grad(p, u0)
+        return float(value)
 
 
 def _blocked(x: np.ndarray, idx: np.ndarray, nblocks: int, size: int) -> np.ndarray:
@@ -403,34 +407,35 @@ def lockstep_value_and_grad(claim, pair_of, runners: dict, p, u0, data, weights,
     run on the driver (:func:`compiled_blocks`). Sums are taken in block order: the same bits
     for any ``k``."""
     n = u0.shape[1]
-    nfull, rem = divmod(order.size, size)
-    parts = [(size, order[: nfull * size], nfull)] if nfull else []
-    if rem:
-        parts.append((rem, order[nfull * size :], 1))
-    k = max(1, min(k, nfull))
+    nblocks = -(-order.size // size)
+    pad = nblocks * size - order.size
+    # the last block, when short, is filled with copies of its last trajectory weighted 0:
+    # they have its error norms (the block's steps are those of the short block) and add
+    # nothing to the loss; every block then has one size and the threads share all of them
+    idx = np.concatenate([order, np.repeat(order[-1:], pad)])
+    weights = np.ones(data.shape) if weights is None else weights
+    k = max(1, min(k, nblocks))
     with claim(k) as caches:
-        groups = []
-        for bsize, idx, nblocks in parts:
-            objs = [pair_of(c, bsize)[0] for c in caches[: k if bsize == size else 1]]
-            if not compiled_blocks(objs[0]):
-                return None
-            groups.append((bsize, idx, nblocks, objs))
-        results = []
-        for bsize, idx, nblocks, objs in groups:
-            U0 = u0[idx].reshape(nblocks, bsize * n)
-            D = _blocked(data, idx, nblocks, bsize)
-            W = np.ones_like(D) if weights is None else _blocked(weights, idx, nblocks, bsize)
+        objs = [pair_of(c, size)[0] for c in caches]
+        if not compiled_blocks(objs[0]):
+            return None
+        U0 = u0[idx].reshape(nblocks, size * n)
+        D = _blocked(data, idx, nblocks, size)
+        W = _blocked(weights, idx, nblocks, size)
+        if pad:
+            W[-1].reshape(-1, size, n)[:, size - pad :] = 0.0
 
-            def note(j, idx=idx, bsize=bsize):
-                first, last = int(idx[j * bsize]), int(idx[(j + 1) * bsize - 1])
-                return f"(in the lockstep block of trajectories {first}..{last})"
+        def note(j):
+            names = ", ".join(str(int(i)) for i in order[j * size : (j + 1) * size])
+            return f"(in the lockstep block of trajectories {names})"
 
-            runner = runners.get(bsize)
-            if runner is None:
-                runner = runners[bsize] = BlockRunner()
-            results.append(runner.run(objs, p, U0, D, W, note))
-    blocks = [(v, g, gu.reshape(-1, n)) for r in results for v, g, gu in zip(*r)]
-    return sum_blocks(blocks)
+        runner = runners.get(size)
+        if runner is None:
+            runner = runners[size] = BlockRunner()
+        values, dps, du0s = runner.run(objs, p, U0, D, W, note)
+    blocks = [(values[j], dps[j], du0s[j].reshape(size, n)) for j in range(nblocks)]
+    loss, dp, du0 = sum_blocks(blocks)
+    return loss, dp, du0[: order.size]
 
 
 def sum_blocks(results: list) -> tuple[float, np.ndarray, np.ndarray]:

@@ -331,6 +331,9 @@ class NeuralODE:
         self._last = threading.local()  # .du0: dL/du0 of the thread's latest loss_and_grad
         self._batch = WorkerSets(self._objective)  # (objective, loss) pairs, one per thread
         self._blocks = WorkerSets(dict)  # per thread: {block size: lockstep (objective, loss)}
+        # the compiled driver's block objectives: its own, not those of the Python blocks
+        # (predict's), as a helper may finish a block of a call after that call returned
+        self._driven = WorkerSets(dict)
         self._runners: dict = {}  # block size: its BlockRunner (the compiled driver)
 
     def _objective(self):
@@ -662,7 +665,7 @@ class NeuralODE:
             order = np.arange(u0.shape[0]) if idx is None else np.asarray(idx)
             k = resolve_trajectory_threads(threads)
             q, _ = self._obj._args(p, None)  # checked once (reads the problem only)
-            claim, pair = self._blocks.claim, self._block_pair
+            claim, pair = self._driven.claim, self._block_pair
             done = lockstep_value_and_grad(
                 claim, pair, self._runners, q, u0, data, None, order, size, k
             )

@@ -19,11 +19,13 @@ import numpy as np
 from ._inputs import _compiled, stack_vector
 
 # the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
-# the last sample's value from ts[-1] on, the first's up to ts[0]) and, for a line, the weight
-# w of sample i + 1 (1 - w of sample i)
+# the last sample's value from ts[-1] on, the first's up to ts[0]), the value as its table
+# gives it (y_i + s (y_(i+1) - y_i) / h for a line), and the weight w = s / h of sample i + 1
+# (1 - w of sample i)
 _LOCATE = """
     i = 0
-    w = 0.0
+    s = 0.0
+    h = 1.0
     if t >= _TS[_N - 1]:
         i = _N - 1
     elif t > _TS[0]:
@@ -35,11 +37,13 @@ _LOCATE = """
             else:
                 hi = mid
         if _LINEAR:
-            w = (t - _TS[i]) / (_TS[i + 1] - _TS[i])
+            s = t - _TS[i]
+            h = _TS[i + 1] - _TS[i]
+    w = s / h
     j = i + 1 if i + 1 < _N else i
     for c in range(_M):
         y0 = p[_NP + i * _M + c]
-        X[c] = y0 + w * (p[_NP + j * _M + c] - y0)
+        X[c] = y0 + s * ((p[_NP + j * _M + c] - y0) / h)
 """
 
 _RHS = (
@@ -72,7 +76,8 @@ def input_parameter_vjp(v, u, p, t, ubar, pbar):
     for c in range(_M):
         xb = qbar[_NP + c]
         pbar[_NP + i * _M + c] += (1.0 - w) * xb
-        pbar[_NP + j * _M + c] += w * xb
+        if w != 0.0:
+            pbar[_NP + j * _M + c] += w * xb
 """
 )
 _VJP_K = _VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
@@ -85,11 +90,13 @@ def input_split_rhs(du, u, q, t):
 """
 
 
-def input_parameter_problem(prob):
-    """See :meth:`scichains.ode.ODEProblem.with_input_parameters`."""
-    from ._problem import NO_NETWORK, ODEProblem, vjp_makers
-
+def input_parameter_functions(prob, network: bool, automatic_vjp):
+    """``(rhs, vjp, how, p, input_slice)`` of :meth:`ODEProblem.with_input_parameters` for
+    ``prob`` (``network``: it has network kernels; ``automatic_vjp``: the maker of exact vjps,
+    ``scichains.ode.derivatives``); ``TypeError``/``ValueError`` for what is not supported."""
     interp = prob.inputs
+    if getattr(prob, "input_slice", None) is not None:
+        raise TypeError("with_input_parameters: the input samples are parameters already")
     if interp is None:
         raise TypeError(
             "with_input_parameters: this problem takes no inputs (make it with inputs=)"
@@ -99,7 +106,7 @@ def input_parameter_problem(prob):
             f"with_input_parameters: {interp.kind!r} inputs are not supported (the gradient "
             "with respect to the samples is made for 'constant' and 'linear' interpolation)"
         )
-    if prob.kernel is not NO_NETWORK:
+    if network:
         raise TypeError("with_input_parameters: not for a right-hand side with network kernels")
     if prob.user_vjp is not None:
         raise TypeError(
@@ -120,7 +127,6 @@ def input_parameter_problem(prob):
         "_user": prob.user_f,
     }
     rhs = _compiled(_RHS, "input_parameter_rhs", env)
-    automatic_vjp, _ = vjp_makers()
     split = _compiled(_SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
     t0 = prob.tspan[0]
     q0 = np.concatenate([prob.p, interp(t0)])
@@ -128,8 +134,4 @@ def input_parameter_problem(prob):
     takes_k = vjp.py_func.__code__.co_argcount == 7
     vjp = _compiled(_VJP_K if takes_k else _VJP, "input_parameter_vjp", {**env, "_vjp": vjp})
     p = np.concatenate([prob.p, interp.values.ravel()])
-    new = ODEProblem(rhs, prob.u0.copy(), prob.tspan, p, vjp=vjp)
-    new.inputs = interp  # the solvers stop at its samples as they do for the original
-    new.derivatives = how
-    new.input_slice = slice(n_p, n_p + N * M)
-    return new
+    return rhs, vjp, how, p, slice(n_p, n_p + N * M)

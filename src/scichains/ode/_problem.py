@@ -25,6 +25,7 @@ from ._abi import (
     float64_pointer,
     register_cfunc,
 )
+from ._controls import input_parameter_functions
 from ._dae import algebraic_part, check_mass_matrix, consistent_state
 from ._inputs import Interpolation, automatic_input_vjp, check_span, input_rhs, input_vjp
 
@@ -544,10 +545,10 @@ class ODEProblem:
         automatic vjp for each new problem.
         ``TypeError`` if this problem takes no inputs; ``ValueError`` for another number of
         channels or a time span the samples do not cover."""
-        if self.inputs is None:
+        if self.inputs is None or getattr(self, "input_slice", None) is not None:
             raise TypeError(
-                "this problem's right-hand side takes no inputs (it was made without inputs=): "
-                "only a problem made with inputs can take other ones"
+                "this problem's right-hand side takes no inputs (it was made without inputs=, "
+                "or by with_input_parameters: call with_inputs on the problem it was made from)"
             )
         if not isinstance(inputs, Interpolation):
             raise TypeError(
@@ -583,9 +584,12 @@ class ODEProblem:
         method then gives dL/d(samples) as the tail of dL/dp. For ``"constant"`` and
         ``"linear"`` inputs and an automatic vjp (no ``vjp=``, no network kernels, no mass
         matrix); ``TypeError``/``ValueError`` naming what is not supported."""
-        from ._controls import input_parameter_problem
-
-        return input_parameter_problem(self)
+        f, vjp, how, p, where = input_parameter_functions(
+            self, self.kernel is not NO_NETWORK, vjp_makers()[0]
+        )
+        new = ODEProblem(f, self.u0.copy(), self.tspan, p, vjp=vjp)
+        new.inputs, new.derivatives, new.input_slice = self.inputs, how, where  # stops kept
+        return new
 
     @property
     def algebraic(self):
