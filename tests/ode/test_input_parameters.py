@@ -4,6 +4,8 @@ the decay, computed by quadrature), against central differences on a nonlinear f
 for every sensitivity method; the same solution as the problem with the inputs as data; and
 what is refused."""
 
+import functools
+
 import numba
 import numpy as np
 import pytest
@@ -72,13 +74,20 @@ def _closed_form(kind):
     return x, g, dx_dk
 
 
-@pytest.mark.parametrize("kind", ["linear", "constant"])
-@pytest.mark.parametrize(("solver", "sensealg"), METHODS, ids=IDS)
-def test_forced_decay_against_the_closed_form(kind, solver, sensealg):
+@functools.cache
+def _decay_controls(kind):
+    """The forced decay with its samples as parameters (made once per kind: each compiles
+    its adapters)."""
     prob = ode.ODEProblem(
         decay, [X0], (0.0, T), np.array([K]), inputs=ode.Interpolation(TS, Y, kind=kind)
     )
-    ctl = prob.with_input_parameters()
+    return prob.with_input_parameters()
+
+
+@pytest.mark.parametrize("kind", ["linear", "constant"])
+@pytest.mark.parametrize(("solver", "sensealg"), METHODS, ids=IDS)
+def test_forced_decay_against_the_closed_form(kind, solver, sensealg):
+    ctl = _decay_controls(kind)
     assert ctl.p.size == 1 + TS.size and ctl.input_slice == slice(1, 1 + TS.size)
     x, dx_dy, dx_dk = _closed_form(kind)
     target = 0.2
@@ -94,13 +103,18 @@ def test_forced_decay_against_the_closed_form(kind, solver, sensealg):
     assert du0[0] == pytest.approx(2 * r * np.exp(-K * T), rel=1e-7)
 
 
-@pytest.mark.parametrize(("solver", "sensealg"), METHODS, ids=IDS)
-def test_a_nonlinear_forced_model_against_central_differences(solver, sensealg):
+@functools.cache
+def _forced_controls():
     ts = np.linspace(0.0, 5.0, 11)
     values = np.c_[np.sin(ts), 1.0 + 0.3 * np.cos(ts)]
     interp = ode.Interpolation(ts, values)
     prob = ode.ODEProblem(forced, [1.0, 0.5], (0.0, 5.0), np.array([0.7, 1.3]), inputs=interp)
-    ctl = prob.with_input_parameters()
+    return prob, prob.with_input_parameters(), ts, values
+
+
+@pytest.mark.parametrize(("solver", "sensealg"), METHODS, ids=IDS)
+def test_a_nonlinear_forced_model_against_central_differences(solver, sensealg):
+    prob, ctl, ts, values = _forced_controls()
     saveat = np.linspace(0.5, 5.0, 10)
     kw = dict(saveat=saveat, rtol=1e-10, atol=1e-12)
     data = ode.solve(prob, ode.Tsit5(), **kw).u
