@@ -247,6 +247,17 @@ def records_time_loss(times, which, event_loss):
     return value, dl_dtau
 
 
+def check_event_options(prob, events, event_loss) -> None:
+    """``ValueError`` for an event-time loss naming an event that is not there;
+    ``TypeError`` for events with a mass matrix (not supported)."""
+    if event_loss is not None and not 0 <= event_loss.event < len(events):
+        raise ValueError(
+            f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
+        )
+    if prob.mass_matrix is not None:
+        raise TypeError("gradients through events with a mass matrix are not supported yet")
+
+
 def cut_off(ended: float):
     """Raise :class:`~scichains.adjoint.UndefinedLoss`: a terminal event ended the solve at
     ``ended``, before save times the loss reads."""
@@ -334,12 +345,7 @@ class EventGradients:
         self.event_loss = event_loss
 
     def _check_event_loss(self, events, event_loss) -> None:
-        if event_loss is not None and not 0 <= event_loss.event < len(events):
-            raise ValueError(
-                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
-            )
-        if self.prob.mass_matrix is not None:
-            raise TypeError("gradients through events with a mass matrix are not supported yet")
+        check_event_options(self.prob, events, event_loss)
 
     def value(self, loss, p, u0):
         value = super().value(loss, p, u0)

@@ -41,7 +41,12 @@ from ..ode._events import EventPlan
 from ..ode._plan import check_run, run_plan
 from ..ode._steppers import STATS_SIZE
 from ._discrete import find_save_positions
-from ._events import affect_jacobian, condition_derivatives, event_time_loss
+from ._events import (
+    affect_jacobian,
+    check_event_options,
+    condition_derivatives,
+    event_time_loss,
+)
 from ._method_base import _RK
 
 HEADER = 4
@@ -269,13 +274,8 @@ class ForwardMethod(_RK):
     def use_events(self, events, max_events, event_loss=None) -> None:
         """Solve with state-dependent events; the sensitivities jump at each (see
         ``adjoint/_forward.py``)."""
-        if event_loss is not None and not 0 <= event_loss.event < len(events):
-            raise ValueError(
-                f"{event_loss!r} names events[{event_loss.event}]; there are {len(events)} events"
-            )
+        check_event_options(self.prob, events, event_loss)
         self.event_loss = event_loss
-        if self.prob.mass_matrix is not None:
-            raise TypeError("gradients through events with a mass matrix are not supported yet")
         if self.prob.kernel is not NO_NETWORK:
             raise TypeError(
                 "forward sensitivities through events of a problem with a network are not "
