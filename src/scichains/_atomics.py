@@ -16,6 +16,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ._jit import kernel
+
 
 def _pointer(context, builder, aryty, ary, idx):
     a = context.make_array(aryty)(context, builder, ary)
@@ -111,3 +113,26 @@ def yield_cpu(typingctx):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@kernel
+def stalled(cstat, cstart, open_value, m, patience):
+    """The last of the first ``m`` pieces of work still open (``cstat[c] == open_value``) and
+    taken more than ``patience`` cycles ago (``cstart[c]``), or -1: what a waiting thread
+    computes as well (``nn/_chunked.py``, ``models/_lockstep_driver.py``)."""
+    now = cycles()
+    for c in range(m - 1, -1, -1):
+        if atomic_load(cstat, c) == open_value and now - atomic_load(cstart, c) > patience:
+            return c
+    return -1
+
+
+@kernel
+def backoff(spins, give_way):
+    """One more spin of a waiting thread (returns the new count): every 64th gives its CPU
+    away when ``give_way`` (the threads may share a CPU)."""
+    spins += 1
+    if spins == 64 and give_way:
+        spins = 0
+        yield_cpu()
+    return spins

@@ -1,20 +1,19 @@
 """Gradients through state-dependent events with CVODE (its own root finding; the adjoint
 integrated backward by CVODE in pieces between the events, the adjoint's jump applied at
 each): against the bouncing ball's closed form, central differences, the Rosenbrock discrete
-adjoint, and with losses on the event times."""
+adjoint, and with losses on the event times. A marker event and errors in event functions
+with CVODE: ``test_event_sensealgs.py`` (its cases include CVODE)."""
 
 import numpy as np
 import pytest
 from ode._ball import bounce, falling, ground
 
-from adjoint.test_event_sensealgs import fragile_condition
 from adjoint.test_events import (
     _assert_central_differences,
     _harvest_problem,
     assert_ball_gradient,
     assert_landing_time_gradient,
     ball_after_eleven_landings,
-    fragile_affect,
     harvest,
     prey_high,
 )
@@ -60,23 +59,6 @@ def test_through_events_against_differences_and_the_rosenbrock_discrete_adjoint(
     np.testing.assert_allclose(du0, du02, rtol=1e-7)
 
 
-def test_an_event_without_an_affect_leaves_the_gradient_unchanged():
-    prob = _harvest_problem()
-    saveat = np.linspace(0.5, 12.0, 24)
-    data = np.ones((24, 2))
-    kw = dict(solver=CVODES[0], rtol=1e-10, atol=1e-12)
-    plain = adjoint.Objective(prob, adjoint.SquaredError(data), saveat, **kw)
-    marked = adjoint.Objective(
-        prob, adjoint.SquaredError(data), saveat, events=ode.Event(prey_high), **kw
-    )
-    v0, dp0, du00 = plain.value_and_grad()
-    v1, dp1, du01 = marked.value_and_grad()
-    assert _fired(marked) > 0
-    assert v1 == pytest.approx(v0, rel=1e-7)
-    np.testing.assert_allclose(dp1, dp0, rtol=1e-5)
-    np.testing.assert_allclose(du01, du00, rtol=1e-5)
-
-
 def test_a_terminal_event_and_a_loss_on_the_landing_time():
     g, h = 9.81, 1.3
     prob = ode.ODEProblem(falling, np.array([h, 0.0]), (0.0, 5.0), np.array([g, 0.8]))
@@ -95,18 +77,3 @@ def test_a_terminal_event_and_a_loss_on_the_landing_time():
         event_loss=adjoint.EventTimeLoss([0.5]),
     )  # fmt: skip
     assert_landing_time_gradient(timed, g, h)
-
-
-def test_an_error_in_an_event_function_reaches_the_user():
-    prob = _harvest_problem()
-    for event, what in (
-        (ode.Event(prey_high, fragile_affect, direction=1), "affect of events"),
-        (ode.Event(fragile_condition), "condition of events"),
-    ):
-        obj = adjoint.Objective(
-            prob, adjoint.SquaredError(np.ones((2, 2))), [5.0, 10.0], solver=CVODES[0],
-            events=event,
-        )  # fmt: skip
-        with pytest.raises(ode.ODESolveError, match=what) as info:
-            obj.value_and_grad()
-        assert isinstance(info.value.__cause__, ValueError)

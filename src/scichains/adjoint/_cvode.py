@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ode._solution import FailedSolve, ReturnCode, raise_failure, user_error_failure
 from ._continuous import adjoint_jacobian_at, adjoint_rhs_at
+from ._events import refuse_simultaneous
 
 
 def cvode_adjoint(
@@ -143,12 +144,7 @@ def event_cuts(ts, times, which, has_affect, dl_dtau) -> dict:
         c = 0.0 if dl_dtau is None else float(dl_dtau[r])
         if not has_affect[i] and c == 0.0:
             continue
-        if np.count_nonzero(times == t) > 1:
-            raise ValueError(
-                f"events at t = {t!r} happen together (events "
-                f"{sorted(int(j) for j in which[times == t])}); the gradient through simultaneous "
-                "events is not defined"
-            )
+        refuse_simultaneous(times, which, t)
         L = start
         while L < m and ts[L] != t:
             L += 1

@@ -207,12 +207,7 @@ def event_cuts(plan, dl_dtau=None):
         if tb.has_affect[i] == 0 and c == 0.0:
             continue  # nothing moves with it
         t = times[r]
-        if np.count_nonzero(times == t) > 1:
-            raise ValueError(
-                f"events at t = {t!r} happen together (events "
-                f"{sorted(int(j) for j in which[times == t])}); the gradient through simultaneous "
-                "events is not defined"
-            )
+        refuse_simultaneous(times, which, t)
         L = start
         if tb.has_affect[i]:
             while L + 1 < m and not (ts[L] == t and ts[L + 1] == t):
@@ -227,6 +222,17 @@ def event_cuts(plan, dl_dtau=None):
         out.append((L, R, i, c))
         start = R
     return out
+
+
+def refuse_simultaneous(times, which, t) -> None:
+    """``ValueError`` when several of the recorded events (``times``, ``which``) happen at
+    ``t``: the gradient through simultaneous events is not defined."""
+    if np.count_nonzero(times == t) > 1:
+        raise ValueError(
+            f"events at t = {t!r} happen together (events "
+            f"{sorted(int(j) for j in which[times == t])}); the gradient through simultaneous "
+            "events is not defined"
+        )
 
 
 def event_time_loss(plan, event_loss):

@@ -29,7 +29,15 @@ import math
 
 import numpy as np
 
-from .._atomics import atomic_add, atomic_cas, atomic_load, atomic_store, cycles, yield_cpu
+from .._atomics import (
+    atomic_add,
+    atomic_cas,
+    atomic_load,
+    atomic_store,
+    backoff,
+    cycles,
+    stalled,
+)
 from .._jit import kernel
 from .._workers import run_shared
 from ..adjoint._discrete import discrete_adjoint
@@ -49,42 +57,20 @@ _NEVER = 2**62  # cstart of a block not taken yet (never "held too long")
 
 
 @kernel
-def block_kernel(
-    u0,
-    data,
-    weights,
-    faddr,
-    vaddr,
-    p,
-    t0,
-    t1,
-    tableau,
-    control,
-    stops,
-    A,
-    b,
-    c,
-    interp,
-    save,
-    k,
-    store,
-    save_u,
-    save_pos,
-    save_inner,
-    save_w,
-    dl_du,
-    pbar,
-    ubar,
-    ws,
-    pb,
-    fail,
-):
+def block_kernel(u0, data, weights, shared, own):
     """One lockstep block: ``(code, L)`` with ``L = sum w (u(t_i) - data_i)^2`` over the save
-    times ``save`` (shape ``(T, N)`` for ``data``/``weights``), dL/dp into ``pbar`` and
-    dL/du0 into ``ubar``. ``store``: the stepper's buffers with a stage store and an
-    activation store; the ``save_*`` buffers as ``SolvePlan.save_buffers`` makes them; ``ws``,
-    ``pb``, ``fail`` as :func:`~scichains.adjoint.discrete_adjoint` takes them. Code SUCCESS,
-    a stepper code (GROW when its buffers are full), or STORE_FULL, NO_SAVE, NOT_FINITE."""
+    times (``data``/``weights`` of shape ``(T, N)``), dL/dp written into ``own``'s ``pbar``
+    and dL/du0 into its ``ubar``.
+
+    ``shared`` (:func:`_shared_args`): ``(f address, vjp address, p, t0, t1, tableau,
+    control, stops, A, b, c, interp, save)``; ``own`` (:meth:`_Slot.args`): ``(k, store,
+    save_u, save_pos, save_inner, save_w, dl_du, pbar, ubar, ws, pb, fail)``, a thread's
+    buffers: the stepper's with a stage store and an activation store, the ``save_*`` ones
+    as ``SolvePlan.save_buffers`` makes them, ``ws``, ``pb``, ``fail`` as
+    :func:`~scichains.adjoint.discrete_adjoint` takes them. Code SUCCESS, a stepper code
+    (GROW when its buffers are full), or STORE_FULL, NO_SAVE, NOT_FINITE."""
+    faddr, vaddr, p, t0, t1, tableau, control, stops, A, b, c, interp, save = shared
+    k, store, save_u, save_pos, save_inner, save_w, dl_du, pbar, ubar, ws, pb, fail = own
     store.stats[6] = 0
     code = integrate(faddr, k, u0, p, t0, t1, tableau, control, stops, store)
     if code != SUCCESS:
@@ -128,65 +114,25 @@ def _await_blocks(ctl, cstat, cstart, speed, nblocks):
     patience = speed[1] * atomic_load(speed, 0)
     spins = 0
     while atomic_load(ctl, 1) < nblocks:
-        now = cycles()
-        for j in range(nblocks - 1, -1, -1):
-            if atomic_load(cstat, j) == 0 and now - atomic_load(cstart, j) > patience:
-                atomic_store(cstart, j, now)  # one more thread on it, not all of them
-                return j
-        spins += 1
-        if spins == 64 and speed[2]:
-            spins = 0
-            yield_cpu()
+        j = stalled(cstat, cstart, 0, nblocks, patience)
+        if j >= 0:
+            atomic_store(cstart, j, cycles())  # one more thread on it, not all of them
+            return j
+        spins = backoff(spins, speed[2])
     return -1
 
 
 @kernel
-def blocks_worker(
-    slot,
-    ctl,
-    cstat,
-    cstart,
-    speed,
-    codes,
-    values,
-    dps,
-    du0s,
-    U0,
-    D,
-    W,
-    faddr,
-    vaddr,
-    p,
-    t0,
-    t1,
-    tableau,
-    control,
-    stops,
-    A,
-    b,
-    c,
-    interp,
-    save,
-    k,
-    store,
-    save_u,
-    save_pos,
-    save_inner,
-    save_w,
-    dl_du,
-    pbar,
-    ubar,
-    ws,
-    pb,
-    fail,
-):
+def blocks_worker(slot, ctl, cstat, cstart, speed, codes, values, dps, du0s, U0, D, W, shared, own):
     """Thread ``slot``'s part of the blocks ``j < B`` (``U0[j]`` their initial states,
-    ``D[j]``/``W[j]`` their data and weights); the arguments from ``k`` on are the thread's
-    own buffers. Block ``j``'s code, loss, dL/dp and dL/du0 go to ``codes[j]``,
-    ``values[j]``, ``dps[j]``, ``du0s[j]``. ``ctl``: ``[taken, published, taken over]``,
-    zero at the start; ``cstat`` zero; ``cstart`` ``_NEVER``; ``speed``: ``[fewest cycles a
-    block took, patience in block times, yield while waiting]``, kept between calls. Returns
-    when every block is published: the caller's call alone completes the computation."""
+    ``D[j]``/``W[j]`` their data and weights; ``shared`` and ``own``, the thread's buffers,
+    as :func:`block_kernel` takes them). Block ``j``'s code, loss, dL/dp and dL/du0 go to
+    ``codes[j]``, ``values[j]``, ``dps[j]``, ``du0s[j]``. ``ctl``: ``[taken, published, taken
+    over]``, zero at the start; ``cstat`` zero; ``cstart`` ``_NEVER``; ``speed``: ``[fewest
+    cycles a block took, patience in block times, yield while waiting]``, kept between calls.
+    Returns when every block is published: the caller's call alone completes the
+    computation."""
+    pbar, ubar = own[7], own[8]
     nblocks = U0.shape[0]
     while True:
         j = atomic_add(ctl, 0, 1)
@@ -198,11 +144,7 @@ def blocks_worker(
                 return atomic_load(ctl, 2)
             atomic_add(ctl, 2, 1)
         start = cycles()
-        code, value = block_kernel(
-            U0[j], D[j], W[j], faddr, vaddr, p, t0, t1, tableau, control, stops, A, b, c,
-            interp, save, k, store, save_u, save_pos, save_inner, save_w, dl_du, pbar, ubar,
-            ws, pb, fail,
-        )  # fmt: skip
+        code, value = block_kernel(U0[j], D[j], W[j], shared, own)
         if atomic_cas(cstat, j, 0, 1) != 0:
             continue  # another thread published this block first
         took = cycles() - start
@@ -344,10 +286,9 @@ class BlockRunner:
         dps = np.zeros((nblocks, P))
         du0s = np.zeros((nblocks, N))
         head = (ctl, cstat, cstart, self.speed, codes, values, dps, du0s, U0, D, W)
-        head += _shared_args(objs[0], p)
-        self.takeovers += int(
-            run_shared(blocks_worker, workers, head, self.speed[2:], [s.args() for s in slots])
-        )
+        head += (_shared_args(objs[0], p),)
+        own = [(s.args(),) for s in slots]
+        self.takeovers += int(run_shared(blocks_worker, workers, head, self.speed[2:], own))
         failed = np.flatnonzero(codes != SUCCESS)
         self.again += failed.size
         for j in failed:
@@ -369,7 +310,7 @@ class BlockRunner:
         obj = slot.obj
         method = obj.method
         for _ in range(64):
-            code, value = block_kernel(u0, data, weights, *_shared_args(obj, p), *slot.args())
+            code, value = block_kernel(u0, data, weights, _shared_args(obj, p), slot.args())
             if code == SUCCESS:
                 dp[:] = slot.pbar
                 du0[:] = slot.ubar

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from .._atomics import atomic_add, atomic_cas, atomic_load, atomic_store, cycles, yield_cpu
+from .._atomics import atomic_add, atomic_cas, atomic_load, atomic_store, backoff, cycles, stalled
 from .._jit import kernel
 from .._native import call_native
 from ._loss import penalty_grad
@@ -51,14 +51,10 @@ def _await_step(ctl, cstat, cstart, speed, k, m, tiles):
     patience = speed[1] * atomic_load(speed, 0) * tiles
     spins = 0
     while atomic_load(ctl, 0) == k:
-        now = cycles()
-        for c in range(m - 1, -1, -1):
-            if atomic_load(cstat, c) == k and now - atomic_load(cstart, c) > patience:
-                return c
-        spins += 1
-        if spins == 64 and speed[2]:
-            spins = 0
-            yield_cpu()
+        c = stalled(cstat, cstart, k, m, patience)
+        if c >= 0:
+            return c
+        spins = backoff(spins, speed[2])
     return -1
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._inputs import _compiled, stack_vector
+from ._inputs import SPLIT, SPLIT_HEAD, SPLIT_TAIL, _compiled, stack_vector
 
 # the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
 # the last sample's value from ts[-1] on, the first's up to ts[0]), the value as its table
@@ -43,34 +43,27 @@ _LOCATE = """
     j = i + 1 if i + 1 < _N else i
     for c in range(_M):
         y0 = p[_NP + i * _M + c]
-        X[c] = y0 + s * ((p[_NP + j * _M + c] - y0) / h)
+        x[c] = y0 + s * ((p[_NP + j * _M + c] - y0) / h)
 """
 
 _RHS = (
     """
 def input_parameter_rhs(du, u, p, t):
-    X = _stack(_M)
+    x = _stack(_M)
 """
     + _LOCATE
     + """
-    _user(du, u, p[:_NP], t, X)
+    _user(du, u, p[:_NP], t, x)
 """
 )
 
+# the automatic vjp of f in (u, [p, x]) (as for inputs that are data), then x's part spread
+# over the samples
 _VJP = (
-    """
-def input_parameter_vjp(v, u, p, t, ubar, pbar):
-    q = _stack(_NP + _M)
-    qbar = _stack(_NP + _M)
-    for r in range(_NP):
-        q[r] = p[r]
-    X = q[_NP:]
-"""
+    SPLIT_HEAD.replace("input_auto_vjp", "input_parameter_vjp")
     + _LOCATE
+    + SPLIT_TAIL
     + """
-    _vjp(v, u, q, t, ubar, qbar)
-    for r in range(_NP):
-        pbar[r] = qbar[r]
     for r in range(_NP, pbar.shape[0]):
         pbar[r] = 0.0
     for c in range(_M):
@@ -83,11 +76,6 @@ def input_parameter_vjp(v, u, p, t, ubar, pbar):
 _VJP_K = _VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
     "t, ubar, qbar)", "t, k, ubar, qbar)"
 )
-
-_SPLIT = """
-def input_split_rhs(du, u, q, t):
-    _user(du, u, q[:_NP], t, q[_NP:])
-"""
 
 
 def input_parameter_functions(prob, network: bool, automatic_vjp):
@@ -127,7 +115,7 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
         "_user": prob.user_f,
     }
     rhs = _compiled(_RHS, "input_parameter_rhs", env)
-    split = _compiled(_SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
+    split = _compiled(SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
     t0 = prob.tspan[0]
     q0 = np.concatenate([prob.p, interp(t0)])
     vjp, how = automatic_vjp(split, prob.u0, q0, t0, trace=True)

@@ -333,29 +333,27 @@ def input_vjp(vjp, interp: Interpolation, kernel: bool = False):
     return _compiled(_VJP_K if kernel else _VJP, "input_vjp", {**_table_env(interp), "_user": vjp})
 
 
-_SPLIT = """
+SPLIT = """
 def input_split_rhs(du, u, q, t):
     _user(du, u, q[:_NP], t, q[_NP:])
 """
 
 # the automatic vjp differentiates input_split_rhs with respect to (u, q = [p, x]); these
 # hand it [p, x(t)] and keep the p part of its q-gradient
-_SPLIT_VJP = (
-    """
+SPLIT_HEAD = """
 def input_auto_vjp(v, u, p, t, ubar, pbar):
     q = _stack(_NP + _M)
     qbar = _stack(_NP + _M)
-    for i in range(_NP):
-        q[i] = p[i]
+    for r in range(_NP):
+        q[r] = p[r]
     x = q[_NP:]
 """
-    + _X
-    + """
+SPLIT_TAIL = """
     _vjp(v, u, q, t, ubar, qbar)
-    for i in range(_NP):
-        pbar[i] = qbar[i]
+    for r in range(_NP):
+        pbar[r] = qbar[r]
 """
-)
+_SPLIT_VJP = SPLIT_HEAD + _X + SPLIT_TAIL
 _SPLIT_VJP_K = _SPLIT_VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
     "t, ubar, qbar)", "t, k, ubar, qbar)"
 )
@@ -366,7 +364,7 @@ def automatic_input_vjp(f, interp: Interpolation, u0, p, t0, trace: bool, make):
     made by ``make`` (:func:`scichains.ode.derivatives._autodiff.automatic_vjp`) for the
     function of ``(u, [p, x])`` and adapted to take ``x`` from the interpolant."""
     n_p = int(p.size)
-    split = _compiled(_SPLIT, "input_split_rhs", {"_user": f, "_NP": n_p})
+    split = _compiled(SPLIT, "input_split_rhs", {"_user": f, "_NP": n_p})
     q0 = np.concatenate([p, interp(t0)])
     vjp, how = make(split, u0, q0, t0, trace=trace)
     takes_k = len(inspect.signature(vjp.py_func).parameters) == 7
