@@ -16,35 +16,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._inputs import SPLIT, SPLIT_HEAD, SPLIT_TAIL, _compiled, stack_vector
+from ._inputs import SPLIT, SPLIT_HEAD, SPLIT_TAIL, _compiled, search_source, stack_vector
 
 # the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
 # the last sample's value from ts[-1] on, the first's up to ts[0]), the value as its table
 # gives it (y_i + s (y_(i+1) - y_i) / h for a line), and the weight w = s / h of sample i + 1
 # (1 - w of sample i)
-_LOCATE = """
-    i = 0
-    s = 0.0
+_LOCATE = (
+    search_source("_TS", "_N")
+    + """
     h = 1.0
-    if t >= _TS[_N - 1]:
-        i = _N - 1
-    elif t > _TS[0]:
-        hi = _N - 1
-        while hi - i > 1:
-            mid = (i + hi) >> 1
-            if _TS[mid] <= t:
-                i = mid
-            else:
-                hi = mid
-        if _LINEAR:
-            s = t - _TS[i]
-            h = _TS[i + 1] - _TS[i]
+    if _LINEAR and i + 1 < _N:
+        h = _TS[i + 1] - _TS[i]
+    else:
+        s = 0.0
     w = s / h
     j = i + 1 if i + 1 < _N else i
     for c in range(_M):
         y0 = p[_NP + i * _M + c]
         x[c] = y0 + s * ((p[_NP + j * _M + c] - y0) / h)
 """
+)
 
 _RHS = (
     """

@@ -94,6 +94,12 @@ _EVALUATE = """
 """
 
 
+def search_source(table: str, n: str) -> str:
+    """The source of the evaluation's first part, the interval ``i`` of ``t`` and ``s = t -
+    ts[i]`` (0 outside the samples' range), its names replaced."""
+    return _evaluation(table, n, "M", "X").split("    base = ")[0]
+
+
 def _evaluation(table: str, n: str, m: str, x: str) -> str:
     """The source of the evaluation with its names replaced."""
     out = _EVALUATE
