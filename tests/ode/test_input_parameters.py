@@ -10,6 +10,7 @@ import numba
 import numpy as np
 import pytest
 from scipy.integrate import quad
+from scipy.interpolate import CubicSpline
 
 from scichains import adjoint, ode
 
@@ -41,6 +42,9 @@ IDS = ["Tsit5-discrete", "Tsit5-interpolating", "Tsit5-forward", "Rodas5P", "CVO
 
 def _basis(kind, i):
     """The weight of sample ``i`` in the interpolant at ``s``."""
+
+    if kind == "cubic":  # SciPy's natural spline through the unit samples
+        return CubicSpline(TS, np.eye(TS.size)[i], bc_type="natural")
 
     def phi(s):
         if kind == "constant":
@@ -84,7 +88,7 @@ def _decay_controls(kind):
     return prob.with_input_parameters()
 
 
-@pytest.mark.parametrize("kind", ["linear", "constant"])
+@pytest.mark.parametrize("kind", ["linear", "constant", "cubic"])
 @pytest.mark.parametrize(("solver", "sensealg"), METHODS, ids=IDS)
 def test_forced_decay_against_the_closed_form(kind, solver, sensealg):
     ctl = _decay_controls(kind)
@@ -141,9 +145,13 @@ def test_a_nonlinear_forced_model_against_central_differences(solver, sensealg):
 
 
 def test_what_input_parameters_refuse():
-    cubic = ode.Interpolation(TS, Y, kind="cubic")
-    with pytest.raises(ValueError, match="'cubic' inputs are not supported"):
-        ode.ODEProblem(decay, [X0], (0.0, T), np.array([K]), inputs=cubic).with_input_parameters()
+    akima = ode.Interpolation(TS, Y, kind="akima")
+    with pytest.raises(ValueError, match="'akima' inputs are not supported"):
+        ode.ODEProblem(decay, [X0], (0.0, T), np.array([K]), inputs=akima).with_input_parameters()
+    many = np.linspace(0.0, 2.0, 300)
+    fine = ode.Interpolation(many, np.sin(many), kind="cubic")
+    with pytest.raises(ValueError, match="more than 256 samples"):
+        ode.ODEProblem(decay, [X0], (0.0, T), np.array([K]), inputs=fine).with_input_parameters()
 
     @numba.njit
     def decay_vjp(v, u, p, t, x, ubar, pbar):

@@ -1,22 +1,32 @@
 """The input values as parameters: gradients with respect to a measured or designed signal
 (optimal control, a forcing fitted with the model).
 
-:meth:`ODEProblem.with_input_parameters` makes, from a problem with ``inputs=`` (a constant
-or linear :class:`~scichains.ode.Interpolation` of ``N`` samples and ``m`` channels), a
+:meth:`ODEProblem.with_input_parameters` makes, from a problem with ``inputs=`` (a constant,
+linear or cubic :class:`~scichains.ode.Interpolation` of ``N`` samples and ``m`` channels), a
 problem whose parameters are ``[p, values.ravel()]``: its compiled right-hand side
 interpolates the values it reads from the parameters' tail (the same interpolant, the same
 stops at the samples) and calls the user's ``f(du, u, p, t, x)`` with ``p`` the head. Its vjp
 is the automatic one of ``f`` with respect to ``(u, p, x)``, whose ``x`` part is spread over
 the samples by the interpolation weights: ``dL/d values[i, c]`` comes out of every
-sensitivity method as the tail of ``dL/dp``. The interpolants are linear in the values:
-a zero-order hold weighs one sample, a line two (``1 - s/h`` and ``s/h``).
+sensitivity method as the tail of ``dL/dp``. These interpolants are linear in the values: a
+zero-order hold weighs one sample, a line two (``1 - s/h`` and ``s/h``), a natural cubic
+spline all of them (each piece's cubic for each sample, from the spline of that sample
+alone). Akima's spline is not linear in its samples and is refused.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._inputs import SPLIT, SPLIT_HEAD, SPLIT_TAIL, _compiled, search_source, stack_vector
+from ._inputs import (
+    SPLIT,
+    SPLIT_HEAD,
+    SPLIT_TAIL,
+    _coefficients,
+    _compiled,
+    search_source,
+    stack_vector,
+)
 
 # the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
 # the last sample's value from ts[-1] on, the first's up to ts[0]), the value as its table
@@ -38,36 +48,62 @@ _LOCATE = (
 """
 )
 
-_RHS = (
-    """
-def input_parameter_rhs(du, u, p, t):
-    x = _stack(_M)
-"""
-    + _LOCATE
+# a natural cubic spline is linear in the samples too, but each piece depends on all of them:
+# _L[i, d, e] is coefficient d of piece i for sample e alone (NumPy's own table of the unit
+# samples), and the weight of sample e at t is that piece's cubic in s
+_CUBIC = (
+    search_source("_TS", "_N")
     + """
-    _user(du, u, p[:_NP], t, x)
+    for c in range(_M):
+        x[c] = 0.0
+    for e in range(_N):
+        be = _L[i, 0, e] + s * (_L[i, 1, e] + s * (_L[i, 2, e] + s * _L[i, 3, e]))
+        if be != 0.0:
+            for c in range(_M):
+                x[c] += be * p[_NP + e * _M + c]
 """
 )
-
-# the automatic vjp of f in (u, [p, x]) (as for inputs that are data), then x's part spread
-# over the samples
-_VJP = (
-    SPLIT_HEAD.replace("input_auto_vjp", "input_parameter_vjp")
-    + _LOCATE
-    + SPLIT_TAIL
-    + """
-    for r in range(_NP, pbar.shape[0]):
-        pbar[r] = 0.0
+_SCATTER = """
     for c in range(_M):
         xb = qbar[_NP + c]
         pbar[_NP + i * _M + c] += (1.0 - w) * xb
         if w != 0.0:
             pbar[_NP + j * _M + c] += w * xb
 """
-)
-_VJP_K = _VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
-    "t, ubar, qbar)", "t, k, ubar, qbar)"
-)
+_CUBIC_SCATTER = """
+    for e in range(_N):
+        be = _L[i, 0, e] + s * (_L[i, 1, e] + s * (_L[i, 2, e] + s * _L[i, 3, e]))
+        if be != 0.0:
+            for c in range(_M):
+                pbar[_NP + e * _M + c] += be * qbar[_NP + c]
+"""
+MAX_CUBIC_SAMPLES = 256
+"""The most samples of a cubic input whose samples may be parameters (its table of weights
+has ``4 N^2`` entries, compiled into the adapters)."""
+
+
+def _sources(kind: str, kernel: bool) -> tuple[str, str]:
+    """The sources of the right-hand side and of the vjp (``kernel``: the automatic vjp takes
+    the network kernels ``k``) for inputs of ``kind``."""
+    locate, scatter = (_CUBIC, _CUBIC_SCATTER) if kind == "cubic" else (_LOCATE, _SCATTER)
+    rhs = (
+        "\ndef input_parameter_rhs(du, u, p, t):\n    x = _stack(_M)\n"
+        + locate
+        + "\n    _user(du, u, p[:_NP], t, x)\n"
+    )
+    # the automatic vjp of f in (u, [p, x]) (as for inputs that are data), then x's part
+    # spread over the samples
+    vjp = (
+        SPLIT_HEAD.replace("input_auto_vjp", "input_parameter_vjp")
+        + locate
+        + SPLIT_TAIL
+        + "\n    for r in range(_NP, pbar.shape[0]):\n        pbar[r] = 0.0\n"
+        + scatter
+    )
+    if kernel:
+        vjp = vjp.replace("t, ubar, pbar)", "t, k, ubar, pbar)")
+        vjp = vjp.replace("t, ubar, qbar)", "t, k, ubar, qbar)")
+    return rhs, vjp
 
 
 def input_parameter_functions(prob, network: bool, automatic_vjp):
@@ -81,10 +117,15 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
         raise TypeError(
             "with_input_parameters: this problem takes no inputs (make it with inputs=)"
         )
-    if interp.kind not in ("constant", "linear"):
+    if interp.kind == "akima":
         raise ValueError(
-            f"with_input_parameters: {interp.kind!r} inputs are not supported (the gradient "
-            "with respect to the samples is made for 'constant' and 'linear' interpolation)"
+            "with_input_parameters: 'akima' inputs are not supported (Akima's spline is not "
+            "linear in its samples); use 'constant', 'linear' or 'cubic'"
+        )
+    if interp.kind == "cubic" and interp.ts.size > MAX_CUBIC_SAMPLES:
+        raise ValueError(
+            f"with_input_parameters: a cubic input of more than {MAX_CUBIC_SAMPLES} samples "
+            f"(got {interp.ts.size}): its table of weights grows as the square; use 'linear'"
         )
     if network:
         raise TypeError("with_input_parameters: not for a right-hand side with network kernels")
@@ -106,12 +147,17 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
         "_stack": stack_vector,
         "_user": prob.user_f,
     }
-    rhs = _compiled(_RHS, "input_parameter_rhs", env)
+    if interp.kind == "cubic":
+        unit = np.eye(N)
+        env["_L"] = np.stack([_coefficients(interp.ts, unit[:, [e]], "cubic")[:, :, 0]
+                              for e in range(N)], axis=-1)  # fmt: skip
+    rhs_source, _ = _sources(interp.kind, False)
+    rhs = _compiled(rhs_source, "input_parameter_rhs", env)
     split = _compiled(SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
     t0 = prob.tspan[0]
     q0 = np.concatenate([prob.p, interp(t0)])
     vjp, how = automatic_vjp(split, prob.u0, q0, t0, trace=True)
-    takes_k = vjp.py_func.__code__.co_argcount == 7
-    vjp = _compiled(_VJP_K if takes_k else _VJP, "input_parameter_vjp", {**env, "_vjp": vjp})
+    _, vjp_source = _sources(interp.kind, vjp.py_func.__code__.co_argcount == 7)
+    vjp = _compiled(vjp_source, "input_parameter_vjp", {**env, "_vjp": vjp})
     p = np.concatenate([prob.p, interp.values.ravel()])
     return rhs, vjp, how, p, slice(n_p, n_p + N * M)

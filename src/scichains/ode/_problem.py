@@ -581,9 +581,10 @@ class ODEProblem:
         ``[p, inputs.values.ravel()]`` (sample ``i``, channel ``c`` at ``len(p) + i m + c``;
         ``input_slice`` selects them), whose right-hand side interpolates the samples it reads
         there and calls ``f(du, u, p, t, x)`` with the original ``p``. Every sensitivity
-        method then gives dL/d(samples) as the tail of dL/dp. For ``"constant"`` and
-        ``"linear"`` inputs and an automatic vjp (no ``vjp=``, no network kernels, no mass
-        matrix); ``TypeError``/``ValueError`` naming what is not supported."""
+        method then gives dL/d(samples) as the tail of dL/dp. For ``"constant"``,
+        ``"linear"`` and ``"cubic"`` inputs (at most 256 samples) and an automatic vjp (no
+        ``vjp=``, no network kernels, no mass matrix); ``TypeError``/``ValueError`` naming
+        what is not supported."""
         f, vjp, how, p, where = input_parameter_functions(
             self, self.kernel is not NO_NETWORK, vjp_makers()[0]
         )
