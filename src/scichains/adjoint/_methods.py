@@ -444,7 +444,8 @@ class CVODEMethod(EventGradients, SensitivityMethod):
         return ts, us, fs
 
     def _event_time_loss(self):
-        """``(value, dL/dtau per recorded event)`` of the event-time loss (zeros without)."""
+        """``(value, dL/dtau per recorded event or None, times, which)``: the event-time
+        loss (0 and None without one) and the records it was taken on (:func:`event_records`)."""
         times, which = event_records(self._found)
         if self.event_loss is None:
             return 0.0, None, times, which

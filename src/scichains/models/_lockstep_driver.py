@@ -203,11 +203,7 @@ class _Slot:
         mine, theirs = self.obj.method, other.obj.method
         plan, cap = mine.plan, theirs.plan.us.shape[0]
         if plan.us.shape[0] < cap:
-            n = plan.us.shape[1]
-            plan.ts = np.empty(cap)
-            plan.us = np.empty((cap, n))
-            plan.fs = np.empty((cap, n))
-            plan.kstore = np.empty((cap,) + plan.kstore.shape[1:])
+            plan.grow(cap)
         if plan.astore.shape[0] < theirs.plan.astore.shape[0]:
             mine._grow_activation_store(theirs.plan.astore.shape[0])
 
@@ -354,7 +350,6 @@ def lockstep_value_and_grad(claim, pair_of, runners: dict, p, u0, data, weights,
     # they have its error norms (the block's steps are those of the short block) and add
     # nothing to the loss; every block then has one size and the threads share all of them
     idx = np.concatenate([order, np.repeat(order[-1:], pad)])
-    weights = np.ones(data.shape) if weights is None else weights
     k = max(1, min(k, nblocks))
     with claim(k) as caches:
         objs = [pair_of(c, size)[0] for c in caches]
@@ -362,7 +357,7 @@ def lockstep_value_and_grad(claim, pair_of, runners: dict, p, u0, data, weights,
             return None
         U0 = u0[idx].reshape(nblocks, size * n)
         D = _blocked(data, idx, nblocks, size)
-        W = _blocked(weights, idx, nblocks, size)
+        W = np.ones_like(D) if weights is None else _blocked(weights, idx, nblocks, size)
         if pad:
             W[-1].reshape(-1, size, n)[:, size - pad :] = 0.0
 

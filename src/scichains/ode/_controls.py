@@ -19,13 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._inputs import (
-    SPLIT,
     SPLIT_HEAD,
     SPLIT_TAIL,
     _coefficients,
     _compiled,
     search_source,
+    split_vjp,
     stack_vector,
+    with_kernel,
 )
 
 # the interval of t (as the Interpolation's own evaluation finds it: ts[i] <= t < ts[i + 1],
@@ -100,10 +101,7 @@ def _sources(kind: str, kernel: bool) -> tuple[str, str]:
         + "\n    for r in range(_NP, pbar.shape[0]):\n        pbar[r] = 0.0\n"
         + scatter
     )
-    if kernel:
-        vjp = vjp.replace("t, ubar, pbar)", "t, k, ubar, pbar)")
-        vjp = vjp.replace("t, ubar, qbar)", "t, k, ubar, qbar)")
-    return rhs, vjp
+    return rhs, with_kernel(vjp) if kernel else vjp
 
 
 def input_parameter_functions(prob, network: bool, automatic_vjp):
@@ -153,11 +151,10 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
                               for e in range(N)], axis=-1)  # fmt: skip
     rhs_source, _ = _sources(interp.kind, False)
     rhs = _compiled(rhs_source, "input_parameter_rhs", env)
-    split = _compiled(SPLIT, "input_split_rhs", {"_user": prob.user_f, "_NP": n_p})
-    t0 = prob.tspan[0]
-    q0 = np.concatenate([prob.p, interp(t0)])
-    vjp, how = automatic_vjp(split, prob.u0, q0, t0, trace=True)
-    _, vjp_source = _sources(interp.kind, vjp.py_func.__code__.co_argcount == 7)
+    vjp, how, takes_k = split_vjp(
+        prob.user_f, interp, prob.u0, prob.p, prob.tspan[0], True, automatic_vjp
+    )
+    _, vjp_source = _sources(interp.kind, takes_k)
     vjp = _compiled(vjp_source, "input_parameter_vjp", {**env, "_vjp": vjp})
     p = np.concatenate([prob.p, interp.values.ravel()])
     return rhs, vjp, how, p, slice(n_p, n_p + N * M)

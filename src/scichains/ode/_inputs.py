@@ -360,23 +360,33 @@ SPLIT_TAIL = """
         pbar[r] = qbar[r]
 """
 _SPLIT_VJP = SPLIT_HEAD + _X + SPLIT_TAIL
-_SPLIT_VJP_K = _SPLIT_VJP.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
-    "t, ubar, qbar)", "t, k, ubar, qbar)"
-)
+
+
+def with_kernel(source: str) -> str:
+    """The source of a split vjp adapter whose automatic vjp takes the network kernels
+    ``k`` (a traced vjp does)."""
+    return source.replace("t, ubar, pbar)", "t, k, ubar, pbar)").replace(
+        "t, ubar, qbar)", "t, k, ubar, qbar)"
+    )
+
+
+def split_vjp(f, interp: Interpolation, u0, p, t0, trace: bool, make):
+    """``(vjp, how, takes_k)``: the exact vjp of ``f(du, u, p, t, x)`` as a function of ``(u,
+    q = [p, x])``, made by ``make`` (:func:`scichains.ode.derivatives._autodiff.
+    automatic_vjp`), how it was made, and whether it takes the network kernels ``k``."""
+    split = _compiled(SPLIT, "input_split_rhs", {"_user": f, "_NP": int(p.size)})
+    q0 = np.concatenate([p, interp(t0)])
+    vjp, how = make(split, u0, q0, t0, trace=trace)
+    return vjp, how, len(inspect.signature(vjp.py_func).parameters) == 7
 
 
 def automatic_input_vjp(f, interp: Interpolation, u0, p, t0, trace: bool, make):
-    """``(vjp, how)``: the exact vjp of ``f(du, u, p, t, x)`` with respect to ``u`` and ``p``,
-    made by ``make`` (:func:`scichains.ode.derivatives._autodiff.automatic_vjp`) for the
-    function of ``(u, [p, x])`` and adapted to take ``x`` from the interpolant."""
-    n_p = int(p.size)
-    split = _compiled(SPLIT, "input_split_rhs", {"_user": f, "_NP": n_p})
-    q0 = np.concatenate([p, interp(t0)])
-    vjp, how = make(split, u0, q0, t0, trace=trace)
-    takes_k = len(inspect.signature(vjp.py_func).parameters) == 7
-    env = {**_table_env(interp), "_vjp": vjp, "_NP": n_p}
-    wrapped = _compiled(_SPLIT_VJP_K if takes_k else _SPLIT_VJP, "input_auto_vjp", env)
-    return wrapped, how
+    """``(vjp, how)``: the exact vjp of ``f(du, u, p, t, x)`` with respect to ``u`` and ``p``
+    (:func:`split_vjp`), adapted to take ``x`` from the interpolant."""
+    vjp, how, takes_k = split_vjp(f, interp, u0, p, t0, trace, make)
+    env = {**_table_env(interp), "_vjp": vjp, "_NP": int(p.size)}
+    source = with_kernel(_SPLIT_VJP) if takes_k else _SPLIT_VJP
+    return _compiled(source, "input_auto_vjp", env), how
 
 
 def check_span(interp: Interpolation, tspan) -> None:

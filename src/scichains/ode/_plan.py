@@ -145,15 +145,16 @@ class SolvePlan:
         self.astore_follows_steps = False
         self.carry = np.zeros(self.stepper.carry_size(self.us.shape[1]) + astore.shape[2])
 
-    def grow(self) -> None:
-        """Double the step buffers (the stepper returned GROW), keeping what they hold.
+    def grow(self, capacity: int | None = None) -> None:
+        """Double the step buffers (the stepper returned GROW), keeping what they hold; with
+        ``capacity``, give them at least that many entries instead (new arrays either way).
 
         Storage follows the steps actually taken: a solve starts with room for a few hundred
         steps (or its stops) and doubles, so ``max_steps`` is only a limit, never an
         allocation."""
         m = int(self.stats[0])
         cap, n = self.us.shape
-        new = 2 * cap
+        new = 2 * cap if capacity is None else max(cap, int(capacity))
         ts = np.empty(new)
         ts[:m] = self.ts[:m]
         us = np.empty((new, n))
