@@ -32,12 +32,14 @@ from ._plots import VPC, gof_plot, simulate, vpc
 from ._predict import PKSolveError
 from ._profile import Profile, profile
 from ._records import Dose, EventData, Subject
+from ._rules import DoseRule
 
 __all__ = [
     "Additive",
     "Bootstrap",
     "Combined",
     "Covariance",
+    "DoseRule",
     "CovariateSearch",
     "Dose",
     "ErrorModel",

@@ -203,12 +203,21 @@ class SubjectTerms:
             else:
                 raise InnerFailure(
                     f"subject ID {sid}: the EBE line search failed "
-                    f"(gradient {np.max(np.abs(ev.gL)):.3g})"
+                    f"(gradient {np.max(np.abs(ev.gL)):.3g}){self._rules_hint()}"
                 )
             eta, ev = cand, new
         raise InnerFailure(
             f"subject ID {sid}: the EBE did not converge in "
             f"{self.inner_maxiter} iterations (gradient {np.max(np.abs(ev.gL)):.3g})"
+            f"{self._rules_hint()}"
+        )
+
+    def _rules_hint(self) -> str:
+        if not self.model.rules:
+            return ""
+        return (
+            "; with dosing rules the predictions jump where a rule's dose time crosses an "
+            "observation time, and an EBE at such a jump cannot converge"
         )
 
 

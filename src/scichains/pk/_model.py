@@ -6,6 +6,7 @@ import numpy as np
 
 from ._endpoints import endpoint_spec, error_names
 from ._omega import Block, OmegaLayout
+from ._rules import rule_specs
 from ._sensitivity import Sensitivities
 
 
@@ -77,6 +78,10 @@ class PKModel:
         state whose records say ``RATE=-1`` (NONMEM's ``R1``), the same way: the dose
         ``F * AMT`` runs in at ``R`` for ``F * AMT / R`` (as NONMEM keeps a rate and stretches
         the duration; a state has a modelled duration or a modelled rate, not both)
+    rules : :class:`DoseRule` s: doses the model gives itself when a condition on the states
+        crosses zero (a dose whenever the concentration falls below a threshold), with the
+        dose times' derivatives in the fit (see ``Sensitivities.rule_jump``); needs an
+        autonomous ODE (no ``t``) and no steady-state doses in the data
     iov_eta : SymPy symbols of inter-occasion random effects (``q_o``; NONMEM's IOV etas),
         used in ``individual`` like ``eta`` (e.g. ``cl: exp(tcl + eta_cl + kappa_cl)``): each
         occasion of a subject draws its own values, all occasions from one covariance
@@ -125,6 +130,7 @@ class PKModel:
         occasions: int = 0,
         duration: dict | None = None,
         rate: dict | None = None,
+        rules=(),
     ):
         import sympy as sp
 
@@ -139,6 +145,7 @@ class PKModel:
         self._arguments = _arguments(
             self.states, odes, individual, theta, eta, omega, observe, error, covariates, t,
             bioavailability, lag, networks, list(iov_eta), iov_omega, occasions, duration, rate,
+            rules,
         )  # fmt: skip
         self.odes = [sp.sympify(e) for e in odes]
         self.networks = list(networks)
@@ -260,6 +267,7 @@ class PKModel:
         if both:
             raise ValueError(f"{both} have both a modelled duration and a modelled rate")
         self.timed_states = tuple(sorted(timed + rated))  # the input channels, in order
+        self.rules = rule_specs(rules, self.states, self.phi, t, self.lagged_states)
         self._sens2 = None  # built on first use (a large phi system may never be)
         self._linear = None
         # the individual-parameter block and its derivatives (NumPy, generated once)
@@ -395,18 +403,20 @@ class PKModel:
     def sens(self):
         """The second-order augmented system along the individual parameters."""
         if self._sens2 is None:
-            self._sens2 = Sensitivities(
-                self.states,
-                self.phi,
-                self.odes,
-                self.observes,
-                t=self.t,
-                bioavailability=self.bioavailability,
-                lag=self.lag,
-                duration=self.duration,
-                rate=self.rate,
-            )
+            self._sens2 = self._system(2)
         return self._sens2
+
+    def _system(self, order: int, **kw):
+        """The augmented system of this model (``Sensitivities``) to ``order``."""
+        rules = [
+            (r.when, self.states.index(r.into), r.direction, r.amount, r.max_doses)
+            for r in self.rules
+        ]
+        return Sensitivities(
+            self.states, self.phi, self.odes, self.observes, t=self.t, order=order,
+            bioavailability=self.bioavailability, lag=self.lag, duration=self.duration,
+            rate=self.rate, rules=rules, **kw,
+        )  # fmt: skip
 
     def system_sizes(self, order: int = 2) -> tuple[int, int]:
         """Augmented-state sizes ``(along phi, along eta and theta)`` of the two forms."""
@@ -425,18 +435,7 @@ class PKModel:
         if order == 2:
             return self.sens
         if self._sens3 is None:
-            self._sens3 = Sensitivities(
-                self.states,
-                self.phi,
-                self.odes,
-                self.observes,
-                t=self.t,
-                order=3,
-                bioavailability=self.bioavailability,
-                lag=self.lag,
-                duration=self.duration,
-                rate=self.rate,
-            )
+            self._sens3 = self._system(3)
         return self._sens3
 
     def directional(self, order: int):
@@ -446,19 +445,8 @@ class PKModel:
         if order not in (2, 3):
             raise ValueError(f"order must be 2 or 3, got {order}")
         if self._dirs.get(order) is None:
-            self._dirs[order] = Sensitivities(
-                self.states,
-                self.phi,
-                self.odes,
-                self.observes,
-                t=self.t,
-                order=order,
-                bioavailability=self.bioavailability,
-                lag=self.lag,
-                duration=self.duration,
-                rate=self.rate,
-                directions=(self.q, self.p),
-                identity=self.identity,
+            self._dirs[order] = self._system(
+                order, directions=(self.q, self.p), identity=self.identity
             )
         return self._dirs[order]
 
@@ -611,7 +599,7 @@ def _theta_values(theta: dict):
 
 def _arguments(
     states, odes, individual, theta, eta, omega, observe, error, covariates, t, bio, lag, nets,
-    iov_eta, iov_omega, occasions, duration, rate,
+    iov_eta, iov_omega, occasions, duration, rate, rules,
 ) -> dict:  # fmt: skip
     """The constructor's arguments (copies of the containers), as :meth:`PKModel.__reduce__`
     sends them."""
@@ -638,6 +626,7 @@ def _arguments(
         "occasions": occasions,
         "duration": copied(duration),
         "rate": copied(rate),
+        "rules": list(rules),
     }
 
 

@@ -232,6 +232,11 @@ class PopulationObjective(SubjectTerms):
                         f"subject ID {s.id}, row {d.row}: a steady-state dose with a modelled "
                         f"input (RATE={d.modelled}) is not supported"
                     )
+                if d.ss_interval > 0 and model.rules:
+                    raise ValueError(
+                        f"subject ID {s.id}, row {d.row}: a steady-state dose (SS>0) with the "
+                        "model's dosing rules is not supported"
+                    )
                 if d.ss_interval > 0 and model.t is not None:
                     raise ValueError(
                         f"subject ID {s.id}, row {d.row}: a steady-state dose (SS=1) with a "

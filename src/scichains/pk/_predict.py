@@ -184,6 +184,7 @@ def predict_subject(sens, regimen, par, rtol, atol):
                 f"subject ID {subject.id}: a modelled duration or rate is not finite and "
                 f"positive ({durations})"
             )
+    given = [0] * len(sens.rules)  # the doses each dosing rule gave
     for a, b, groups, rates, sel, piece in regimen.plan(lags, durations):
         cur = pars[piece]
         for ls, boluses, r_before, r_after in groups:
@@ -219,18 +220,70 @@ def predict_subject(sens, regimen, par, rtol, atol):
         p[npar:] = rates
         ts = subject.times[sel]
         uniq = np.unique(np.concatenate([ts, [b]]))
-        prob = sens.model.problem(y, (a, b), p)
-        sol = solve(prob, saveat=uniq, rtol=rtol, atol=atol)
-        if sol.status != ReturnCode.SUCCESS:
-            raise PKSolveError(
-                f"subject ID {subject.id}: the ODE solve on [{a:g}, {b:g}] failed with "
-                f"{sol.status.name}: {sol.message}"
-            )
-        _check_saved(sol, uniq.size, subject, a, b)
+        if sens.rules:
+            saved = _ruled_segment(sens, y, a, b, p, uniq, rtol, atol, subject, given)
+        else:
+            saved = _solved(sens, y, a, b, p, uniq, rtol, atol, subject).u
         if sel.size:
-            out[sel] = sol.u[np.searchsorted(uniq, ts)]
-        y = sol.u[-1].copy()
+            out[sel] = saved[np.searchsorted(uniq, ts)]
+        y = saved[-1].copy()
     return out
+
+
+def _solved(sens, y, a, b, p, saveat, rtol, atol, subject, events=None):
+    """The solve of the augmented system from ``y`` over ``[a, b]`` (``PKSolveError`` when it
+    fails); without events, every save checked."""
+    prob = sens.model.problem(y, (a, b), p)
+    sol = solve(prob, saveat=saveat, rtol=rtol, atol=atol, events=events)
+    if sol.status != ReturnCode.SUCCESS:
+        raise PKSolveError(
+            f"subject ID {subject.id}: the ODE solve on [{a:g}, {b:g}] failed with "
+            f"{sol.status.name}: {sol.message}"
+        )
+    if not events:
+        _check_saved(sol, saveat.size, subject, a, b)
+    return sol
+
+
+def _ruled_segment(sens, y, a, b, p, uniq, rtol, atol, subject, given):
+    """The saved states at ``uniq`` of a segment with dosing rules: solve to the first
+    crossing of a rule still giving doses (``given``: the doses each rule gave this subject,
+    updated), apply its dose there (:meth:`Sensitivities.rule_jump`), go on."""
+    npar = sens.n_params
+    rows, t0, k0 = [], a, 0
+    while True:
+        live = [i for i, r in enumerate(sens.rules) if r[4] is None or given[i] < r[4]]
+        if t0 >= b:  # a dose at the segment's end: its saves see it
+            rows.append(np.repeat(y[None], uniq.size - k0, axis=0))
+            break
+        events = [sens.rule_events()[i] for i in live]
+        sol = _solved(sens, y, t0, b, p, uniq[k0:], rtol, atol, subject, events or None)
+        fired = [j for j, te in enumerate(sol.t_events or ()) if te.size]
+        if not fired:
+            _check_saved(sol, uniq.size - k0, subject, t0, b)
+            rows.append(sol.u)
+            break
+        if len(fired) > 1:
+            raise PKSolveError(
+                f"subject ID {subject.id}: two dosing rules fire together at "
+                f"{sol.t_events[fired[0]][0]:g}: not supported"
+            )
+        j = fired[0]
+        k = sol.t.size
+        if k:
+            _check_saved(sol, k, subject, t0, b)
+            rows.append(sol.u)
+        k0 += k
+        i = live[j]
+        given[i] += 1
+        y = sens.rule_jump(sol.u_events[j][0], i, sens.rules[i][3], p[npar:], p[:npar])
+        t0 = float(sol.t_events[j][0])
+        if not np.all(np.isfinite(y)):
+            raise PKSolveError(
+                f"subject ID {subject.id}: the state after the dose of rule {i} at {t0:g} is "
+                "not finite (the rule's condition grazes zero there)"
+            )
+    return np.concatenate(rows)
 
 
 def _check_saved(sol, n_saved, subject, a, b) -> None:

@@ -48,6 +48,9 @@ class Sensitivities:
         infusions: the rate is scaled)
     lag : optional list of ``n`` SymPy expressions in ``phi``: the lag time of each state's
         doses (0: none); see :meth:`lagged_jump`
+    rules : optional list of ``(g, state, direction, amount, max_doses)``: dosing rules, a
+        dose of ``amount`` into ``state`` where ``g(x, phi)`` crosses zero in ``direction``,
+        at most ``max_doses`` (None: no limit) per subject (see :meth:`rule_jump`)
     directions : None (derivatives along ``phi``) or ``(q, p)``: derivatives along ``q``
         random effects and ``p`` typical values instead, those whose index tuples have at
         most one typical value (all FOCE-I and Laplace need), with the derivatives of
@@ -86,6 +89,7 @@ class Sensitivities:
         identity=None,
         duration=None,
         rate=None,
+        rules=None,
     ):
         import sympy as sp
 
@@ -300,6 +304,13 @@ class Sensitivities:
             over_f = [r / F[a] if r != 0 else sp.Integer(0) for a, r in enumerate(self.rate)]
             self._duration_fn = sp.lambdify(list(phi), [self.duration, over_f], modules="numpy")
         self._jumps = {}
+        # (condition g(x, phi), state dosed, direction, amount, max doses or None) per rule
+        self.rules = [] if rules is None else [(sp.sympify(r[0]), *r[1:]) for r in rules]
+        if self.rules and t is not None:
+            raise ValueError(
+                "a dosing rule needs an autonomous right-hand side (the ODE uses t): the "
+                "dose-time shift is expanded along the flow of f(x, phi)"
+            )
 
         self._obs_tuples = all_tuples
         args = aug_states + parsyms
@@ -361,15 +372,40 @@ class Sensitivities:
         fn = self._jump(state, shift=True)
         return np.asarray(fn(*y, *phi, *rates, *rates, 0.0), dtype=np.float64).reshape(self.size)
 
-    def _jump(self, state, end=False, shift=False):
+    def rule_jump(self, y, k, amount, rates, phi) -> np.ndarray:
+        """The augmented state just after a dose of ``amount`` given by rule ``k`` at the time
+        ``tau`` where its condition ``g(x, phi)`` crossed zero, from the state ``y`` just
+        before (``rates``: the input channels running); a new array.
+
+        As :meth:`lagged_jump`, with the dose time moving as ``tau(phi)``, defined
+        implicitly by ``G(h) = g(Phi_h(x^-), phi) = 0`` (``h = tau - tau_0``, ``Phi`` the flow
+        before the dose). Along ``phi_l``, ``dh/dphi_l = -D_l G(h) / G'(h)`` is itself a
+        function of ``h``: its Taylor coefficients come by dividing the series of
+        ``G(h) = sum_j gamma_j h^j`` (``gamma_j = L_f^j g / j!``); at first order
+        ``dtau/dphi_l = -(g_x S_l + g_phi_l) / (g_x f)``, the implicit-function derivative.
+        """
+        fn = self._jump(self.rules[k][1], rule=k)
+        return np.asarray(fn(*y, *phi, *rates, *rates, amount), dtype=np.float64).reshape(self.size)
+
+    def rule_events(self) -> list:
+        """One terminal :class:`~scichains.ode.Event` per rule (made on first use, kept: a
+        solve reuses the compiled tables of the same events)."""
+        if getattr(self, "_rule_events", None) is None:
+            from ._rules import rule_event
+
+            made = [rule_event(r[0], self._states, self._phi, r[2]) for r in self.rules]
+            self._rule_events = made
+        return self._rule_events
+
+    def _jump(self, state, end=False, shift=False, rule=None):
         """The generated function of :meth:`_make_jump`, made on first use."""
-        key = (state, end, shift)
+        key = (state, end, shift, rule)
         fn = self._jumps.get(key)
         if fn is None:
-            fn = self._jumps[key] = self._make_jump(state, end=end, shift=shift)
+            fn = self._jumps[key] = self._make_jump(state, end=end, shift=shift, rule=rule)
         return fn
 
-    def _make_jump(self, a, end=False, shift=False):
+    def _make_jump(self, a, end=False, shift=False, rule=None):
         import math
 
         import sympy as sp
@@ -409,10 +445,14 @@ class Sensitivities:
         # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
         # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
         # h^k, truncated at the degree the remaining derivatives can still reach.
-        moving = sp.Integer(0) if self.lag is None else self.lag[a]
-        if end:  # a duration, or F times the amount over the rate
-            moving += self.duration[a] if self.duration[a] != 0 else amt * F[a] / self.rate[a]
-        dh = [self._D(moving, ll) for ll in range(self.nd)]
+        if rule is None:
+            moving = sp.Integer(0) if self.lag is None else self.lag[a]
+            if end:  # a duration, or F times the amount over the rate
+                moving += self.duration[a] if self.duration[a] != 0 else amt * F[a] / self.rate[a]
+            # dh/dphi_l as a series in h: a lag's does not depend on h
+            dh = [[self._D(moving, ll)] + [sp.Integer(0)] * (K - 1) for ll in range(self.nd)]
+        else:
+            dh = self._rule_shift(self.rules[rule][0], fm, lie)
         out = [None] * self.size
         for b in range(n):
             coef = [
@@ -426,13 +466,38 @@ class Sensitivities:
                     cs = []
                     for k in range(K - o + 1):
                         e = self._D(prev[k], ll)
-                        if dh[ll] != 0:
-                            e += (k + 1) * prev[k + 1] * dh[ll]
+                        for i in range(k + 1):  # (d/dh sum_k c_k h^k) times dh/dphi_l
+                            if dh[ll][k - i] != 0:
+                                e += (i + 1) * prev[i + 1] * dh[ll][k - i]
                         cs.append(e)
                     vals[tup] = cs
                     out[self._where[X[b][tup]]] = cs[0]
         args = self._aug + self._parsyms + rm + rp + [amt]
         return sp.lambdify(args, out, modules="numpy", cse=True)
+
+    def _rule_shift(self, g, f, lie):
+        """``dh/dphi_l`` of a rule's dose time as ``K`` Taylor coefficients in ``h`` per
+        direction ``l`` (see :meth:`rule_jump`): ``M(h) d_l(h) = -N_l(h)`` with ``M = G'``
+        and ``N_l = D_l G`` at fixed ``h``, solved order by order."""
+        import math
+
+        import sympy as sp
+
+        K = self.order
+        gam, term = [g], g
+        for j in range(1, K + 1):
+            term = lie(term, f)
+            gam.append(term / math.factorial(j))
+        M = [(i + 1) * gam[i + 1] for i in range(K)]
+        out = []
+        for ll in range(self.nd):
+            N = [self._D(gam[j], ll) for j in range(K)]
+            d = []
+            for k in range(K):
+                acc = -N[k] - sp.Add(*[M[i] * d[k - i] for i in range(1, k + 1)])
+                d.append(acc / M[0])
+            out.append(d)
+        return out
 
     def add_bolus(self, y: np.ndarray, state: int, amount: float, phi: np.ndarray) -> None:
         """Add a bolus of ``amount`` into ``state`` to the augmented state ``y`` (in place)."""

@@ -1,0 +1,225 @@
+"""Dosing rules (a dose when the concentration falls below a threshold): predictions and
+their derivatives up to third order against the closed form of a one-compartment IV bolus,
+and the FOCE-I objective's exact gradient against central differences."""
+
+import pickle
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from scichains import pk
+from scichains.pk._predict import Regimen, predict_subject
+from scichains.pk._sensitivity import Sensitivities
+
+from .checks import gradient_matches_central_differences
+
+D0, A, CTHR = 100.0, 40.0, 0.8
+
+
+def closed_form(ph, t, cthr=CTHR, amount=A, max_doses=None):
+    """``C(t) = D0/V e^{-kt} r^{j(t)}`` with ``r = 1 + A/(V Cthr)``: the rule's doses come at
+    ``tau_1 = ln(D0/(V Cthr))/k`` and every ``ln(r)/k`` after."""
+    cl, v = ph[0], ph[1]
+    k, r = cl / v, 1.0 + amount / (v * cthr)
+    tau1 = np.log(D0 / (v * cthr)) / k
+    j = np.where(t > tau1, np.floor((t - tau1) / (np.log(r) / k)) + 1, 0)
+    if max_doses is not None:
+        j = np.minimum(j, max_doses)
+    return D0 / v * np.exp(-k * t) * r**j
+
+
+def central(fun, ph, idx, h):
+    """Central differences of ``fun`` along the entries ``idx`` of ``ph`` (1 to 3 of them),
+    steps ``h`` relative to each entry."""
+    if not idx:
+        return fun(ph)
+    step = h * ph[idx[-1]]
+    e = np.eye(ph.size)[idx[-1]] * step
+    return (central(fun, ph + e, idx[:-1], h) - central(fun, ph - e, idx[:-1], h)) / (2 * step)
+
+
+def one_compartment(order, with_threshold=False):
+    center, cl, v, c = sp.symbols("center cl v cthr")
+    phi = [cl, v, c] if with_threshold else [cl, v]
+    cthr = c if with_threshold else CTHR
+    rule = (center / v - cthr, 0, -1, A, None)
+    return Sensitivities([center], phi, [-cl / v * center], center / v, order=order, rules=[rule])
+
+
+# observation times between the rule's doses (at 10.7, 18.1, 25.4, 32.8, 40.1: none close
+# to one, where central differences would straddle the jump)
+T_OBS = np.array([0.5, 2.0, 5.0, 8.0, 14.0, 21.5, 29.0, 36.5, 44.0])
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_rule_doses_and_derivatives_match_the_closed_form(order):
+    sens = one_compartment(order, with_threshold=True)
+    phi = np.array([4.0, 30.0, CTHR])
+    s = pk.Subject(1, [pk.Dose(0.0, D0, 0)], T_OBS, T_OBS * 0, np.arange(T_OBS.size))
+
+    def exact(p):
+        return closed_form(p, T_OBS, cthr=p[2])
+
+    y = predict_subject(sens, Regimen(s, 1), phi, 1e-12, 1e-14)
+    obs = sens.observe(y, phi)
+    np.testing.assert_allclose(obs[0], exact(phi), rtol=1e-10)
+    for k in range(3):
+        fd = central(exact, phi, [k], 1e-6)
+        np.testing.assert_allclose(obs[1][:, k], fd, rtol=1e-6, atol=1e-10)
+        for m in range(k, 3):
+            fd = central(exact, phi, [k, m], 1e-4)
+            np.testing.assert_allclose(obs[2][:, k, m], fd, rtol=1e-4, atol=1e-8)
+    if order == 3:
+        for idx in [(0, 0, 0), (0, 1, 2), (1, 1, 2), (2, 2, 2), (0, 1, 1)]:
+            fd = central(exact, phi, list(idx), 2e-3)
+            np.testing.assert_allclose(obs[3][(slice(None), *idx)], fd, rtol=1e-2, atol=1e-6)
+
+
+def test_the_dose_times_are_the_closed_forms():
+    """The doses' times: the jumps of the predictions on a fine grid, against tau_1 and
+    Delta."""
+    sens = one_compartment(2)
+    phi = np.array([4.0, 30.0])
+    t = np.linspace(0.05, 44.0, 2000)
+    s = pk.Subject(1, [pk.Dose(0.0, D0, 0)], t, t * 0, np.arange(t.size))
+    c = sens.observe(predict_subject(sens, Regimen(s, 1), phi, 1e-12, 1e-14), phi)[0]
+    np.testing.assert_allclose(c, closed_form(phi, t), rtol=1e-10)
+
+
+def rule_model(max_doses=1, error=None, **kw):
+    """One-compartment IV model with a rescue dose of 40 when the concentration falls below
+    0.8 (once, by default); log-normal CL and V."""
+    center, cl, v = sp.symbols("center cl v")
+    tcl, tv, ecl, ev = sp.symbols("tcl tv eta_cl eta_v")
+    return pk.PKModel(
+        states=[center],
+        odes=[-cl / v * center],
+        individual={cl: sp.exp(tcl + ecl), v: sp.exp(tv + ev)},
+        theta={tcl: np.log(4.0), tv: np.log(30.0)},
+        eta=[ecl, ev],
+        omega=np.array([0.09, 0.04]),
+        observe=center / v,
+        error=error or pk.Exponential(0.1),
+        rules=[pk.DoseRule(center / v - CTHR, center, A, max_doses=max_doses)],
+        **kw,
+    )
+
+
+# samples early (before the rescue dose) and late (after it, which comes between 4 and 25
+# for every plausible subject): no dose time crosses a sample, where the predictions jump
+T_RESCUE = np.array([0.5, 1.5, 3.0, 30.0, 36.0, 42.0, 48.0])
+
+
+def rule_data(model, n=6, seed=1, t=T_RESCUE):
+    """``n`` subjects given 100 at 0, sampled at ``t``, simulated from ``model``."""
+    subjects = [
+        pk.Subject(i + 1, [pk.Dose(0.0, D0, 0)], t, t * 0 + 1.0, np.arange(t.size))
+        for i in range(n)
+    ]
+    data = pk.EventData(subjects, [])
+    dv = pk.simulate(model, data, model.pack(), 1, seed=seed, rtol=1e-10, atol=1e-12)[0]
+    k = 0
+    for s in subjects:
+        s.dv[:] = dv[k : k + s.times.size]
+        k += s.times.size
+    return data
+
+
+@pytest.mark.parametrize("method", ["focei", pytest.param("laplace", marks=pytest.mark.slow)])
+def test_ofv_gradient_through_the_rule_matches_central_differences(method):
+    model = rule_model()
+    data = rule_data(model)
+    obj = pk.PopulationObjective(model, data, method=method, rtol=1e-11, atol=1e-13)
+    gradient_matches_central_differences(obj, model.pack() + 0.05)
+
+
+def test_repeated_doses_and_the_direction_form_give_the_same_gradient():
+    """Doses every ~7 h while the concentration stays above 0.8 (proportional error), in
+    the system along phi and in the one along eta and theta (time-varying covariates')."""
+    model = rule_model(max_doses=None, error=pk.Proportional(0.1))
+    data = rule_data(model, t=T_OBS)
+    x = model.pack() + 0.05
+    phi = pk.PopulationObjective(model, data, sensitivities="phi", rtol=1e-11, atol=1e-13)
+    g = gradient_matches_central_differences(phi, x)
+    dirs = pk.PopulationObjective(model, data, sensitivities="directions", rtol=1e-11, atol=1e-13)
+    v, gd = dirs.value_and_grad(x)
+    assert v == pytest.approx(phi.value(x), rel=1e-10)
+    np.testing.assert_allclose(gd, g, rtol=1e-7, atol=1e-8)
+
+
+def test_focei_fit_recovers_the_simulated_population():
+    model = rule_model()
+    data = rule_data(model, n=24, seed=3)
+    fit = pk.fit(model, data)
+    assert fit.success
+    cl, v = np.exp(list(fit.theta.values()))
+    assert cl == pytest.approx(4.0, rel=0.1) and v == pytest.approx(30.0, rel=0.1)
+    # without the rule the late samples cannot be fitted
+    center = model.states[0]
+    plain = pk.PKModel(
+        states=model.states,
+        odes=model.odes,
+        individual=dict(zip(model.phi, model.phi_exprs)),
+        theta=dict(zip(model.theta_symbols, model.theta0)),
+        eta=model.eta,
+        omega=np.diag(model.omega0),
+        observe=center / model.phi[1],
+        error=pk.Exponential(0.1),
+    )
+    assert pk.fit(plain, data).ofv > fit.ofv + 100
+
+
+def test_max_doses_and_pickling():
+    model = rule_model(max_doses=2)
+    t = np.linspace(0.05, 44.0, 400)
+    s = pk.Subject(1, [pk.Dose(0.0, D0, 0)], t, t * 0 + 1.0, np.arange(t.size))
+    data = pk.EventData([s], [])
+    obj = pk.PopulationObjective(model, data, rtol=1e-12, atol=1e-14)
+    (c,) = obj.predict(model.pack())
+    np.testing.assert_allclose(c, closed_form(np.array([4.0, 30.0]), t, max_doses=2), rtol=1e-10)
+    again = pickle.loads(pickle.dumps(model))
+    assert again.rules[0].max_doses == 2
+    (c2,) = pk.PopulationObjective(again, data, rtol=1e-12, atol=1e-14).predict(model.pack())
+    np.testing.assert_array_equal(c2, c)
+
+
+def test_rule_definition_errors():
+    base = rule_model()
+    center, (cl, v) = base.states[0], base.phi
+    kw = dict(
+        states=base.states,
+        odes=base.odes,
+        individual=dict(zip(base.phi, base.phi_exprs)),
+        theta=dict(zip(base.theta_symbols, base.theta0)),
+        eta=base.eta,
+        omega=np.diag(base.omega0),
+        observe=center / v,
+        error=pk.Additive(0.1),
+    )
+    with pytest.raises(ValueError, match="amount must be finite and positive"):
+        pk.DoseRule(center / v - 1, center, -5.0)
+    with pytest.raises(ValueError, match="direction must be"):
+        pk.DoseRule(center / v - 1, center, 5.0, direction=2)
+    with pytest.raises(ValueError, match="max_doses must be a positive integer"):
+        pk.DoseRule(center / v - 1, center, 5.0, max_doses=0)
+    with pytest.raises(TypeError, match="pk.DoseRule"):
+        pk.PKModel(**kw, rules=[(center / v - 1, center, 5.0)])
+    with pytest.raises(ValueError, match="which is not a state"):
+        pk.PKModel(**kw, rules=[pk.DoseRule(center / v - 1, sp.Symbol("depot"), 5.0)])
+    with pytest.raises(ValueError, match=r"the condition uses \['tv'\]"):
+        pk.PKModel(**kw, rules=[pk.DoseRule(center - base.theta_symbols[1], center, 5.0)])
+    with pytest.raises(ValueError, match="does not use the states"):
+        pk.PKModel(**kw, rules=[pk.DoseRule(v - 1, center, 5.0)])
+    t = sp.Symbol("t")
+    with pytest.raises(ValueError, match="autonomous ODE"):
+        pk.PKModel(
+            **{**kw, "odes": [-cl / v * center * (1 + t / 1e6)]},
+            t=t,
+            rules=[pk.DoseRule(center / v - 1, center, 5.0)],
+        )
+    with pytest.raises(ValueError, match="lag time is not supported"):
+        pk.PKModel(**kw, lag={center: cl}, rules=[pk.DoseRule(center / v - 1, center, 5.0)])
+    ss = pk.Subject(1, [pk.Dose(0.0, D0, 0, ss_interval=12.0)], T_OBS, T_OBS, np.arange(9))
+    with pytest.raises(ValueError, match="steady-state dose"):
+        pk.PopulationObjective(base, pk.EventData([ss], []))
