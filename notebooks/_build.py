@@ -795,12 +795,90 @@ plt.show()""",
             "The schedule heats little at first and most in the last hours: heat given early "
             "leaks out through the walls before 7:00, so the same warmth at 7:00 costs more "
             "then. The last sample (7:00) acts only at the end and stays at 0.\n\n"
-            "What is not here yet: the dosing rule of part 3 inside a population model "
-            "(`scichains.pk` fits doses from a table, not from a condition on the "
-            "concentration). These fits use the discrete adjoint; the continuous adjoints, "
-            "forward sensitivities and CVODE's adjoint pass through events too "
+            "These fits use the discrete adjoint; the continuous adjoints, forward "
+            "sensitivities and CVODE's adjoint pass through events too "
             "(`sensealg=adjoint.InterpolatingAdjoint()`, `adjoint.ForwardSensitivity()`, "
             "`solver=ode.CVODE_BDF()`; see the ODE guide)."
+        ),
+        Md(
+            "## 5. A dosing rule in a population model, fitted by FOCE-I\n\n"
+            "Part 3's rule for a population: 30 patients each given 100 mg IV at 0 receive a "
+            "rescue dose of 40 mg when their concentration falls below 0.8 mg/L (once; a "
+            "device gives it and its time is not recorded). `pk.DoseRule` puts the rule in "
+            "the `PKModel`; the solver finds each crossing, and the rescue time's derivatives "
+            "along the random effects and typical values (to the third order FOCE-I's exact "
+            "gradient needs) enter the sensitivities. The samples are taken early (0.5-3 h) "
+            "and late (30-48 h): every plausible patient's rescue falls between, so no "
+            "rescue time crosses a sample as the parameters move (where one does, the "
+            "prediction there jumps by the dose, and so does the likelihood)."
+        ),
+        """import sympy as sp
+
+from scichains import pk
+
+center, cl, v = sp.symbols("center cl v")
+tcl, tv, ecl, ev = sp.symbols("tcl tv eta_cl eta_v")
+
+
+def rescue_model(rules):
+    return pk.PKModel(
+        states=[center],
+        odes=[-cl / v * center],
+        individual={cl: sp.exp(tcl + ecl), v: sp.exp(tv + ev)},
+        theta={tcl: np.log(3.0), tv: np.log(40.0)},  # initial estimates, not the truth
+        eta=[ecl, ev],
+        omega=np.array([0.1, 0.1]),
+        observe=center / v,
+        error=pk.Exponential(0.2),
+        rules=rules,
+    )
+
+
+rescue = rescue_model([pk.DoseRule(center / v - 0.8, center, 40.0, direction=-1, max_doses=1)])
+t_obs = np.array([0.5, 1.5, 3.0, 30.0, 36.0, 42.0, 48.0])
+patients = pk.EventData(
+    [
+        pk.Subject(i + 1, [pk.Dose(0.0, 100.0, 0)], t_obs, np.ones(t_obs.size), np.arange(7))
+        for i in range(30)
+    ],
+    [],
+)
+truth = rescue.pack(theta=[np.log(4.0), np.log(30.0)], omega=np.diag([0.09, 0.04]), sd=[0.1])
+dv = pk.simulate(rescue, patients, truth, 1, seed=5)[0].reshape(30, 7)
+for s, row in zip(patients.subjects, dv):
+    s.dv[:] = row
+fit = pk.fit(rescue, patients)
+no_rule = pk.fit(rescue_model([]), patients)
+cl_hat, v_hat = np.exp(list(fit.theta.values()))
+print(f"FOCE-I with the rule: CL {cl_hat:.2f} L/h, V {v_hat:.1f} L (simulated: 4 and 30), "
+      f"BSV {100 * np.sqrt(np.diag(fit.omega))} %, OFV {fit.ofv:.1f}, {fit.seconds:.1f} s")
+print(f"the same model without the rule: OFV {no_rule.ofv:.1f}")""",
+        """dense = np.linspace(0.05, 48.0, 600)
+shown = [0, 1, 2, 3]
+grid = pk.EventData(
+    [pk.Subject(i + 1, [pk.Dose(0.0, 100.0, 0)], dense, np.ones(dense.size), np.arange(dense.size))
+     for i in shown],
+    [],
+)
+curves = pk.PopulationObjective(rescue, grid).predict(fit.x, etas=fit.etas[shown])
+fig, ax = plt.subplots(1, 4, figsize=(15, 3.5), sharey=True)
+for a, i, c in zip(ax, shown, curves):
+    a.semilogy(t_obs, dv[i], "o", label="samples")
+    a.semilogy(dense, c, label="individual prediction")
+    a.axhline(0.8, color="k", lw=0.8, ls="--")
+    jump = dense[1:][np.diff(c) > 0]
+    a.set_title(f"patient {i + 1}: rescue at {jump[0]:.1f} h" if jump.size else f"patient {i + 1}")
+    a.set_xlabel("hours")
+ax[0].set_ylabel("mg/L")
+ax[0].legend()
+plt.show()""",
+        Md(
+            "The late samples lie above the first dose's decay by the rescue dose, decayed "
+            "from a time that differs from patient to patient; the model without the rule "
+            "cannot place them (its OFV is about 200 points worse), and the model with it "
+            "recovers CL and V within a few percent. The same `PKModel` simulates, predicts "
+            "and fits with the rule (`pk.simulate`, `pk.vpc`, `pk.covariance`, ...); see the "
+            "pk guide for what is checked and what is not supported with rules."
         ),
     ],
     # ------------------------------------------------------------------------------------
