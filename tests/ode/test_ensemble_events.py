@@ -185,3 +185,116 @@ def test_each_failed_trajectory_names_what_raised_in_it():
     assert isinstance(es.exception(1), ZeroDivisionError)
     assert isinstance(es.exception(2), KeyError)
     assert es.exception(3) is None
+
+
+@numba.njit
+def lotka(du, u, p, t):
+    du[0] = p[0] * u[0] - p[1] * u[0] * u[1]
+    du[1] = -p[2] * u[1] + p[3] * u[0] * u[1]
+
+
+@numba.njit
+def prey_above(u, t, p):
+    return u[0] - 6.5
+
+
+@numba.njit
+def never(u, t, p):
+    return u[0] + 1.0
+
+
+@numba.njit
+def fails_late(u, t, p):
+    if t > 5.0 and p[0] > 1.6:
+        raise ValueError("the condition gives up late")
+    return u[0] + 1.0
+
+
+def _lotka_ensemble(m=40):
+    """Prey peaks from about 5.7 to 7.5: some trajectories cross 6.5, the others never."""
+    rng = np.random.default_rng(3)
+    u0s = np.column_stack([0.9 + 0.5 * rng.random(m), np.full(m, 1.0)])
+    ps = np.column_stack([1.3 + 0.5 * rng.random(m), np.ones(m), np.full(m, 3.0), np.ones(m)])
+    prob = ode.ODEProblem(lotka, u0s[0], (0.0, 8.0), ps[0])
+    return prob, ode.EnsembleProblem(prob, u0s=u0s, ps=ps)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_lanes_with_events_give_solves_bits_where_events_fire_and_where_they_do_not(terminal):
+    # the lane loop checks the conditions after each step and hands a trajectory where one
+    # may have fired to the scalar stepper: either way each trajectory is solve's
+    _, eprob = _lotka_ensemble()
+    event = ode.Event(prey_above, direction=1, terminal=terminal)
+    save = np.linspace(0.0, 8.0, 17)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=save, events=event, threads=2, **TOL)
+    fired = np.array([t[0].size > 0 for t in es.t_events])
+    assert 0 < fired.sum() < fired.size
+    for i in range(eprob.m):
+        one = ode.ODEProblem(lotka, eprob.u0(i), (0.0, 8.0), eprob.p(i))
+        sol = ode.solve(one, ode.Tsit5(), saveat=save, events=event, **TOL)
+        np.testing.assert_array_equal(es.t_events[i][0], sol.t_events[0])
+        np.testing.assert_array_equal(es.u_events[i][0], sol.u_events[0])
+        got = es.u[i][: sol.u.shape[0]]
+        np.testing.assert_array_equal(got, sol.u)
+        assert np.isnan(es.u[i][sol.u.shape[0] :]).all()
+        assert es.naccept[i] == sol.stats["naccept"] and es.nf[i] == sol.stats["nf"]
+
+
+def _count_scalar_runs(monkeypatch):
+    """The trajectories handed to the scalar stepper, per call."""
+    from scichains.ode.ensemble import _solve
+
+    calls, real = [], _solve._scalar_events
+
+    def spy(prob, settings, found, U0, P, m, threads):
+        calls.append(m)
+        return real(prob, settings, found, U0, P, m, threads)
+
+    monkeypatch.setattr(_solve, "_scalar_events", spy)
+    return calls
+
+
+def test_only_the_trajectories_whose_events_fire_leave_the_lanes(monkeypatch):
+    calls = _count_scalar_runs(monkeypatch)
+    _, eprob = _lotka_ensemble()
+    save = np.linspace(0.0, 8.0, 17)
+    event = ode.Event(prey_above, direction=1)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=save, events=event, **TOL)
+    assert calls == [sum(t[0].size > 0 for t in es.t_events)]
+
+
+def test_an_event_that_never_fires_changes_no_bit_of_the_lane_loop(monkeypatch):
+    calls = _count_scalar_runs(monkeypatch)
+    _, eprob = _lotka_ensemble()
+    save = np.linspace(0.0, 8.0, 17)
+    plain = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=save, **TOL)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=save, events=ode.Event(never), **TOL)
+    assert calls == []
+    np.testing.assert_array_equal(es.u, plain.u)
+    np.testing.assert_array_equal(es.naccept, plain.naccept)
+    assert all(t[0].size == 0 for t in es.t_events)
+
+
+def test_a_condition_raising_without_a_crossing_fails_its_trajectories():
+    _, eprob = _lotka_ensemble()
+    save = np.linspace(0.0, 8.0, 17)
+    es = ode.solve_ensemble(
+        eprob, ode.Tsit5(), saveat=save, events=ode.Event(fails_late), threads=2, **TOL
+    )
+    bad = eprob.ps[:, 0] > 1.6
+    assert bad.any() and not bad.all()
+    np.testing.assert_array_equal(es.status[bad], ode.ReturnCode.RHS_ERROR)
+    np.testing.assert_array_equal(es.status[~bad], ode.ReturnCode.SUCCESS)
+    assert isinstance(es.exception(int(np.flatnonzero(bad)[0])), ValueError)
+
+
+def test_interior_points_run_every_trajectory_on_the_scalar_stepper():
+    _, eprob = _lotka_ensemble(12)
+    save = np.linspace(0.0, 8.0, 17)
+    event = ode.Event(prey_above, direction=1, interp_points=3)
+    es = ode.solve_ensemble(eprob, ode.Tsit5(), saveat=save, events=event, **TOL)
+    for i in range(eprob.m):
+        one = ode.ODEProblem(lotka, eprob.u0(i), (0.0, 8.0), eprob.p(i))
+        sol = ode.solve(one, ode.Tsit5(), saveat=save, events=event, **TOL)
+        np.testing.assert_array_equal(es.t_events[i][0], sol.t_events[0])
+        np.testing.assert_array_equal(es.u[i], sol.u)

@@ -17,6 +17,7 @@ from scichains import ode
 from scichains._jit import FLAGS
 from scichains.ode import DP5, EnsembleProblem, ODEProblem, ReturnCode, Tsit5, solve_ensemble
 from scichains.ode._pow import cpow
+from scichains.ode.ensemble import _rows as _rows_module
 from scichains.ode.ensemble import _solve as _ensemble
 from scichains.ode.ensemble._lane_ops import LANES, lload, lpow, lstore
 
@@ -80,12 +81,12 @@ def test_vector_pow_against_numpy():
 
 
 def _run_with_blocks(e, blocks):
-    orig = _ensemble._lane_blocks
-    _ensemble._lane_blocks = lambda m, threads: blocks
+    orig = _rows_module._lane_blocks
+    _rows_module._lane_blocks = lambda m, threads: blocks
     try:
         return solve_ensemble(e, Tsit5(), saveat=TS, threads=1).u
     finally:
-        _ensemble._lane_blocks = orig
+        _rows_module._lane_blocks = orig
 
 
 def test_identical_for_any_split_into_blocks():
@@ -103,7 +104,7 @@ def test_the_scalar_path_gives_the_same_numbers_as_the_lanes(monkeypatch):
     u0s, ps = _rows(19, seed=8)
     e = EnsembleProblem(_lv(), u0s=u0s, ps=ps)
     lanes = solve_ensemble(e, DP5(), saveat=TS)
-    monkeypatch.setattr(_ensemble, "_LANES_ENABLED", False)
+    monkeypatch.setattr(_rows_module, "_LANES_ENABLED", False)
     scalar = solve_ensemble(e, DP5(), saveat=TS)
     np.testing.assert_array_equal(lanes.u, scalar.u)
     np.testing.assert_array_equal(np.c_[lanes.nf, lanes.nreject], np.c_[scalar.nf, scalar.nreject])
@@ -112,14 +113,14 @@ def test_the_scalar_path_gives_the_same_numbers_as_the_lanes(monkeypatch):
 def test_a_trajectory_no_block_reaches_is_not_run(monkeypatch):
     # a deliberate off-by-one in the lane loop: the last trajectory is never solved. Its
     # status must not read as SUCCESS (status arrays once started zero-filled: 0 = SUCCESS)
-    real = _ensemble.solve_lanes
+    real = _rows_module.solve_lanes
 
     def short(faddr, U0, P, *args):
-        *settings, out, status, t_reached, fail, counts = args
+        *settings, out, status, t_reached, fail, counts, caddr, edir, redo = args
         results = [a[:-1] for a in (out, status, t_reached, fail, counts)]
-        return real(faddr, U0[:-1], P[:-1], *settings, *results)
+        return real(faddr, U0[:-1], P[:-1], *settings, *results, caddr, edir, redo)
 
-    monkeypatch.setattr(_ensemble, "solve_lanes", short)
+    monkeypatch.setattr(_rows_module, "solve_lanes", short)
     m = 20
     ps = np.column_stack([np.full(m, -2.0), np.full(m, SQRT)])
     eprob = EnsembleProblem(_problem(SQRT), u0s=np.ones((m, 1)), ps=ps)

@@ -10,13 +10,19 @@ registers per operation keep both FMA ports busy on AVX2 and AVX-512 machines.
 
 from __future__ import annotations
 
+import math
+import threading
+
+import numba
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..._jit import VECTOR_BYTES, function_from_address
+from ..._jit import FLAGS, VECTOR_BYTES, function_from_address
+from ..._status import call_status4
 from ...nn._simd import Vec
+from .._abi import float64_pointer
 from .._pow import emit_pow
 
 LANES = max(4, 2 * VECTOR_BYTES // 8)
@@ -190,3 +196,133 @@ def data_address(typingctx, arr):
         return builder.ptrtoint(a.data, context.get_value_type(types.uintp))
 
     return types.uintp(arr), codegen
+
+
+_LOCK = threading.Lock()
+_LANE_RHS: dict[int, tuple] = {}
+
+
+def lane_rhs_address(f, n: int, m: int) -> int:
+    """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` running the compiled
+    right-hand side ``f(du, u, p, t)`` lane by lane for ``n`` states and ``m`` parameters
+    (constants there: the copies between the lanes and the contiguous vectors unroll),
+    compiled once per function and sizes (~0.2 s)."""
+    key = (id(f), int(n), int(m))
+    with _LOCK:
+        known = _LANE_RHS.get(key)
+        if known is not None and known[0] is f:
+            return known[1].address
+        user = f
+        L = LANES
+        N = int(n)
+        M = int(m)
+
+        def lanes(du_a, u_a, p_a, t_a, w_a, n_, m_, mask):
+            DU = numba.carray(float64_pointer(du_a), (N, L))
+            U = numba.carray(float64_pointer(u_a), (N, L))
+            P = numba.carray(float64_pointer(p_a), (L, M))
+            T = numba.carray(float64_pointer(t_a), (L,))
+            W = numba.carray(float64_pointer(w_a), (2, N))
+            ub = W[0]
+            db = W[1]
+            failed = 0
+            for lane in range(L):
+                if (mask >> lane) & 1:
+                    for i in range(N):
+                        ub[i] = U[i, lane]
+                    if call_status4(user, db, ub, P[lane], T[lane]) != 0:
+                        failed |= 1 << lane
+                    for i in range(N):
+                        DU[i, lane] = db[i]
+            return failed
+
+        cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(lanes)
+        _LANE_RHS[key] = (f, cf)
+        return cf.address
+
+
+_LANE_COND: dict[tuple, tuple] = {}
+
+
+def lane_conditions_address(conditions, n: int, m: int) -> int:
+    """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` evaluating the compiled
+    event conditions ``g_j(u, t, p)`` (``conditions``, a list) lane by lane for ``n`` states
+    and ``m`` parameters: ``G[j, lane]`` (its first argument, ``(len(conditions), LANES)``)
+    for each lane in ``mask``, with a scratch of ``(2, max(n, len(conditions)))``; returns
+    the mask of the lanes where a condition raised. Compiled once per set of functions and
+    sizes (~0.2 s)."""
+    from ..._status import call_status5
+
+    key = (tuple(id(g) for g in conditions), int(n), int(m))
+    with _LOCK:
+        known = _LANE_COND.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], conditions)):
+            return known[1].address
+        nev = len(conditions)
+        scope = {
+            "numba": numba,
+            "pointer": float64_pointer,
+            "call_status5": call_status5,
+            "L": LANES,
+            "N": int(n),
+            "M": int(m),
+            "NEV": nev,
+            "WIDTH": max(int(n), nev),
+        }
+        src = ""
+        for j, g in enumerate(conditions):
+            scope[f"g{j}"] = g
+            src += f"def w{j}(out, i, u, t, p):\n    out[i] = g{j}(u, t, p)\n"
+        src += (
+            "def lanes(g_a, u_a, p_a, t_a, w_a, n_, m_, mask):\n"
+            "    G = numba.carray(pointer(g_a), (NEV, L))\n"
+            "    U = numba.carray(pointer(u_a), (N, L))\n"
+            "    P = numba.carray(pointer(p_a), (L, M))\n"
+            "    T = numba.carray(pointer(t_a), (L,))\n"
+            "    W = numba.carray(pointer(w_a), (2, WIDTH))\n"
+            "    ub = W[0, :N]\n"
+            "    gb = W[1, :NEV]\n"
+            "    failed = 0\n"
+            "    for lane in range(L):\n"
+            "        if (mask >> lane) & 1:\n"
+            "            for i in range(N):\n"
+            "                ub[i] = U[i, lane]\n"
+        )
+        for j in range(nev):
+            src += (
+                f"            if call_status5(w{j}, gb, {j}, ub, T[lane], P[lane]) != 0:\n"
+                "                failed |= 1 << lane\n"
+            )
+        src += (
+            "            for j in range(NEV):\n"
+            "                G[j, lane] = gb[j]\n"
+            "    return failed\n"
+        )
+        exec(compile(src, "<scichains lane events>", "exec"), scope)  # noqa: S102
+        for j in range(nev):
+            scope[f"w{j}"] = numba.njit(scope[f"w{j}"])
+        cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(scope["lanes"])
+        _LANE_COND[key] = (tuple(conditions), cf)
+        return cf.address
+
+
+@numba.njit(inline="always", **FLAGS)
+def events_seen(G, GP, edir, amask, failed):
+    """The lanes of ``amask`` where an event may have happened: a condition raised (the
+    lane's bit in ``failed``) or is not finite, now (``G``) or at the lane's last point
+    (``GP``), or moved to or across zero in its direction since then (a superset of what
+    the scalar stepper takes for an event). ``GP`` takes ``G``'s columns of ``amask``."""
+    seen = failed & amask
+    for lane in range(LANES):
+        if not (amask >> lane) & 1:
+            continue
+        for j in range(edir.shape[0]):
+            gn = G[j, lane]
+            gp = GP[j, lane]
+            GP[j, lane] = gn
+            d = edir[j]
+            if not (math.isfinite(gn) and math.isfinite(gp)):
+                seen |= 1 << lane
+            elif (d >= 0 and gp <= 0.0 and gn >= 0.0) or (d <= 0 and gp >= 0.0 and gn <= 0.0):
+                seen |= 1 << lane
+    return seen

@@ -15,9 +15,16 @@ whose trajectory ends (done or failed) takes the next trajectory of its block, s
 busy. The saves are made on the fly after each accepted step instead of from stored steps.
 
 The right-hand side is called once per stage for all lanes, through a C-callable compiled per
-problem (:func:`lane_rhs_address`) that runs the user's ``f(du, u, p, t)`` on each lane in turn
-on small contiguous buffers (the user's function is inlined there). The kernel takes its
-address, so it is compiled once per machine and cached.
+problem (``_lane_ops.lane_rhs_address``) that runs the user's ``f(du, u, p, t)`` on each lane
+in turn on small contiguous buffers (the user's function is inlined there). The kernel takes
+its address, so it is compiled once per machine and cached.
+
+State-dependent events: the lanes evaluate the conditions (``lane_conditions_address``, the
+same way) at each trajectory's start and after each accepted step. A trajectory where a
+condition moved to or across zero in its direction, or raised, leaves its lane at once and is
+solved again from the start by the scalar stepper with events (which locates, records and
+applies them); the others never leave the lanes, so an event that never fires costs one
+condition call per step.
 
 A trajectory's arithmetic does not depend on its lane or block: every lane runs the same
 instructions (a vector instruction does per lane what the scalar one does), so the results are
@@ -31,14 +38,11 @@ trajectory's ~8.
 from __future__ import annotations
 
 import math
-import threading
 
 import numba
 import numpy as np
 
 from ..._jit import FLAGS, parallel_kernel
-from ..._status import call_status4
-from .._abi import float64_pointer
 from .._codes import DT_UNDERFLOW, MAX_STEPS, NONFINITE, RHS_ERROR, SUCCESS
 from .._control import (
     ACCEPT,
@@ -53,9 +57,9 @@ from .._control import (
     pi_gains,
 )
 from ._lane_ops import (
-    LANE_RHS_SIGNATURE,
     LANES,
     data_address,
+    events_seen,
     labs,
     ladd,
     lane_rhs_from_address,
@@ -86,49 +90,6 @@ def _verdict(e, h_accept, h_reject, q_accept, h_try, qold, landing, dtmin):
     if e > 1.0:
         return REJECT, h_reject, qold, False
     return ACCEPT, h_accept, q_accept, False
-
-
-_LOCK = threading.Lock()
-_LANE_RHS: dict[int, tuple] = {}
-
-
-def lane_rhs_address(f, n: int, m: int) -> int:
-    """The address of a C-callable of :data:`LANE_RHS_SIGNATURE` running the compiled
-    right-hand side ``f(du, u, p, t)`` lane by lane for ``n`` states and ``m`` parameters
-    (constants there: the copies between the lanes and the contiguous vectors unroll),
-    compiled once per function and sizes (~0.2 s)."""
-    key = (id(f), int(n), int(m))
-    with _LOCK:
-        known = _LANE_RHS.get(key)
-        if known is not None and known[0] is f:
-            return known[1].address
-        user = f
-        L = LANES
-        N = int(n)
-        M = int(m)
-
-        def lanes(du_a, u_a, p_a, t_a, w_a, n_, m_, mask):
-            DU = numba.carray(float64_pointer(du_a), (N, L))
-            U = numba.carray(float64_pointer(u_a), (N, L))
-            P = numba.carray(float64_pointer(p_a), (L, M))
-            T = numba.carray(float64_pointer(t_a), (L,))
-            W = numba.carray(float64_pointer(w_a), (2, N))
-            ub = W[0]
-            db = W[1]
-            failed = 0
-            for lane in range(L):
-                if (mask >> lane) & 1:
-                    for i in range(N):
-                        ub[i] = U[i, lane]
-                    if call_status4(user, db, ub, P[lane], T[lane]) != 0:
-                        failed |= 1 << lane
-                    for i in range(N):
-                        DU[i, lane] = db[i]
-            return failed
-
-        cf = numba.cfunc(LANE_RHS_SIGNATURE, cache=False)(lanes)
-        _LANE_RHS[key] = (f, cf)
-        return cf.address
 
 
 @numba.njit(**FLAGS)
@@ -185,6 +146,9 @@ def lane_block(
     t_reached,
     fail,
     counts,
+    caddr,
+    edir,
+    redo,
 ):
     """Solve trajectories ``lo..hi-1`` (see :func:`solve_lanes`) ``LANES`` at a time."""
     A, b, c, btilde, ctrl_order, fsal = method
@@ -254,6 +218,16 @@ def lane_block(
     a_t = data_address(T)
     a_ts = data_address(Ts)
     a_w = data_address(scratch)
+    # events: the conditions at each lane's last point (GP) and at its new one (G)
+    nev = edir.shape[0]
+    conditions = lane_rhs_from_address(caddr)
+    GP = np.zeros((max(nev, 1), L))
+    G = np.zeros((max(nev, 1), L))
+    cscratch = np.zeros((2, max(n, nev)))
+    a_g = data_address(G)
+    a_unew = data_address(Unew)
+    a_tn = data_address(TN)
+    a_cw = data_address(cscratch)
     nxt = lo
     while True:
         # ---- give free lanes the next trajectories, and start them; a lane whose start
@@ -296,6 +270,12 @@ def lane_block(
                 if new == 0:
                     break
                 failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new) & new
+                if nev > 0:  # the conditions at t0 (NaN where one raised: redone if it lives)
+                    raised = conditions(a_g, a_u, a_p, a_t, a_cw, n, m_p, new)
+                    for lane in range(L):
+                        if (new >> lane) & 1:
+                            for j in range(nev):
+                                GP[j, lane] = math.nan if (raised >> lane) & 1 else G[j, lane]
                 # (the failed lanes' times are t0)
                 _end_failed(
                     failed,
@@ -547,6 +527,21 @@ def lane_block(
             if landing[lane]:
                 stop_i[lane] += 1
             H[lane] = h_next if not landing[lane] else max(h_next, H[lane])
+        if nev > 0:
+            amask = 0
+            for lane in range(L):
+                if accepted[lane]:
+                    amask |= 1 << lane
+            if amask != 0:
+                raised = conditions(a_g, a_unew, a_p, a_tn, a_cw, n, m_p, amask)
+                seen = events_seen(G, GP, edir, amask, raised)
+                for lane in range(L):
+                    if (seen >> lane) & 1:  # an event may have happened in this step: the
+                        # scalar stepper solves this trajectory again
+                        redo[traj[lane]] = 1
+                        accepted[lane] = False
+                        traj[lane] = -1
+                        active[lane] = False
         if use_interp:
             # the saves inside the accepted steps, by the continuous extension on each lane's
             # step T -> TN: for all lanes at once, as often as one lane has another save time
@@ -645,6 +640,9 @@ def solve_lanes(
     t_reached,
     fail,
     counts,
+    caddr,
+    edir,
+    redo,
 ):
     """Solve ``m = out.shape[0]`` trajectories of an explicit method ``LANES`` at a time:
     trajectory ``i`` from ``U0[i]`` (or ``U0[0]`` when ``U0`` has one row) with parameters
@@ -657,6 +655,12 @@ def solve_lanes(
     left as they are. ``status``, ``t_reached``, ``fail`` (on RHS_ERROR the time and state of
     the failed call) and ``counts = [nf, naccept, nreject]`` as :func:`solve_batch` writes
     them. The ``control``'s error group must be 0.
+
+    Events: ``caddr`` the conditions' lane C-callable (:func:`lane_conditions_address`) and
+    ``edir`` their directions (``(0,)``: none; ``caddr`` is then not called). The conditions
+    are evaluated at each trajectory's start and after each accepted step; a trajectory where
+    an event may have happened is left with ``redo[i] = 1`` (its results unwritten but for
+    earlier saves) for the scalar stepper.
     """
     m = out.shape[0]
     for blk in numba.prange(nblocks):
@@ -680,4 +684,7 @@ def solve_lanes(
             t_reached,
             fail,
             counts,
+            caddr,
+            edir,
+            redo,
         )

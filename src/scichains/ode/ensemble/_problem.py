@@ -169,7 +169,9 @@ class EnsembleSolution:
     t_events, u_events : with ``events=``, per trajectory a list over the events of their
         times ``(k,)`` and states ``(k, n)`` (before the affect), as ``solve``'s
         ``sol.t_events`` / ``sol.u_events``: ``sol.t_events[i][j]`` are the times of event
-        ``j`` in trajectory ``i``; None without events
+        ``j`` in trajectory ``i``; None without events. A sequence over the trajectories
+        (``len``, indexing, slicing, iteration) whose items are built on access; an event
+        that did not happen in a trajectory is a read-only empty array
     """
 
     def __init__(self, ensemble, t, u, status, t_reached, fail, counts):

@@ -7,181 +7,72 @@ Python per trajectory), or in batches on a Dask cluster (``executor=client``).
 
 from __future__ import annotations
 
+import operator
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
-import numba
 import numpy as np
 
-from ..._jit import parallel_lock, resolve_threads
+from ..._jit import resolve_threads
 from ...parallel import _executor as ex
 from ...parallel import _shm as shm
 from .._abi import NO_MASS, StepControl, Stops
 from .._events import EventPlan, check_events
 from .._plan import plan_solve
-from .._solution import ReturnCode
 from ..explicit._tableaus import ExplicitRK, Tsit5
-from ._kernels import solve_batch, solve_events_block
-from ._lanes import LANES, lane_rhs_address, solve_lanes
+from ._kernels import solve_events_block
+from ._lane_ops import LANES, lane_conditions_address
 from ._problem import EnsembleProblem, EnsembleSolution
-
-
-class _Settings:
-    """The validated options of one ensemble solve: what a worker needs besides the rows."""
-
-    def __init__(self, plan):
-        self.save = plan.save
-        self.tableau = plan.tableau
-        self.control = (plan.rtol, plan.atol, plan.dt0, plan.dtmin, plan.max_steps)
-        self.stops = (
-            plan.stops,
-            plan.jump_index,
-            plan.jump_count,
-            plan.jump_state,
-            plan.jump_amount,
-        )
-        solver = plan.solver
-        self.interp = solver.interp if plan.interpolate else np.zeros((0, 1), dtype=np.float64)
-        self.cap0 = int(plan.ts.size)
-        self.t0, self.t1 = plan.prob.tspan
-
-
-def lanes_apply(prob, settings) -> bool:
-    """Whether the lane-parallel loop (``_ensemble_lanes``) runs this ensemble: a compiled
-    right-hand side ``f(du, u, p, t)`` (not one calling a network), no doses, and the error
-    norm over the whole state. Otherwise the scalar stepper runs each trajectory. Depends on
-    the problem and options only, never on the batch or thread count."""
-    return (
-        _LANES_ENABLED
-        and prob.f_address != 0
-        and not prob.takes_kernel
-        and prob.error_group == 0
-        and settings.stops[4].size == 0
-    )
-
-
-_LANES_ENABLED = True  # tests switch the lane loop off to check the scalar path
-
-
-def _lane_blocks(m, threads):
-    """Blocks of the lane loop: each several times ``LANES`` trajectories long, so the lanes
-    stay full but for a block's last few; at most 16 a thread."""
-    nb = max(m // (4 * LANES), min(threads, -(-m // LANES)))
-    return max(1, min(nb, 16 * threads))
-
-
-@contextmanager
-def _numba_threads(threads: int):
-    """Run the parallel ensemble kernel inside on ``threads`` of numba's threads, one loop
-    iteration (block) handed out at a time; the caller's settings restored after. Holds the
-    lock around parallel kernels that the threading layer needs (see ``parallel_lock``)."""
-    lock = parallel_lock()
-    previous = numba.get_num_threads()
-    if lock is not None:
-        lock.acquire()
-    try:
-        numba.set_num_threads(threads)
-        old_chunk = numba.set_parallel_chunksize(1)
-        try:
-            yield
-        finally:
-            numba.set_parallel_chunksize(old_chunk)
-    finally:
-        numba.set_num_threads(previous)
-        if lock is not None:
-            lock.release()
-
-
-def _result_parts(m: int, nsave: int, n: int) -> list:
-    """``(shape, dtype)`` of the arrays :func:`_run_rows` returns for ``m`` trajectories."""
-    f8, i8 = np.dtype(np.float64), np.dtype(np.int64)
-    return [((m, nsave, n), f8), ((m,), i8), ((m,), f8), ((m, 1 + n), f8), ((m, 3), i8)]
-
-
-def _fresh_results(m: int, nsave: int, n: int, outs=None) -> list:
-    """The result arrays of ``m`` trajectories (:func:`_result_parts`; new ones, or ``outs``
-    written over) before a solve: NaN states, zero counts, and every status ``NOT_RUN`` (not
-    SUCCESS, 0, until a stepper says so: a trajectory no block reached shows NOT_RUN)."""
-    if outs is None:
-        outs = [np.empty(shape, dtype) for shape, dtype in _result_parts(m, nsave, n)]
-    outs[0].fill(np.nan)
-    for a in outs[2:]:
-        a.fill(0)
-    outs[1].fill(ReturnCode.NOT_RUN)
-    return outs
-
-
-def _run_rows(prob, settings, U0, P, m, threads, outs=None):
-    """Solve ``m`` trajectories (rows of ``U0``/``P``, or a shared row) in this process on
-    ``threads`` threads; returns ``(u, status, t_reached, fail, counts)`` (as
-    :func:`_result_parts` describes): new arrays, or ``outs`` written over."""
-    n = prob.u0.size
-    nsave = settings.save.size
-    out, status, t_reached, fail, counts = outs = _fresh_results(m, nsave, n, outs)
-    if lanes_apply(prob, settings):
-        control = StepControl(*settings.control, 0, NO_MASS)
-        faddr = lane_rhs_address(prob.f, n, P.shape[1])
-        with _numba_threads(threads):
-            solve_lanes(
-                faddr,
-                U0,
-                P,
-                settings.t0,
-                settings.t1,
-                settings.tableau,
-                control,
-                settings.stops[0],
-                settings.save,
-                settings.interp,
-                _lane_blocks(m, threads),
-                out,
-                status,
-                t_reached,
-                fail,
-                counts,
-            )
-        return out, status, t_reached, fail, counts
-    # blocks: several per thread, handed out one at a time, so a few slow trajectories do not
-    # hold up a thread's whole share (the results do not depend on the split)
-    nblocks = max(1, min(m, 16 * threads))
-    control = StepControl(*settings.control, prob.error_group, NO_MASS)
-    # the lean form of the right-hand side where there is one (unsigned address: see
-    # _kernels.rhs_function); the stepper's arithmetic is the same, so are the results
-    faddr = prob.lean_address
-    faddr = np.uint64(faddr) if faddr else prob.f_address
-    kernel = prob.kernel
-    with _numba_threads(threads):
-        solve_batch(
-            faddr,
-            kernel,
-            U0,
-            P,
-            settings.t0,
-            settings.t1,
-            settings.tableau,
-            control,
-            Stops(*settings.stops),
-            settings.save,
-            settings.interp,
-            settings.cap0,
-            nblocks,
-            out,
-            status,
-            t_reached,
-            fail,
-            counts,
-        )
-    return out, status, t_reached, fail, counts
+from ._rows import (
+    _fresh_results,
+    _result_parts,
+    _run_rows,
+    _Settings,
+    lanes_apply,
+)
 
 
 def _run_rows_events(prob, settings, found, U0, P, m, threads):
     """:func:`_run_rows` for an ensemble with events (``found``: their
-    :class:`~scichains.ode._events.EventPlan`): the trajectories in blocks of the compiled
-    :func:`solve_events_block`, each block with its own event table, on ``threads`` Python
-    threads (the kernel holds no GIL). Returns the five result arrays and the event records
-    of all blocks, in trajectory order, and ``(raised, fired)``: for each trajectory that
-    failed, what raised and the events whose affects acted (see :func:`solve_events_block`)."""
+    :class:`~scichains.ode._events.EventPlan`). Where the lane loop applies (and the events
+    check no interior points), it runs every trajectory with the conditions checked after
+    each step, and the trajectories where an event may have happened are solved again by
+    :func:`_scalar_events`; otherwise all are. Returns the five result arrays, the event
+    records (in trajectory order) and ``(raised, fired)`` (see :func:`_scalar_events`)."""
+    if not (lanes_apply(prob, settings) and found.table.points == 0):
+        return _scalar_events(prob, settings, found, U0, P, m, threads)
+    redo = np.zeros(m, dtype=np.int64)
+    edir = np.ascontiguousarray(found.table.direction)
+    caddr = lane_conditions_address([e.condition for e in found.events], prob.u0.size, P.shape[1])
+    outs = _run_rows(prob, settings, U0, P, m, threads, events=(caddr, edir, redo))
+    idx = np.flatnonzero(redo)
+    raised = np.zeros(m, dtype=np.int64)
+    fired = np.zeros((m, len(found.events)))
+    if idx.size == 0:
+        return (*outs, [], (raised, fired))
+    rows = [A if A.shape[0] == 1 else np.ascontiguousarray(A[idx]) for A in (U0, P)]
+    *sub, records, (sub_raised, sub_fired) = _scalar_events(
+        prob, settings, found, *rows, idx.size, threads
+    )
+    for full, part in zip(outs, sub):
+        full[idx] = part
+    raised[idx] = sub_raised
+    fired[idx] = sub_fired
+    records = [
+        (c, idx[traj[:c]], which[:c], times[:c], states[:c])
+        for c, traj, which, times, states in records
+    ]
+    return (*outs, records, (raised, fired))
+
+
+def _scalar_events(prob, settings, found, U0, P, m, threads):
+    """The trajectories of an ensemble with events in blocks of the compiled
+    :func:`solve_events_block` (the scalar stepper), each block with its own event table, on
+    ``threads`` Python threads (the kernel holds no GIL). Returns the five result arrays, the
+    event records of all blocks, in trajectory order, and ``(raised, fired)``: for each
+    trajectory that failed, what raised and the events whose affects acted (see
+    :func:`solve_events_block`)."""
     outs = _fresh_results(m, settings.save.size, prob.u0.size)
     out, status, t_reached, fail, counts = outs
     control = StepControl(*settings.control, prob.error_group, NO_MASS)
@@ -273,9 +164,10 @@ def _events_in_batches(eprob, settings, found, executor, batch_size, worker_thre
 def _per_trajectory(records, m, nev, n):
     """``(t_events, u_events)``: per trajectory, per event, its times ``(k,)`` and states
     ``(k, n)`` (new arrays), from the blocks' records (see :func:`solve_events_block`: in
-    trajectory order, each trajectory's in time order)."""
-    t_events = [[np.zeros(0) for _ in range(nev)] for _ in range(m)]
-    u_events = [[np.zeros((0, n)) for _ in range(nev)] for _ in range(m)]
+    trajectory order, each trajectory's in time order), as :class:`EventsPerTrajectory`."""
+    no_t, no_u = np.zeros(0), np.zeros((0, n))
+    no_t.flags.writeable = no_u.flags.writeable = False
+    t_found, u_found = {}, {}
     for count, traj, which, times, states in records:
         if count == 0:
             continue
@@ -284,15 +176,45 @@ def _per_trajectory(records, m, nev, n):
         for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [count]])):
             i = int(traj[lo])
             if nev == 1:
-                t_events[i][0] = times[lo:hi].copy()
-                u_events[i][0] = states[lo:hi].copy()
+                t_found[i] = [times[lo:hi].copy()]
+                u_found[i] = [states[lo:hi].copy()]
                 continue
+            ts, us = [no_t] * nev, [no_u] * nev
             for j in range(nev):
                 hit = which[lo:hi] == j
                 if hit.any():
-                    t_events[i][j] = times[lo:hi][hit]
-                    u_events[i][j] = states[lo:hi][hit]
-    return t_events, u_events
+                    ts[j], us[j] = times[lo:hi][hit], states[lo:hi][hit]
+            t_found[i], u_found[i] = ts, us
+    return EventsPerTrajectory(m, nev, t_found, no_t), EventsPerTrajectory(m, nev, u_found, no_u)
+
+
+class EventsPerTrajectory(Sequence):
+    """``sol.t_events`` / ``sol.u_events`` of an ensemble: item ``i`` is trajectory ``i``'s
+    list over the events (a new list at each access) of their times or states. Built on
+    access: a list of lists with a new empty array for every event that did not happen
+    took 30-80 ms for 20,000 trajectories, and with them Python's collector another 200 ms
+    now and then (a third of the ensemble's solve); an event that did not happen is a
+    read-only empty array, shared."""
+
+    def __init__(self, m: int, nev: int, found: dict, empty: np.ndarray):
+        self._m, self._nev, self._found, self._empty = m, nev, found, empty
+
+    def __len__(self) -> int:
+        return self._m
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._m))]
+        k = operator.index(i)
+        if k < 0:
+            k += self._m
+        if not 0 <= k < self._m:
+            raise IndexError(f"trajectory {i} of {self._m}")
+        got = self._found.get(k)
+        return list(got) if got is not None else [self._empty] * self._nev
+
+    def __repr__(self) -> str:
+        return f"EventsPerTrajectory({self._m} trajectories, {len(self._found)} with events)"
 
 
 def _reduce(reduction, outputs):
@@ -451,13 +373,19 @@ def solve_ensemble(
         one trajectory may have, as for :func:`solve`: each trajectory locates, records and
         acts on its own events (``sol.t_events[i]``, ``sol.u_events[i]``), a terminal event
         ends that trajectory only (its later save times stay NaN, its status ``SUCCESS``),
-        and a trajectory past ``max_events`` stops with ``MAX_EVENTS``. With events every
-        trajectory runs through the scalar stepper (not the lane loop), in blocks on
-        ``threads`` threads, or in batches on an ``executor`` (a task per batch, four per
-        worker unless ``batch_size``; no shared memory or work stealing), without an
-        ``output_func``:
-        each trajectory's events, saved states and counts are those of :func:`solve` with the
-        same options, bit for bit, for any ``threads``, ``batch_size`` or executor.
+        and a trajectory past ``max_events`` stops with ``MAX_EVENTS``. Where the lane loop
+        applies (below) and no event checks interior points, it checks the conditions after
+        each step, and a trajectory where a condition moved to or across zero in its
+        direction (or raised) is solved again from the start by the scalar stepper, which
+        locates, records and applies its events; the others stay in the lanes (an event that
+        never fires: one condition call per step). Otherwise every trajectory runs on the
+        scalar stepper. In blocks on ``threads`` threads, or in batches on an ``executor`` (a
+        task per batch, four per worker unless ``batch_size``; no shared memory or work
+        stealing), without an ``output_func``. A trajectory whose events fired has
+        :func:`solve`'s events, saved states and counts bit for bit; one whose events did
+        not, the lane loop's (below); either way the same bits for any ``threads``,
+        ``batch_size`` or executor. ``sol.t_events`` and ``sol.u_events`` are sequences over
+        the trajectories, built on access.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
