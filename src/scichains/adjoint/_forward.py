@@ -118,10 +118,12 @@ def augmented_u0(u0: np.ndarray, npar: int) -> np.ndarray:
     return y0
 
 
-def augmented_event(event):
+def augmented_event(event, network: bool = False):
     """The :class:`~scichains.ode.Event` of the augmented system ``[u, S]`` for ``event``
-    (made once per event; compiling its affect takes a few seconds)."""
-    made = getattr(event, "_forward_event", None)
+    (made once per event and kind; compiling its affect takes a few seconds). ``network``:
+    the problem's right-hand side reads a network kernel, which the affect (``a(y, t, pa,
+    k)``) hands it."""
+    made = getattr(event, "_forward_event_k" if network else "_forward_event", None)
     if made is not None:
         return made
     from ..ode import Event
@@ -139,12 +141,25 @@ def augmented_event(event):
         gc, ac = _complex_versions(event)
         a = event.affect
 
-        @numba.njit(cache=False)
-        def affect(y, t, pa):
-            _jump_sensitivities(gc, ac, a, y, t, pa)
+        if network:
+
+            @numba.njit(cache=False)
+            def affect(y, t, pa, k):
+                _jump_sensitivities(gc, ac, a, y, t, pa, k)
+
+        else:
+
+            @numba.njit(cache=False)
+            def affect(y, t, pa):
+                _jump_sensitivities(gc, ac, a, y, t, pa, _no_network())
 
     made = Event(condition, affect, event.direction, event.terminal, event.interp_points)
-    event._forward_event = made
+    if network:
+        made._takes_kernel = True  # (ode._events passes the kernel to such an affect)
+        made._compiled = True  # an internal affect, not of the user's a(u, t, p) form
+        event._forward_event_k = made
+    else:
+        event._forward_event = made
     return made
 
 
@@ -166,13 +181,12 @@ def _no_network():
 
 
 @numba.njit(cache=False)
-def _jump_sensitivities(gc, ac, a, y, t, pa):
+def _jump_sensitivities(gc, ac, a, y, t, pa, kern):
     address, n, m = _header(pa)
     f = rhs_from_address(address)
     P = m + n
     p = pa[:m]
     u = y[:n]
-    kern = _no_network()
     f_minus = np.empty(n)
     f_plus = np.empty(n)
     if f(f_minus, u, p, t, kern) != 0:
@@ -208,9 +222,10 @@ def _jump_sensitivities(gc, ac, a, y, t, pa):
             S[i * P + j] = acc
 
 
-def event_time_rows(event, times, states, pa, n):
+def event_time_rows(event, times, states, pa, n, kernel=None):
     """``dtau/d(p, u0)`` (one row of ``len(p) + n`` per event) of the events of ``event``
-    recorded at ``times`` with the augmented states ``states`` (before the affect)."""
+    recorded at ``times`` with the augmented states ``states`` (before the affect);
+    ``kernel``: the network kernel the right-hand side reads (None: none)."""
     rows_of = getattr(event, "_forward_time_rows", None)
     if rows_of is None:
         from ._events import _complex_versions
@@ -218,25 +233,26 @@ def event_time_rows(event, times, states, pa, n):
         gc = _complex_versions(event)[0]
 
         @numba.njit(cache=False)
-        def rows_of(times, states, pa, out):
+        def rows_of(times, states, pa, out, kern):
             for r in range(times.shape[0]):
-                _time_row(gc, states[r], times[r], pa, out[r])
+                _time_row(gc, states[r], times[r], pa, out[r], kern)
 
         event._forward_time_rows = rows_of
     out = np.empty((len(times), int(pa[-1]) + n))
-    rows_of(np.ascontiguousarray(times), np.ascontiguousarray(states), pa, out)
+    kern = _no_network() if kernel is None else kernel
+    rows_of(np.ascontiguousarray(times), np.ascontiguousarray(states), pa, out, kern)
     return out
 
 
 @numba.njit(cache=False)
-def _time_row(gc, y, t, pa, out):
+def _time_row(gc, y, t, pa, out, kern):
     address, n, m = _header(pa)
     f = rhs_from_address(address)
     P = m + n
     p = pa[:m]
     u = y[:n].copy()
     f_minus = np.empty(n)
-    if f(f_minus, u, p, t, _no_network()) != 0:
+    if f(f_minus, u, p, t, kern) != 0:
         f_minus[:] = np.nan
     gu, D, gp = condition_derivatives(gc, u, t, p)
     for j in range(n):
@@ -276,15 +292,12 @@ class ForwardMethod(_RK):
         ``adjoint/_forward.py``)."""
         check_event_options(self.prob, events, event_loss)
         self.event_loss = event_loss
-        if self.prob.kernel is not NO_NETWORK:
-            raise TypeError(
-                "forward sensitivities through events of a problem with a network are not "
-                "supported yet: use sensealg=DiscreteAdjoint()"
-            )
+        network = self.prob.kernel is not NO_NETWORK
         self.plan.events = EventPlan(events, self.prob, max_events)
         y0 = augmented_u0(self.prob.u0, self.prob.p.size)
         shape = SimpleNamespace(u0=y0, tspan=self.prob.tspan, p=self._pa)
-        self._aug.events = EventPlan([augmented_event(e) for e in events], shape, max_events)
+        made = [augmented_event(e, network) for e in events]
+        self._aug.events = EventPlan(made, shape, max_events)
         # a condition or an affect that raises is reported as the user's own (the augmented
         # ones read a layout of p the user's p does not have)
         self._aug.events.wrapped = (events, self.prob.u0.size)
@@ -321,7 +334,8 @@ class ForwardMethod(_RK):
             mine = np.flatnonzero(dl_dtau != 0.0)
             if mine.size:
                 event = self.plan.events.events[self.event_loss.event]  # the user's
-                rows = event_time_rows(event, tb.times[mine], tb.states[mine], self._pa, n)
+                kernel = None if self.prob.kernel is NO_NETWORK else self.prob.kernel
+                rows = event_time_rows(event, tb.times[mine], tb.states[mine], self._pa, n, kernel)
                 if not np.all(np.isfinite(rows)):
                     raise ValueError(
                         f"events[{self.event_loss.event}] is tangential where it happens (its "

@@ -15,7 +15,7 @@ import numpy as np
 from numba import types
 from numba.core.registry import CPUDispatcher
 
-from .._status import call_status3, call_status5
+from .._status import call_status3, call_status4, call_status5
 from ._abi import LEAN_RHS_SIGNATURE, RHS_SIGNATURE, EventTable, float64_pointer
 from ._problem import compile_reason
 
@@ -174,7 +174,11 @@ def _adapters(events):
     """The C-callables (RHS_SIGNATURE) of the conditions and of the affects of ``events``,
     compiled once per set of functions (~0.3 s), and the events' constant arrays
     (directions, terminal flags, which have affects: the loop only reads them)."""
-    key = tuple((id(e.condition), id(e.affect), e.direction, e.terminal) for e in events)
+    # an internal affect may take the network kernel too: a(u, t, p, k) (``_takes_kernel``:
+    # forward sensitivities through events of a problem with a network)
+    key = tuple(
+        (id(e.condition), id(e.affect), e.direction, e.terminal, _takes_kernel(e)) for e in events
+    )
     with _LOCK:
         known = _CACHE.get(key)
         if known is not None and all(
@@ -184,6 +188,7 @@ def _adapters(events):
         scope = {
             "call_status5": call_status5,
             "call_status3": call_status3,
+            "call_status4": call_status4,
             "numba": numba,
             "pointer": float64_pointer,
         }
@@ -206,10 +211,12 @@ def _adapters(events):
         src += "def affects(flags, u, p, t, k):\n"
         for i, e in enumerate(events):
             if e.affect is not None:
-                src += (
-                    f"    if flags[{i}] != 0.0 and call_status3(a{i}, u, t, p) != 0:\n"
-                    "        return 1\n"
+                call = (
+                    f"call_status4(a{i}, u, t, p, k)"
+                    if _takes_kernel(e)
+                    else f"call_status3(a{i}, u, t, p)"
                 )
+                src += f"    if flags[{i}] != 0.0 and {call} != 0:\n        return 1\n"
         src += "    return 0\n"
         exec(compile(src, "<scichains events>", "exec"), scope)
         for i in range(len(events)):
@@ -379,6 +386,10 @@ class EventPlan:
         return (
             f"the {what} of events[{i}] raised {type(exc).__name__}: {exc} when called at t = {t!r}"
         )
+
+
+def _takes_kernel(e) -> bool:
+    return bool(getattr(e, "_takes_kernel", False))
 
 
 def _probe(e, i, u0, t0, p):
