@@ -106,17 +106,24 @@ def test_batches_are_solved_alone_with_their_events_and_lockstep_is_refused():
         NeuralODE(chain, (0.0, 2.0), saveat, events=[ground])
 
 
-@pytest.mark.parametrize("solver", [ode.Rodas5P(), ode.CVODE_BDF()], ids=lambda s: s.name)
-def test_the_stiff_solvers_and_cvode_agree_with_tsit5_through_the_events(solver):
-    # Rodas5P by its discrete adjoint, CVODE by its adjoint integrated in pieces between the
-    # events (measured: 8e-12 and 3e-10 of Tsit5's gradient)
+def tsit5_reference():
+    """The ball network, its save times, u0, the event, noisy data, and Tsit5's discrete
+    adjoint ``(loss, gradient, du0)`` at rtol 1e-10."""
     chain, p = ball_chain()
     saveat = np.linspace(0.1, 2.5, 25)
     u0 = np.array([X0, 0.0])
     event = ode.Event(ground, bounce, direction=-1)
     ref = NeuralODE(chain, (0.0, 2.5), saveat, rtol=1e-10, atol=1e-12, events=event)
     data = ref.predict(u0, p) + 0.05 * np.random.default_rng(0).standard_normal((25, 2))
-    want, want_grad = ref.loss_and_grad(u0, p, data)
+    value, grad = ref.loss_and_grad(u0, p, data)
+    return chain, p, saveat, u0, event, data, (value, grad, ref.last_du0.copy())
+
+
+@pytest.mark.parametrize("solver", [ode.Rodas5P(), ode.CVODE_BDF()], ids=lambda s: s.name)
+def test_the_stiff_solvers_and_cvode_agree_with_tsit5_through_the_events(solver):
+    # Rodas5P by its discrete adjoint, CVODE by its adjoint integrated in pieces between the
+    # events (measured: 8e-12 and 3e-10 of Tsit5's gradient)
+    chain, p, saveat, u0, event, data, (want, want_grad, _) = tsit5_reference()
     node = NeuralODE(chain, (0.0, 2.5), saveat, rtol=1e-12, atol=1e-14, solver=solver, events=event)
     np.testing.assert_allclose(node.predict(u0, p)[:, 0], height(saveat), atol=1e-10)
     value, grad = node.loss_and_grad(u0, p, data)
@@ -132,14 +139,7 @@ def test_the_stiff_solvers_and_cvode_agree_with_tsit5_through_the_events(solver)
 def test_forward_and_continuous_sensitivities_agree_with_the_discrete_adjoint(sensealg):
     # forward sensitivities jump at each event through an affect that hands the network its
     # kernel (measured: 5.6e-12 of the discrete adjoint's gradient, each of the three)
-    chain, p = ball_chain()
-    saveat = np.linspace(0.1, 2.5, 25)
-    u0 = np.array([X0, 0.0])
-    event = ode.Event(ground, bounce, direction=-1)
-    ref = NeuralODE(chain, (0.0, 2.5), saveat, rtol=1e-10, atol=1e-12, events=event)
-    data = ref.predict(u0, p) + 0.05 * np.random.default_rng(0).standard_normal((25, 2))
-    want, want_grad = ref.loss_and_grad(u0, p, data)
-    want_du0 = ref.last_du0.copy()
+    chain, p, saveat, u0, event, data, (want, want_grad, want_du0) = tsit5_reference()
     node = NeuralODE(
         chain, (0.0, 2.5), saveat, rtol=1e-10, atol=1e-12, events=event, sensealg=sensealg
     )

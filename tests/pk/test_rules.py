@@ -156,17 +156,7 @@ def test_focei_fit_recovers_the_simulated_population():
     cl, v = np.exp(list(fit.theta.values()))
     assert cl == pytest.approx(4.0, rel=0.1) and v == pytest.approx(30.0, rel=0.1)
     # without the rule the late samples cannot be fitted
-    center = model.states[0]
-    plain = pk.PKModel(
-        states=model.states,
-        odes=model.odes,
-        individual=dict(zip(model.phi, model.phi_exprs)),
-        theta=dict(zip(model.theta_symbols, model.theta0)),
-        eta=model.eta,
-        omega=np.diag(model.omega0),
-        observe=center / model.phi[1],
-        error=pk.Exponential(0.1),
-    )
+    plain = pk.PKModel(**{**model._arguments, "rules": ()})
     assert pk.fit(plain, data).ofv > fit.ofv + 100
 
 
@@ -187,16 +177,7 @@ def test_max_doses_and_pickling():
 def test_rule_definition_errors():
     base = rule_model()
     center, (cl, v) = base.states[0], base.phi
-    kw = dict(
-        states=base.states,
-        odes=base.odes,
-        individual=dict(zip(base.phi, base.phi_exprs)),
-        theta=dict(zip(base.theta_symbols, base.theta0)),
-        eta=base.eta,
-        omega=np.diag(base.omega0),
-        observe=center / v,
-        error=pk.Additive(0.1),
-    )
+    kw = {k: v for k, v in base._arguments.items() if k != "rules"}  # the model's arguments
     with pytest.raises(ValueError, match="amount must be finite and positive"):
         pk.DoseRule(center / v - 1, center, -5.0)
     with pytest.raises(ValueError, match="direction must be"):
@@ -214,12 +195,11 @@ def test_rule_definition_errors():
     t = sp.Symbol("t")
     with pytest.raises(ValueError, match="autonomous ODE"):
         pk.PKModel(
-            **{**kw, "odes": [-cl / v * center * (1 + t / 1e6)]},
-            t=t,
+            **{**kw, "odes": [-cl / v * center * (1 + t / 1e6)], "t": t},
             rules=[pk.DoseRule(center / v - 1, center, 5.0)],
         )
     with pytest.raises(ValueError, match="lag time is not supported"):
-        pk.PKModel(**kw, lag={center: cl}, rules=[pk.DoseRule(center / v - 1, center, 5.0)])
+        pk.PKModel(**{**kw, "lag": {center: cl}}, rules=[pk.DoseRule(center / v - 1, center, 5.0)])
     ss = pk.Subject(1, [pk.Dose(0.0, D0, 0, ss_interval=12.0)], T_OBS, T_OBS, np.arange(9))
     with pytest.raises(ValueError, match="steady-state dose"):
         pk.PopulationObjective(base, pk.EventData([ss], []))
