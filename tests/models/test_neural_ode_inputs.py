@@ -7,7 +7,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import scichains as sc
-from scichains import ode
+from scichains import adjoint, ode
 from scichains.models import NeuralODE
 
 TS = np.linspace(0.0, 2.0, 21)
@@ -103,7 +103,7 @@ def test_bad_input_with_inputs_is_named():
     with pytest.raises(ValueError, match="leaves the range"):
         NeuralODE(chain, (0.0, 3.0), [1.0], inputs=interp)
     # a network right-hand side with inputs needs its vjp
-    from scichains.models._neural_ode import _rhs_inputs_jit
+    from scichains.models._node_inputs import _rhs_inputs_jit
 
     with pytest.raises(ValueError, match="needs its vjp"):
         ode.ODEProblem(
@@ -114,3 +114,42 @@ def test_bad_input_with_inputs_is_named():
             kernel=chain.kernel(np.float64),
             inputs=interp,
         )
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cubic"])
+def test_gradients_with_respect_to_the_input_samples_of_a_trained_model(kind):
+    # optimal control through a learned model: the problem of a NeuralODE with inputs, its
+    # samples made parameters; the gradient's tail against central differences of the loss
+    # in each sample, for the discrete adjoint and forward sensitivities
+    interp, chain, w = _forced(kind)
+    saveat = np.linspace(0.2, 2.0, 10)
+    node = NeuralODE(chain, (0.0, 2.0), saveat, rtol=1e-11, atol=1e-13, inputs=interp)
+    u0 = np.array([0.5, -0.3])
+    prob = node.problem(u0, w).with_input_parameters()
+    np.testing.assert_array_equal(prob.p[prob.input_slice], interp.values.ravel())
+    target = np.full((saveat.size, 2), 0.2)
+    for sensealg in (adjoint.DiscreteAdjoint(), adjoint.ForwardSensitivity()):
+        obj = adjoint.Objective(
+            prob, adjoint.SquaredError(target), saveat, rtol=1e-11, atol=1e-13, sensealg=sensealg
+        )
+        value, dp, _ = obj.value_and_grad(prob.p, u0)
+        pred = node.predict(u0, w)
+        assert value == pytest.approx(np.sum((pred - target) ** 2), rel=1e-9)
+        for r in [0, 3, 17, 40 - 1]:
+            e = np.zeros(prob.p.size)
+            e[prob.input_slice.start + r] = 1e-4  # (1e-6 is lost in the solves' noise)
+            fd = (obj.value(prob.p + e, u0) - obj.value(prob.p - e, u0)) / 2e-4
+            assert dp[prob.input_slice.start + r] == pytest.approx(fd, rel=1e-5, abs=1e-8), r
+        # the weights' part is the model's own gradient
+        np.testing.assert_allclose(
+            dp[: w.size], node.loss_and_grad(u0, w, target)[1], rtol=1e-8, atol=1e-10
+        )
+
+
+def test_a_network_problem_without_its_models_vjp_is_refused_input_parameters():
+    interp, chain, w = _forced("linear")
+    node = NeuralODE(chain, (0.0, 2.0), np.array([1.0]), inputs=interp)
+    prob = node.problem(np.zeros(2), w)
+    del prob.input_split_vjp  # a network right-hand side made by hand has none
+    with pytest.raises(TypeError, match="network kernels needs the vjp"):
+        prob.with_input_parameters()

@@ -29,7 +29,7 @@ from ..nn._validate import as_real, reject_class
 from ..ode._abi import RHS_SIGNATURE, VJP_SIGNATURE, LazyCfunc, register_cfunc
 from ..ode._events import check_events
 from ..ode._family import FAMILIES
-from ..ode._inputs import Interpolation, stack_vector
+from ..ode._inputs import Interpolation
 from ..ode._problem import ODEProblem
 from ..ode.cvode._sundials import CVODESolver
 from ..ode.explicit._tableaus import SOLVERS, ExplicitRK, Tsit5
@@ -38,6 +38,7 @@ from ..ode.stiff._rosenbrock import Rosenbrock
 from ._lockstep import NO_LOCKSTEP, lockstep_problem
 from ._lockstep_driver import lockstep_value_and_grad, sum_blocks
 from ._lockstep_lists import LockstepTrajectories, blockable
+from ._node_inputs import _rhs_inputs_jit, _split_inputs_vjp, _vjp_inputs_jit
 
 
 def _rhs(du, u, p, t, k):
@@ -50,35 +51,6 @@ def _vjp(v, u, p, t, k, ubar, pbar):
 
 _rhs_jit = numba.njit(**FLAGS)(_rhs)
 _vjp_jit = numba.njit(**FLAGS)(_vjp)
-
-
-def _rhs_inputs(du, u, p, t, x, k):
-    # the network sees [u, x(t)]: the state, then the input values, on this call's stack
-    n = u.shape[0]
-    z = stack_vector(n + x.shape[0])
-    for i in range(n):
-        z[i] = u[i]
-    for j in range(x.shape[0]):
-        z[n + j] = x[j]
-    chain_forward(k, p, z, du)
-
-
-def _vjp_inputs(v, u, p, t, x, k, ubar, pbar):
-    n = u.shape[0]
-    m = n + x.shape[0]
-    z = stack_vector(m)
-    zbar = stack_vector(m)
-    for i in range(n):
-        z[i] = u[i]
-    for j in range(x.shape[0]):
-        z[n + j] = x[j]
-    chain_vjp(k, p, z, v, zbar, pbar)
-    for i in range(n):  # the inputs are data: their part of the pullback is dropped
-        ubar[i] = zbar[i]
-
-
-_rhs_inputs_jit = numba.njit(**FLAGS)(_rhs_inputs)
-_vjp_inputs_jit = numba.njit(**FLAGS)(_vjp_inputs)
 
 
 def _rhs_status(du, u, p, t, k):
@@ -472,7 +444,7 @@ class NeuralODE:
         p = np.zeros(self.chain.num_params) if p is None else p
         kernel = self.chain.kernel(np.float64)
         if self.inputs is not None:  # du/dt = chain([u, x(t)]; p)
-            return ODEProblem(
+            prob = ODEProblem(
                 _rhs_inputs_jit,
                 u0,
                 self._settings[0],
@@ -481,6 +453,9 @@ class NeuralODE:
                 vjp=_vjp_inputs_jit,
                 inputs=self.inputs,
             )
+            # for prob.with_input_parameters(): gradients with respect to the input samples
+            prob.input_split_vjp = _split_inputs_vjp(self.chain.num_params)
+            return prob
         prob = ODEProblem(_rhs_jit, u0, self._settings[0], p, kernel=kernel, vjp=_vjp_jit)
         prob.network_rhs = True  # f is the chain itself: adjoints may reuse its activations
         return prob

@@ -6,8 +6,9 @@ linear or cubic :class:`~scichains.ode.Interpolation` of ``N`` samples and ``m``
 problem whose parameters are ``[p, values.ravel()]``: its compiled right-hand side
 interpolates the values it reads from the parameters' tail (the same interpolant, the same
 stops at the samples) and calls the user's ``f(du, u, p, t, x)`` with ``p`` the head. Its vjp
-is the automatic one of ``f`` with respect to ``(u, p, x)``, whose ``x`` part is spread over
-the samples by the interpolation weights: ``dL/d values[i, c]`` comes out of every
+is the automatic one of ``f`` with respect to ``(u, p, x)`` (a network's model gives its own,
+``input_split_vjp``: ``NeuralODE(..., inputs=)``), whose ``x`` part is spread over the
+samples by the interpolation weights: ``dL/d values[i, c]`` comes out of every
 sensitivity method as the tail of ``dL/dp``. These interpolants are linear in the values: a
 zero-order hold weighs one sample, a line two (``1 - s/h`` and ``s/h``), a natural cubic
 spline all of them (each piece's cubic for each sample, from the spline of that sample
@@ -92,6 +93,8 @@ def _sources(kind: str, kernel: bool) -> tuple[str, str]:
         + locate
         + "\n    _user(du, u, p[:_NP], t, x)\n"
     )
+    if kernel:  # a network right-hand side f(du, u, p, t, x, k)
+        rhs = rhs.replace("(du, u, p, t):", "(du, u, p, t, k):").replace("t, x)", "t, x, k)")
     # the automatic vjp of f in (u, [p, x]) (as for inputs that are data), then x's part
     # spread over the samples
     vjp = (
@@ -125,9 +128,13 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
             f"with_input_parameters: a cubic input of more than {MAX_CUBIC_SAMPLES} samples "
             f"(got {interp.ts.size}): its table of weights grows as the square; use 'linear'"
         )
-    if network:
-        raise TypeError("with_input_parameters: not for a right-hand side with network kernels")
-    if prob.user_vjp is not None:
+    split = getattr(prob, "input_split_vjp", None)  # a network's, made by its model
+    if network and split is None:
+        raise TypeError(
+            "with_input_parameters: a right-hand side with network kernels needs the vjp with "
+            "respect to (u, [p, x]) its model gives (NeuralODE(..., inputs=).problem())"
+        )
+    if prob.user_vjp is not None and split is None:
         raise TypeError(
             "with_input_parameters differentiates the right-hand side with respect to the "
             "inputs by its automatic vjp; a given vjp(v, u, p, t, x, ubar, pbar) has no x "
@@ -149,11 +156,14 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
         unit = np.eye(N)
         env["_L"] = np.stack([_coefficients(interp.ts, unit[:, [e]], "cubic")[:, :, 0]
                               for e in range(N)], axis=-1)  # fmt: skip
-    rhs_source, _ = _sources(interp.kind, False)
+    rhs_source, _ = _sources(interp.kind, network)
     rhs = _compiled(rhs_source, "input_parameter_rhs", env)
-    vjp, how, takes_k = split_vjp(
-        prob.user_f, interp, prob.u0, prob.p, prob.tspan[0], True, automatic_vjp
-    )
+    if split is not None:  # v, u, [p, x], t, k -> ubar, [pbar, xbar]
+        vjp, how, takes_k = split, "given by the model", True
+    else:
+        vjp, how, takes_k = split_vjp(
+            prob.user_f, interp, prob.u0, prob.p, prob.tspan[0], True, automatic_vjp
+        )
     _, vjp_source = _sources(interp.kind, takes_k)
     vjp = _compiled(vjp_source, "input_parameter_vjp", {**env, "_vjp": vjp})
     p = np.concatenate([prob.p, interp.values.ravel()])

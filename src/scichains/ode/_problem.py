@@ -583,12 +583,12 @@ class ODEProblem:
         there and calls ``f(du, u, p, t, x)`` with the original ``p``. Every sensitivity
         method then gives dL/d(samples) as the tail of dL/dp. For ``"constant"``,
         ``"linear"`` and ``"cubic"`` inputs (at most 256 samples) and an automatic vjp (no
-        ``vjp=``, no network kernels, no mass matrix); ``TypeError``/``ValueError`` naming
-        what is not supported."""
-        f, vjp, how, p, where = input_parameter_functions(
-            self, self.kernel is not NO_NETWORK, vjp_makers()[0]
-        )
-        new = ODEProblem(f, self.u0.copy(), self.tspan, p, vjp=vjp)
+        ``vjp=``, no mass matrix), or a network's (``NeuralODE(..., inputs=).problem()``);
+        ``TypeError``/``ValueError`` naming what is not supported."""
+        network = self.kernel is not NO_NETWORK
+        f, vjp, how, p, where = input_parameter_functions(self, network, vjp_makers()[0])
+        kernel = {"kernel": self.kernel} if network else {}
+        new = ODEProblem(f, self.u0.copy(), self.tspan, p, vjp=vjp, **kernel)
         new.inputs, new.derivatives, new.input_slice = self.inputs, how, where  # stops kept
         return new
 
