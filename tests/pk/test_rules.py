@@ -203,3 +203,33 @@ def test_rule_definition_errors():
     ss = pk.Subject(1, [pk.Dose(0.0, D0, 0, ss_interval=12.0)], T_OBS, T_OBS, np.arange(9))
     with pytest.raises(ValueError, match="steady-state dose"):
         pk.PopulationObjective(base, pk.EventData([ss], []))
+
+
+def test_a_dose_at_an_observation_time_is_not_lost():
+    # the first rule dose falls on a sample time (the end of a segment): the sample sees the
+    # concentration just before or just after it, and the doses after it are all there
+    sens = one_compartment(2)
+    phi = np.array([4.0, 30.0])
+    k, r = 4.0 / 30.0, 1.0 + A / (30.0 * CTHR)
+    tau1 = np.log(D0 / (30.0 * CTHR)) / k
+    t = np.array([2.0, tau1, tau1 + 1.0, tau1 + 9.0])
+    s = pk.Subject(1, [pk.Dose(0.0, D0, 0)], t, t * 0, np.arange(t.size))
+    c = sens.observe(predict_subject(sens, Regimen(s, 1), phi, 1e-12, 1e-14), phi)[0]
+    assert c[1] == pytest.approx(CTHR, rel=1e-9) or c[1] == pytest.approx(CTHR * r, rel=1e-9)
+    np.testing.assert_allclose(c[[0, 2, 3]], closed_form(phi, t[[0, 2, 3]]), rtol=1e-10)
+
+
+def test_a_dose_exactly_at_a_segments_end_reaches_the_state():
+    # zero-order elimination x' = -1 from 10: x = 2 at t = 8, a sample time, where a solve
+    # ends: the rule's crossing at the end of one solve or the start of the next
+    x, kel = sp.symbols("x kel")
+    sens = Sensitivities([x], [kel], [-kel], x, order=2, rules=[(x - 2, 0, -1, 5.0, None)])
+    t = np.array([4.0, 8.0, 9.0])
+    s = pk.Subject(1, [pk.Dose(0.0, 10.0, 0)], t, t * 0, np.arange(t.size))
+    y = predict_subject(sens, Regimen(s, 1), np.array([1.0]), 1e-10, 1e-12)
+    # the sample at 8 sees the state just before the dose or just after it (the crossing
+    # is found within rounding of 8); the one at 9 sees the dose either way
+    assert y[1, 0] == pytest.approx(2.0, abs=1e-12) or y[1, 0] == pytest.approx(7.0, abs=1e-12)
+    np.testing.assert_allclose(y[[0, 2], 0], [6.0, 6.0], rtol=1e-12)
+    # and d/dkel: the dose comes at 8 / kel, x(9) = 10 + 5 - 9 kel
+    np.testing.assert_allclose(y[:, 1], [-4.0, -8.0, -9.0], rtol=1e-9)

@@ -128,7 +128,7 @@ def input_parameter_functions(prob, network: bool, automatic_vjp):
             f"with_input_parameters: a cubic input of more than {MAX_CUBIC_SAMPLES} samples "
             f"(got {interp.ts.size}): its table of weights grows as the square; use 'linear'"
         )
-    split = getattr(prob, "input_split_vjp", None)  # a network's, made by its model
+    split = getattr(prob, "input_split_vjp", None) if network else None  # made by its model
     if network and split is None:
         raise TypeError(
             "with_input_parameters: a right-hand side with network kernels needs the vjp with "

@@ -269,15 +269,17 @@ def _ruled_segment(sens, y, a, b, p, uniq, rtol, atol, subject, given):
                 f"{sol.t_events[fired[0]][0]:g}: not supported"
             )
         j = fired[0]
-        k = sol.t.size
+        te = float(sol.t_events[j][0])
+        # the saves before the dose; one at its time (or at b) is the next solve's, after it
+        k = int(np.searchsorted(sol.t, te, side="left"))
         if k:
-            _check_saved(sol, k, subject, t0, b)
-            rows.append(sol.u)
+            _check_saved(sol, sol.t.size, subject, t0, b)
+            rows.append(sol.u[:k])
         k0 += k
         i = live[j]
         given[i] += 1
         y = sens.rule_jump(sol.u_events[j][0], i, sens.rules[i][3], p[npar:], p[:npar])
-        t0 = float(sol.t_events[j][0])
+        t0 = te
         if not np.all(np.isfinite(y)):
             raise PKSolveError(
                 f"subject ID {subject.id}: the state after the dose of rule {i} at {t0:g} is "

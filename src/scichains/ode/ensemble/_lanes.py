@@ -270,12 +270,19 @@ def lane_block(
                 if new == 0:
                     break
                 failed = f(kaddr[0], a_u, a_p, a_t, a_w, n, m_p, new) & new
-                if nev > 0:  # the conditions at t0 (NaN where one raised: redone if it lives)
-                    raised = conditions(a_g, a_u, a_p, a_t, a_cw, n, m_p, new)
+                if nev > 0:  # the conditions at t0; where one raised, the scalar stepper
+                    # solves the trajectory (and says what raised)
+                    raised = conditions(a_g, a_u, a_p, a_t, a_cw, n, m_p, new) & new
                     for lane in range(L):
-                        if (new >> lane) & 1:
+                        if (raised >> lane) & 1:
+                            redo[traj[lane]] = 1
+                            traj[lane] = -1
+                            active[lane] = False
+                        elif (new >> lane) & 1:
                             for j in range(nev):
-                                GP[j, lane] = math.nan if (raised >> lane) & 1 else G[j, lane]
+                                GP[j, lane] = G[j, lane]
+                    new &= ~raised
+                    failed &= ~raised
                 # (the failed lanes' times are t0)
                 _end_failed(
                     failed,

@@ -381,11 +381,13 @@ def solve_ensemble(
         never fires: one condition call per step). Otherwise every trajectory runs on the
         scalar stepper. In blocks on ``threads`` threads, or in batches on an ``executor`` (a
         task per batch, four per worker unless ``batch_size``; no shared memory or work
-        stealing), without an ``output_func``. A trajectory whose events fired has
-        :func:`solve`'s events, saved states and counts bit for bit; one whose events did
-        not, the lane loop's (below); either way the same bits for any ``threads``,
-        ``batch_size`` or executor. ``sol.t_events`` and ``sol.u_events`` are sequences over
-        the trajectories, built on access.
+        stealing), without an ``output_func``. A trajectory solved again has
+        :func:`solve`'s events, saved states and counts bit for bit; one that never left the
+        lanes, the lane loop's (below: solve's bit for bit for two states; for more, step
+        sizes that differ at ~1e-7, so a condition that crosses zero and back within one
+        step may be seen by one and not the other); either way the same bits for any
+        ``threads``, ``batch_size`` or executor. ``sol.t_events`` and ``sol.u_events`` are
+        sequences over the trajectories, built on access.
 
     How: a compiled right-hand side ``f(du, u, p, t)`` (no network kernels) without
     ``jumps`` runs in the lane loop: ``LANES`` trajectories (8 with AVX2 or AVX-512)
