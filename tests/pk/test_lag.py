@@ -10,7 +10,7 @@ from scichains import pk
 from scichains.pk._predict import Regimen, predict_subject
 from scichains.pk._sensitivity import Sensitivities
 
-from .checks import gradient_matches_central_differences
+from .checks import central, gradient_matches_central_differences
 from .models import lag_model, theoph_subset
 
 DOSE = 320.0
@@ -21,14 +21,6 @@ def lagged_oral(ph, t):
     ka, cl, v, tl = ph
     k, s = cl / v, np.maximum(t - tl, 0.0)
     return np.where(t > tl, DOSE * ka / (v * (ka - k)) * (np.exp(-k * s) - np.exp(-ka * s)), 0.0)
-
-
-def central(fun, ph, idx, h):
-    """Central differences of ``fun`` along the entries ``idx`` of ``ph`` (1 to 3 of them)."""
-    if not idx:
-        return fun(ph)
-    e = np.eye(ph.size)[idx[-1]] * h
-    return (central(fun, ph + e, idx[:-1], h) - central(fun, ph - e, idx[:-1], h)) / (2 * h)
 
 
 @pytest.mark.parametrize("order", [2, 3])

@@ -306,6 +306,7 @@ class Sensitivities:
         self._jumps = {}
         # (condition g(x, phi), state dosed, direction, amount, max doses or None) per rule
         self.rules = [] if rules is None else [(sp.sympify(r[0]), *r[1:]) for r in rules]
+        self._rule_events = None  # their ode.Events, made on first use
         if self.rules and t is not None:
             raise ValueError(
                 "a dosing rule needs an autonomous right-hand side (the ODE uses t): the "
@@ -390,7 +391,7 @@ class Sensitivities:
     def rule_events(self) -> list:
         """One terminal :class:`~scichains.ode.Event` per rule (made on first use, kept: a
         solve reuses the compiled tables of the same events)."""
-        if getattr(self, "_rule_events", None) is None:
+        if self._rule_events is None:
             from ._rules import rule_event
 
             made = [rule_event(r[0], self._states, self._phi, r[2]) for r in self.rules]
@@ -442,9 +443,11 @@ class Sensitivities:
             z = [series(b, fm, 1) + (amt * F[a] if b == a else 0) for b in range(n)]
         back = {states[b]: z[b] for b in range(n)}
         ytil = [series(b, fp, -1).xreplace(back) for b in range(n)]
-        # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0. Work on the Taylor
-        # coefficients in h: D_l (sum c_k h^k) = sum (D_l c_k + (k + 1) c_{k+1} dtlag/dphi_l)
-        # h^k, truncated at the degree the remaining derivatives can still reach.
+        # The entries are D_I ytil at h = 0 with h = tlag(phi) - tlag_0 (or a rule's dose time
+        # less its value here). Work on the Taylor coefficients in h: with dh/dphi_l = sum_j
+        # d_lj h^j (a lag's: d_l0 = dtlag/dphi_l only), D_l (sum c_k h^k) = sum (D_l c_k +
+        # sum_i (i + 1) c_{i+1} d_l,k-i) h^k, truncated at the degree the remaining
+        # derivatives can still reach.
         if rule is None:
             moving = sp.Integer(0) if self.lag is None else self.lag[a]
             if end:  # a duration, or F times the amount over the rate

@@ -20,7 +20,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..._jit import FLAGS, VECTOR_BYTES, function_from_address
-from ..._status import call_status4
+from ..._status import call_status4, call_status5
 from ...nn._simd import Vec
 from .._abi import float64_pointer
 from .._pow import emit_pow
@@ -251,8 +251,6 @@ def lane_conditions_address(conditions, n: int, m: int) -> int:
     for each lane in ``mask``, with a scratch of ``(2, max(n, len(conditions)))``; returns
     the mask of the lanes where a condition raised. Compiled once per set of functions and
     sizes (~0.2 s)."""
-    from ..._status import call_status5
-
     key = (tuple(id(g) for g in conditions), int(n), int(m))
     with _LOCK:
         known = _LANE_COND.get(key)
