@@ -279,6 +279,33 @@ def test_errors_in_event_functions_reach_the_user():
     assert "affect of events[0]" in str(info.value)
 
 
+@numba.njit
+def decay(du, u, p, t):
+    du[0] = -p[0] * u[0]
+
+
+@numba.njit
+def nan_below(u, t, p):  # sqrt of a negative number once u[0] < 0.3: NaN, no sign
+    return np.sqrt(u[0] - 0.3) - 0.5
+
+
+def test_a_condition_that_turns_nan_fails_the_solve_instead_of_missing_events():
+    # before, a step from g > 0 to g = NaN showed no sign change and the solve went on
+    prob = ode.ODEProblem(decay, np.array([1.0]), (0.0, 5.0), np.array([1.0]))
+    sol = ode.solve(prob, ode.Tsit5(), events=ode.Event(nan_below, direction=-1))
+    assert sol.status == ode.ReturnCode.RHS_ERROR
+    assert isinstance(sol.exception, ValueError)
+    assert "condition of events[0] returned nan" in sol.message
+    # the event itself (u = 0.55, t = log(1 / 0.55)) was found before it turned NaN
+    np.testing.assert_allclose(sol.t_events[0], [np.log(1 / 0.55)], rtol=1e-6)
+    # in an ensemble's lanes too (they hand such a trajectory to the scalar stepper)
+    ep = ode.EnsembleProblem(prob, u0s=np.array([[1.0], [2.0]]))
+    event = ode.Event(nan_below, direction=-1)
+    es = ode.solve_ensemble(ep, ode.Tsit5(), saveat=[5.0], events=event)
+    np.testing.assert_array_equal(es.status, ode.ReturnCode.RHS_ERROR)
+    assert isinstance(es.exception(1), ValueError)
+
+
 def test_bad_events_are_refused_by_name():
     prob = ode.ODEProblem(oscillator, np.array([0.0, 1.0]), (0.0, 5.0))
     with pytest.raises(ValueError, match="direction"):

@@ -282,3 +282,15 @@ def test_a_rule_dosing_a_depot_matches_an_independent_solve_to_second_order():
             # relative steps 3e-3, 1e-3, 3e-4; measured)
             fd = central(lambda p: oral_reference(p, t), phi, [k, m], 3e-4, relative=True)
             np.testing.assert_allclose(g2[:, k, m], fd, rtol=5e-4, atol=1e-6)
+
+
+def test_a_condition_that_turns_nan_fails_the_prediction_by_name():
+    # sqrt(C - 0.8) is NaN below 0.8: the solve fails naming the condition (it once went on
+    # without the dose)
+    base = rule_model()
+    center, v = base.states[0], base.phi[1]
+    rule = pk.DoseRule(sp.sqrt(center / v - 0.8) - 0.1, center, A)
+    bad = pk.PKModel(**{**base._arguments, "rules": [rule]})
+    data = rule_data(base, n=1)
+    with pytest.raises(pk.PKSolveError, match="condition of events.0. returned nan"):
+        pk.PopulationObjective(bad, data).predict(bad.pack())

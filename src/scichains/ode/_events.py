@@ -8,6 +8,7 @@ records into ``sol.t_events`` / ``sol.u_events``.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numba
@@ -30,7 +31,9 @@ class Event:
     condition : a function ``g(u, t, p) -> float`` (``u``: the state, shape ``(n,)``; ``t``:
         the time; ``p``: the parameters), compiled with ``@numba.njit`` (a plain Python
         function is compiled here). The event happens where ``g`` changes sign along the
-        solution.
+        solution. It must stay finite: NaN or inf where it is evaluated fails the solve
+        (``RHS_ERROR``, a ``ValueError`` naming the event, time and state), as a raise
+        does, since a sign change could otherwise be missed in silence.
     affect : optional ``a(u, t, p)`` changing the state ``u`` in place at the event (a bounce,
         a dose), compiled like ``condition``; None: the event is only recorded (or ends the
         solve).
@@ -191,6 +194,7 @@ def _adapters(events):
             "call_status4": call_status4,
             "numba": numba,
             "pointer": float64_pointer,
+            "math": math,
         }
         lines = []
         for i, e in enumerate(events):
@@ -206,7 +210,10 @@ def _adapters(events):
         src += "    u = numba.carray(pointer(u_a), (n,))\n"
         src += "    p = numba.carray(pointer(p_a), (m,))\n"
         for i in range(len(events)):
+            # a condition that raised, or gave NaN or inf (no sign to test: an event could be
+            # missed in silence), fails the solve, named by call_again
             src += f"    if call_status5(w{i}, out, {i}, u, t, p) != 0:\n        return 1\n"
+            src += f"    if not math.isfinite(out[{i}]):\n        return 1\n"
         src += "    return 0\n"
         src += "def affects(flags, u, p, t, k):\n"
         for i, e in enumerate(events):
@@ -371,9 +378,16 @@ class EventPlan:
             if fn is None or (fired is not None and not fired[i]):
                 continue
             try:
-                fn(u.copy(), t, p.copy())
+                value = fn(u.copy(), t, p.copy())
             except Exception as exc:  # noqa: BLE001 - handed to the caller to raise
                 return self.raised_message(what, i, t, exc), exc
+            if what == "condition" and not np.isfinite(float(value)):
+                exc = ValueError(
+                    f"the condition of events[{i}] returned {float(value)} at t = {t!r}, "
+                    f"u = {u.tolist()!r}: a condition must stay finite along the solution "
+                    "(its sign locates the events)"
+                )
+                return str(exc), exc
         return (
             f"an event {what} raised an exception in compiled code at t = {t!r}, but not when "
             "called again from Python at the same point",
